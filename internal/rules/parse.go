@@ -1,0 +1,492 @@
+package rules
+
+import (
+	"bytes"
+	"cmp"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Bounds and defaults of the rules-file schema (CONTRACT.md section 3).
+const (
+	maxLimit          = 1_000_000
+	minInterval       = time.Microsecond
+	defaultHold       = 90 * day
+	defaultHysteresis = 30 * time.Second
+	defaultIPv4Prefix = 32
+	defaultIPv6Prefix = 64
+)
+
+//go:embed defaults.yaml
+var defaultsYAML []byte
+
+// builtin parses defaults.yaml once; a test proves it is valid.
+var builtin = sync.OnceValue(func() *Set {
+	s, err := Parse("builtin", defaultsYAML, time.Now())
+	if err != nil {
+		panic("rules: built-in defaults.yaml is invalid:\n" + err.Error())
+	}
+	return s
+})
+
+// Default returns the built-in rules, the contract's worked login
+// configuration, with Source "builtin". The Set is built on the first call,
+// which is its LoadedAt, and the same Set is returned on every call.
+func Default() *Set { return builtin() }
+
+// Load reads and parses the rules file at path, which becomes the Set's
+// Source and the File of its errors. An unreadable file gives an error that
+// wraps the os error and is not ErrInvalid.
+func Load(path string, loadedAt time.Time) (*Set, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("rules: %w", err)
+	}
+	return Parse(path, data, loadedAt)
+}
+
+// Parse validates a rules file and compiles it into a Set with every default
+// applied. source names the file in the Set and in errors. When the file is
+// not valid, Parse returns an Errors listing every problem, sorted by line;
+// it matches ErrInvalid.
+func Parse(source string, data []byte, loadedAt time.Time) (*Set, error) {
+	p := parser{file: source}
+	rs := p.document(data)
+	if len(p.errs) > 0 {
+		slices.SortStableFunc(p.errs, func(a, b Error) int { return cmp.Compare(a.Line, b.Line) })
+		return nil, p.errs
+	}
+	return newSet(source, loadedAt, rs), nil
+}
+
+// parser walks the YAML node tree of one file, collecting every problem.
+type parser struct {
+	file string
+	errs Errors
+}
+
+func (p *parser) errorf(line int, format string, args ...any) {
+	p.errs = append(p.errs, Error{File: p.file, Line: max(line, 1), Msg: fmt.Sprintf(format, args...)})
+}
+
+// yamlLine matches the line number yaml.v3 puts in its syntax errors.
+var yamlLine = regexp.MustCompile(`(?s)^yaml: line (\d+): (.*)$`)
+
+// syntaxError reports a YAML syntax error at the line yaml.v3 names, or at
+// line 1 when it names none.
+func (p *parser) syntaxError(err error) {
+	msg := err.Error()
+	line := 1
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		msg = m[2]
+	} else {
+		msg = strings.TrimPrefix(msg, "yaml: ")
+	}
+	p.errorf(line, "invalid YAML: %s", msg)
+}
+
+// document checks the top level, version: 1 and rules: [...], and returns
+// the valid rules.
+func (p *parser) document(data []byte) []Rule {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			p.errorf(1, "empty rules file, want version: 1 and a list of rules")
+		} else {
+			p.syntaxError(err)
+		}
+		return nil
+	}
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case err == nil:
+		p.errorf(next.Line, "a second YAML document; a rules file holds one")
+	case !errors.Is(err, io.EOF):
+		p.syntaxError(err)
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 {
+		p.errorf(doc.Line, "empty rules file, want version: 1 and a list of rules")
+		return nil
+	}
+	root := resolve(doc.Content[0])
+	if root.Kind == yaml.ScalarNode && root.ShortTag() == "!!null" {
+		p.errorf(root.Line, "empty rules file, want version: 1 and a list of rules")
+		return nil
+	}
+	if root.Kind != yaml.MappingNode {
+		p.errorf(root.Line, "top level: got %s, want a mapping with version and rules", describe(root))
+		return nil
+	}
+	fs := p.fields(root, []string{"version", "rules"}, " at top level (want version and rules)")
+
+	if f, ok := fs["version"]; !ok {
+		p.errorf(root.Line, "version: required, want version: 1")
+	} else if v, ok := intValue(f.value); !ok || v != 1 {
+		p.errorf(f.key.Line, "version: got %s, want 1", describe(f.value))
+	}
+
+	f, ok := fs["rules"]
+	if !ok {
+		p.errorf(root.Line, "rules: required, want a list of rules")
+		return nil
+	}
+	if f.value.Kind != yaml.SequenceNode {
+		p.errorf(f.key.Line, "rules: got %s, want a list of rules", describe(f.value))
+		return nil
+	}
+	if len(f.value.Content) == 0 {
+		p.errorf(f.key.Line, "rules: got an empty list, want at least one rule")
+		return nil
+	}
+	names := make(map[string]int)
+	var rs []Rule
+	for _, item := range f.value.Content {
+		item = resolve(item)
+		if item.Kind != yaml.MappingNode {
+			p.errorf(item.Line, "rule: got %s, want a mapping of fields, like name: login-ip", describe(item))
+			continue
+		}
+		if r, ok := p.rule(item, names); ok {
+			rs = append(rs, r)
+		}
+	}
+	return rs
+}
+
+// field is one key: value pair of a mapping, its value's aliases resolved.
+type field struct {
+	key, value *yaml.Node
+}
+
+// fields indexes mapping m by key, reporting keys not in known (with hint
+// appended to the message) and keys given twice.
+func (p *parser) fields(m *yaml.Node, known []string, hint string) map[string]field {
+	fs := make(map[string]field, len(m.Content)/2)
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k := resolve(m.Content[i])
+		switch {
+		case k.Kind != yaml.ScalarNode:
+			p.errorf(k.Line, "got %s as a field name, want a plain word", describe(k))
+		case k.ShortTag() == "!!merge":
+			p.errorf(k.Line, "merge keys (<<) are not supported; write each field out")
+		case !slices.Contains(known, k.Value):
+			p.errorf(k.Line, "unknown field %s%s", quote(k.Value), hint)
+		default:
+			if first, dup := fs[k.Value]; dup {
+				p.errorf(k.Line, "duplicate field %q (first at line %d)", k.Value, first.key.Line)
+				continue
+			}
+			fs[k.Value] = field{key: k, value: resolve(m.Content[i+1])}
+		}
+	}
+	return fs
+}
+
+// ruleFields are the fields a rule may have.
+var ruleFields = []string{
+	"name", "flows", "key", "type", "count", "limit", "per", "burst", "action",
+	"mode", "on_store_error", "ipv4_prefix", "ipv6_prefix", "hold", "hysteresis",
+}
+
+// ruleName is the syntax of a rule name: 1 to 63 of [a-z0-9-], neither
+// starting nor ending with '-'.
+var ruleName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// rule validates one rule mapping and applies its defaults. names maps the
+// names seen so far to their lines; rule adds its own. It reports whether the
+// rule is valid.
+func (p *parser) rule(m *yaml.Node, names map[string]int) (Rule, bool) {
+	before := len(p.errs)
+	fs := p.fields(m, ruleFields, " in a rule")
+	r := Rule{Line: m.Line, Mode: Enforce, OnStoreError: Local}
+
+	if f, ok := fs["name"]; !ok {
+		p.errorf(m.Line, "name: required")
+	} else if v := f.value; v.Kind != yaml.ScalarNode || !ruleName.MatchString(v.Value) {
+		p.errorf(f.key.Line, "name: got %s, want 1 to 63 of a-z, 0-9 and '-', not starting or ending with '-'", describe(v))
+	} else if first, dup := names[v.Value]; dup {
+		p.errorf(f.key.Line, "name: %q is already the name of the rule at line %d", v.Value, first)
+	} else {
+		r.Name = v.Value
+		names[v.Value] = m.Line
+	}
+
+	if f, ok := fs["flows"]; !ok {
+		p.errorf(m.Line, "flows: required, want a list like [login]")
+	} else {
+		r.Flows = p.flows(f)
+	}
+
+	var keyOK, typeOK, limitOK bool
+	if f, ok := fs["key"]; !ok {
+		p.errorf(m.Line, "key: required, want one of %s", or(keys))
+	} else {
+		r.Key, keyOK = enum(p, f, "key", keys)
+	}
+	if f, ok := fs["type"]; !ok {
+		p.errorf(m.Line, "type: required, want one of %s", or(types))
+	} else {
+		r.Type, typeOK = enum(p, f, "type", types)
+	}
+	if f, ok := fs["limit"]; !ok {
+		p.errorf(m.Line, "limit: required, want an integer from 1 to %d", maxLimit)
+	} else {
+		r.Limit, limitOK = p.integer(f, "limit", 1, maxLimit)
+	}
+	if f, ok := fs["action"]; ok {
+		r.Action, _ = enum(p, f, "action", actions)
+	} else if typeOK {
+		r.Action = defaultAction[r.Type]
+	}
+	if f, ok := fs["mode"]; ok {
+		r.Mode, _ = enum(p, f, "mode", modes)
+	}
+	if f, ok := fs["on_store_error"]; ok {
+		r.OnStoreError, _ = enum(p, f, "on_store_error", storeErrors)
+	}
+
+	// Fields that belong to some types only. While the type is itself
+	// invalid, their values are still checked, their presence is not.
+	only := func(name string, allowed bool) (field, bool) {
+		f, ok := fs[name]
+		if ok && typeOK && !allowed {
+			p.errorf(f.key.Line, "%s: not allowed for type %s", name, r.Type)
+			return field{}, false
+		}
+		return f, ok
+	}
+	rate := typeOK && r.Type == Rate
+
+	perOK := false
+	if f, ok := only("per", r.Type != ConsecutiveFailures); ok {
+		r.Per, perOK = p.duration(f, "per", true)
+	} else if _, present := fs["per"]; !present && typeOK && r.Type != ConsecutiveFailures {
+		p.errorf(m.Line, "per: required for type %s", r.Type)
+	}
+	if f, ok := only("count", r.Type == Rate); ok {
+		r.Count, _ = enum(p, f, "count", counts)
+	} else if rate {
+		r.Count = Attempts
+	}
+	burstOK, burstLine := rate && limitOK, m.Line
+	if f, ok := only("burst", r.Type == Rate); ok {
+		r.Burst, burstOK = p.integer(f, "burst", 1, maxLimit)
+		burstLine = f.key.Line
+	} else if rate {
+		r.Burst = r.Limit
+	}
+	if f, ok := only("hold", r.Type == ConsecutiveFailures); ok {
+		r.Hold, _ = p.duration(f, "hold", true)
+	} else if typeOK && r.Type == ConsecutiveFailures {
+		r.Hold = defaultHold
+	}
+	if f, ok := only("hysteresis", r.Type == FailureRate); ok {
+		r.Hysteresis, _ = p.duration(f, "hysteresis", false)
+	} else if typeOK && r.Type == FailureRate {
+		r.Hysteresis = defaultHysteresis
+	}
+
+	for _, pf := range []struct {
+		name string
+		max  int64
+		def  int
+		dst  *int
+	}{
+		{"ipv4_prefix", 32, defaultIPv4Prefix, &r.IPv4Prefix},
+		{"ipv6_prefix", 128, defaultIPv6Prefix, &r.IPv6Prefix},
+	} {
+		f, ok := fs[pf.name]
+		switch {
+		case ok && keyOK && r.Key != KeyIP:
+			p.errorf(f.key.Line, "%s: not allowed for key %s", pf.name, r.Key)
+		case ok:
+			v, _ := p.integer(f, pf.name, 1, pf.max)
+			*pf.dst = int(v)
+		case keyOK && r.Key == KeyIP:
+			*pf.dst = pf.def
+		}
+	}
+
+	if typeOK && keyOK {
+		line := fs["key"].key.Line
+		switch {
+		case r.Key == KeyGlobal && r.Type != FailureRate:
+			p.errorf(line, "key: global is only for type failure_rate")
+		case r.Type == FailureRate && r.Key != KeyGlobal:
+			p.errorf(line, "key: type failure_rate needs key global, got %s", r.Key)
+		}
+	}
+
+	// The store keeps GCRA state in microseconds: the emission interval must
+	// be at least one, and the tolerance must fit with room to spare.
+	if rate && limitOK && perOK && burstOK {
+		if iv := r.Interval(); iv < minInterval {
+			p.errorf(fs["limit"].key.Line, "limit: per/limit is %v, want at least 1µs: lower limit or raise per", iv)
+		} else if iv > MaxDuration/time.Duration(r.Burst) {
+			p.errorf(burstLine, "burst: burst×per/limit exceeds 366d, the longest tolerance guardian keeps: lower burst or per")
+		}
+	}
+	return r, len(p.errs) == before
+}
+
+// flows returns the flows listed by f, reporting unknown and repeated ones.
+func (p *parser) flows(f field) []Flow {
+	v := f.value
+	if v.Kind != yaml.SequenceNode {
+		p.errorf(f.key.Line, "flows: got %s, want a list like [login]", describe(v))
+		return nil
+	}
+	if len(v.Content) == 0 {
+		p.errorf(f.key.Line, "flows: got an empty list, want at least one of %s", or(Flows))
+		return nil
+	}
+	var fl []Flow
+	for _, item := range v.Content {
+		item = resolve(item)
+		flow, ok := ParseFlow(item.Value)
+		switch {
+		case item.Kind != yaml.ScalarNode || !ok:
+			p.errorf(item.Line, "flows: got %s, want %s", describe(item), or(Flows))
+		case slices.Contains(fl, flow):
+			p.errorf(item.Line, "flows: %s is listed twice", flow)
+		default:
+			fl = append(fl, flow)
+		}
+	}
+	return fl
+}
+
+// The values of the enumerated fields, in the contract's order.
+var (
+	keys        = []Key{KeyAccount, KeyIP, KeyAccountIP, KeyRecipient, KeyGlobal}
+	types       = []Type{Rate, ConsecutiveFailures, FailureRate}
+	counts      = []Count{Failures, Attempts}
+	actions     = []Action{Slow, Block, Challenge}
+	modes       = []Mode{Enforce, Shadow}
+	storeErrors = []OnStoreError{Local, Closed, Open}
+)
+
+// defaultAction is the action of a rule that states none.
+var defaultAction = map[Type]Action{Rate: Slow, ConsecutiveFailures: Block, FailureRate: Challenge}
+
+// enum returns f's value if it is one of allowed.
+func enum[T ~string](p *parser, f field, name string, allowed []T) (T, bool) {
+	v := f.value
+	if v.Kind == yaml.ScalarNode && v.ShortTag() != "!!null" && slices.Contains(allowed, T(v.Value)) {
+		return T(v.Value), true
+	}
+	p.errorf(f.key.Line, "%s: got %s, want %s", name, describe(v), or(allowed))
+	return "", false
+}
+
+// integer returns f's value if it is an integer from lo to hi.
+func (p *parser) integer(f field, name string, lo, hi int64) (int64, bool) {
+	if v, ok := intValue(f.value); ok && lo <= v && v <= hi {
+		return v, true
+	}
+	p.errorf(f.key.Line, "%s: got %s, want an integer from %d to %d", name, describe(f.value), lo, hi)
+	return 0, false
+}
+
+// intValue returns the value of an integer scalar; a float, even a whole
+// one, or a quoted number is not an integer.
+func intValue(n *yaml.Node) (int64, bool) {
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
+		return 0, false
+	}
+	var v int64
+	if err := n.Decode(&v); err != nil {
+		return 0, false
+	}
+	return v, true
+}
+
+// duration returns f's value if it is a duration, more than zero if positive.
+func (p *parser) duration(f field, name string, positive bool) (time.Duration, bool) {
+	v := f.value
+	if v.Kind != yaml.ScalarNode || v.ShortTag() == "!!null" {
+		p.errorf(f.key.Line, "%s: got %s, want a duration like 1m or 1h30m", name, describe(v))
+		return 0, false
+	}
+	d, why := parseDuration(v.Value)
+	switch {
+	case why != "":
+		p.errorf(f.key.Line, "%s: invalid duration %s: %s", name, quote(v.Value), why)
+		return 0, false
+	case positive && d == 0:
+		p.errorf(f.key.Line, "%s: got %s, want more than 0s", name, quote(v.Value))
+		return 0, false
+	}
+	return d, true
+}
+
+// resolve follows aliases to the node they name.
+func resolve(n *yaml.Node) *yaml.Node {
+	for i := 0; n.Kind == yaml.AliasNode && n.Alias != nil && i < 8; i++ {
+		n = n.Alias
+	}
+	return n
+}
+
+// describe names a node's value for an error message.
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		switch n.ShortTag() {
+		case "!!null":
+			return "nothing"
+		case "!!int", "!!float", "!!bool":
+			return shorten(n.Value)
+		}
+		return quote(n.Value)
+	case yaml.SequenceNode:
+		if len(n.Content) == 0 {
+			return "an empty list"
+		}
+		return "a list"
+	case yaml.MappingNode:
+		return "a mapping"
+	}
+	return "an alias"
+}
+
+// quote quotes s for a message, shortened if long.
+func quote(s string) string { return strconv.Quote(shorten(s)) }
+
+// shorten cuts s to a length that reads well in a message.
+func shorten(s string) string {
+	const maxLen = 64
+	if len(s) > maxLen {
+		return s[:maxLen] + "..."
+	}
+	return s
+}
+
+// or lists values as "a, b or c".
+func or[T ~string](values []T) string {
+	var b strings.Builder
+	for i, v := range values {
+		switch {
+		case i == 0:
+		case i == len(values)-1:
+			b.WriteString(" or ")
+		default:
+			b.WriteString(", ")
+		}
+		b.WriteString(string(v))
+	}
+	return b.String()
+}
