@@ -1,0 +1,61 @@
+package tokens_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/guardian-sec/guardian/internal/secret"
+	"github.com/guardian-sec/guardian/internal/tokens"
+)
+
+func ExampleService() {
+	k, _ := secret.New(bytes.Repeat([]byte{1}, secret.MinLen))
+	s := tokens.NewService(k)
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+
+	tok, _ := s.Issue(tokens.ScopeCheck, "auth-api", 24*time.Hour, now)
+	c, err := s.Verify(tok, now.Add(time.Hour))
+	fmt.Println(c.Subject, c.Scope, c.Scope.Allows(tokens.ScopeAdmin), err)
+
+	_, err = s.Verify(tok, now.Add(25*time.Hour))
+	fmt.Println(err)
+	// Output:
+	// auth-api check false <nil>
+	// tokens: invalid token: expired
+}
+
+func ExampleAttempts() {
+	k, _ := secret.New(bytes.Repeat([]byte{1}, secret.MinLen))
+	a := tokens.NewAttempts(k)
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+
+	id, _ := a.Seal(tokens.Attempt{Issued: now, Flow: "login", Refunds: []tokens.Refund{
+		{Key: "guardian:v1:{AbCdEfGhIjKlMnOpQrStUv}:login-account", Amount: 12 * time.Second},
+	}})
+	at, err := a.Open(id, now.Add(time.Minute))
+	fmt.Println(at.Flow, at.Refunds[0].Amount, err)
+
+	_, err = a.Open(id, now.Add(11*time.Minute))
+	fmt.Println(errors.Is(err, tokens.ErrExpiredAttempt), errors.Is(err, tokens.ErrInvalidAttempt))
+	// Output:
+	// login 12s <nil>
+	// true true
+}
+
+func ExampleDevices() {
+	k, _ := secret.New(bytes.Repeat([]byte{1}, secret.MinLen))
+	d := tokens.NewDevices(k, 0)
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+
+	tok, id, _ := d.Issue("AbCdEfGhIjKlMnOpQrStUv", now)
+	got, err := d.Verify(tok, "AbCdEfGhIjKlMnOpQrStUv", now.Add(time.Hour))
+	fmt.Println(got == id, err)
+
+	_, err = d.Verify(tok, "ZyXwVuTsRqPoNmLkJiHgFe", now.Add(time.Hour))
+	fmt.Println(err)
+	// Output:
+	// true <nil>
+	// tokens: invalid device token: issued to another account
+}
