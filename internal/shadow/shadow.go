@@ -1,0 +1,157 @@
+// Package shadow keeps guardian's bookkeeping of shadow rules: for each rule
+// in shadow mode, how many checks it evaluated, how many it would have
+// slowed, blocked or challenged, and which keys it would have stopped most
+// often. It backs GET /v1/shadow; the decision itself is made elsewhere.
+package shadow
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/guardian-sec/guardian/internal/rules"
+)
+
+const (
+	// sketchCapacity is the number of top-key counters kept per rule.
+	sketchCapacity = 64
+	// reportedKeys is how many top keys a RuleReport lists, as the contract
+	// allows at most ten.
+	reportedKeys = 10
+)
+
+// Book tallies what each shadow rule would have done since it was loaded.
+//
+// A Book counts only the rules it tracks: name them with Sync after every
+// load of the rules (and Reset a rule that changed). Events of other rules
+// are dropped, so a check still finishing on a replaced rule set cannot
+// bring a removed rule back into the report.
+//
+// Record is lock-free apart from the top-keys counters of a rule that
+// tripped, and allocates nothing once those counters have held a key of
+// each length. A Book is safe for concurrent use; use NewBook.
+type Book struct {
+	// mu serialises Sync and Reset, which replace tallies as a whole.
+	mu sync.Mutex
+	// tallies maps a rule name to its tally. The map is never modified once
+	// stored: writers store a copy.
+	tallies atomic.Pointer[map[string]*tally]
+}
+
+// tally is one rule's counts since it was loaded.
+type tally struct {
+	evaluated atomic.Uint64
+	slow      atomic.Uint64
+	block     atomic.Uint64
+	challenge atomic.Uint64
+	top       *TopK
+}
+
+func newTally() *tally { return &tally{top: NewTopK(sketchCapacity)} }
+
+// RuleReport is what one shadow rule would have done since it was loaded,
+// as GET /v1/shadow shows it.
+type RuleReport struct {
+	Rule string `json:"rule"`
+	// Evaluated counts the checks the rule was evaluated on.
+	Evaluated uint64 `json:"evaluated"`
+	// WouldSlow, WouldBlock and WouldChallenge count the checks the rule
+	// would have slowed, blocked or challenged.
+	WouldSlow      uint64 `json:"would_slow"`
+	WouldBlock     uint64 `json:"would_block"`
+	WouldChallenge uint64 `json:"would_challenge"`
+	// TopKeys are at most ten hashed keys the rule would have stopped most
+	// often, by hits descending then key; never nil. Hits may be over by the
+	// bound TopK documents once a rule has tripped on more than 64 keys.
+	TopKeys []KeyCount `json:"top_keys"`
+}
+
+// NewBook returns a Book that tracks no rules yet.
+func NewBook() *Book {
+	b := &Book{}
+	b.tallies.Store(&map[string]*tally{})
+	return b
+}
+
+// Record counts one evaluation of rule. When tripped is slow, block or
+// challenge it also counts the would-be decision and adds key, the hashed
+// subject of the check, to the rule's top keys; an empty key is counted but
+// not listed. tripped is "" (or allow) when the rule would have allowed.
+// Record ignores a rule the Book does not track.
+func (b *Book) Record(rule string, tripped rules.Action, key string) {
+	t := (*b.tallies.Load())[rule]
+	if t == nil {
+		return
+	}
+	t.evaluated.Add(1)
+	switch tripped {
+	case rules.Slow:
+		t.slow.Add(1)
+	case rules.Block:
+		t.block.Add(1)
+	case rules.Challenge:
+		t.challenge.Add(1)
+	default:
+		return
+	}
+	if key != "" {
+		t.top.Add(key)
+	}
+}
+
+// Sync makes the Book track exactly the rules named: a rule it already
+// tracks keeps its counts, a new one starts at zero, and the tallies of
+// rules not named are dropped. Call it with the shadow rules of every newly
+// loaded rule set; a rule whose definition changed keeps its counts here,
+// so Reset it as well.
+func (b *Book) Sync(rules []string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	old := *b.tallies.Load()
+	next := make(map[string]*tally, len(rules))
+	for _, r := range rules {
+		if t, ok := old[r]; ok {
+			next[r] = t
+		} else {
+			next[r] = newTally()
+		}
+	}
+	b.tallies.Store(&next)
+}
+
+// Reset starts rule's tally afresh, and tracks rule if it was not tracked.
+// A Record racing with Reset may land in the discarded tally.
+func (b *Book) Reset(rule string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	old := *b.tallies.Load()
+	next := make(map[string]*tally, len(old)+1)
+	for r, t := range old {
+		next[r] = t
+	}
+	next[rule] = newTally()
+	b.tallies.Store(&next)
+}
+
+// Report returns the counts of every tracked rule, sorted by rule name.
+// A report taken while checks run is not a snapshot, but the would-be
+// counts never add up to more than Evaluated: Record counts the evaluation
+// first and Report reads it last.
+func (b *Book) Report() []RuleReport {
+	m := *b.tallies.Load()
+	out := make([]RuleReport, 0, len(m))
+	for r, t := range m {
+		rr := RuleReport{
+			Rule:           r,
+			WouldSlow:      t.slow.Load(),
+			WouldBlock:     t.block.Load(),
+			WouldChallenge: t.challenge.Load(),
+			TopKeys:        t.top.Top(reportedKeys),
+		}
+		rr.Evaluated = t.evaluated.Load()
+		out = append(out, rr)
+	}
+	slices.SortFunc(out, func(x, y RuleReport) int { return cmp.Compare(x.Rule, y.Rule) })
+	return out
+}
