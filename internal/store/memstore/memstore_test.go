@@ -1,0 +1,627 @@
+package memstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/guardian-sec/guardian/internal/store"
+	"github.com/guardian-sec/guardian/internal/store/storetest"
+)
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {
+		return New(Config{Now: now})
+	})
+}
+
+// TestConformanceOneShard runs the suite with every key in one shard, so
+// that batches lock one shard for several ops.
+func TestConformanceOneShard(t *testing.T) {
+	storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {
+		return New(Config{Now: now, Shards: 1})
+	})
+}
+
+// start is the instant the memstore tests start at.
+var start = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+
+// newTest returns a store configured by cfg, on a clock at start.
+func newTest(cfg Config) (*Store, *storetest.Clock) {
+	c := storetest.NewClock(start)
+	cfg.Now = c.Now
+	return New(cfg), c
+}
+
+// rateOp returns a Rate op on key.
+func rateOp(key string, cost int64, interval time.Duration, burst int64) store.Op {
+	return store.Op{Key: key, Kind: store.Rate, Cost: cost, Interval: interval, Burst: burst}
+}
+
+// counterOp returns a Counter op on key.
+func counterOp(key string, cost, limit int64, hold time.Duration) store.Op {
+	return store.Op{Key: key, Kind: store.Counter, Cost: cost, Limit: limit, Hold: hold}
+}
+
+// do runs Do and returns its results, failing the test on an error.
+func do(tb testing.TB, s *Store, ops ...store.Op) []store.Result {
+	tb.Helper()
+	res := make([]store.Result, len(ops))
+	if err := s.Do(context.Background(), ops, res); err != nil {
+		tb.Fatalf("Do: %v", err)
+	}
+	return res
+}
+
+// peek runs Peek and returns its results, failing the test on an error.
+func peek(tb testing.TB, s *Store, ops ...store.Op) []store.Result {
+	tb.Helper()
+	res := make([]store.Result, len(ops))
+	if err := s.Peek(context.Background(), ops, res); err != nil {
+		tb.Fatalf("Peek: %v", err)
+	}
+	return res
+}
+
+// checkLen fails the test unless s holds want entries.
+func checkLen(tb testing.TB, s *Store, label string, want int) {
+	tb.Helper()
+	if got := s.Len(); got != want {
+		tb.Errorf("%s: Len = %d, want %d", label, got, want)
+	}
+}
+
+func TestSweepRemovesExpired(t *testing.T) {
+	s, c := newTest(Config{})
+	do(t, s, rateOp("a", 1, time.Minute, 5))
+	do(t, s, rateOp("b", 2, time.Minute, 5))
+	do(t, s, counterOp("c", 1, 3, 3*time.Minute))
+	if _, err := s.MarkOnce(context.Background(), "m", 4*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	checkLen(t, s, "start", 4)
+
+	steps := []struct {
+		at                      time.Time
+		beforeSweep, afterSweep int
+	}{
+		{start.Add(time.Minute - time.Microsecond), 4, 4},
+		{start.Add(time.Minute), 4, 3},
+		{start.Add(2 * time.Minute), 3, 2},
+		{start.Add(3 * time.Minute), 2, 1},
+		{start.Add(4 * time.Minute), 1, 0},
+	}
+	for _, st := range steps {
+		c.Set(st.at)
+		label := fmt.Sprintf("at start+%v", st.at.Sub(start))
+		checkLen(t, s, label+" before Sweep", st.beforeSweep)
+		s.Sweep()
+		checkLen(t, s, label+" after Sweep", st.afterSweep)
+	}
+}
+
+func TestExpiredRemovedOnAccess(t *testing.T) {
+	s, c := newTest(Config{})
+	ctx := context.Background()
+	a, b, d, r := rateOp("a", 1, time.Minute, 5), rateOp("b", 1, time.Minute, 5), rateOp("d", 1, time.Minute, 5), rateOp("r", 1, time.Minute, 5)
+	do(t, s, a, b, d, r)
+	ok, err := s.MarkOnce(ctx, "m", time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("MarkOnce = %v, %v; want true", ok, err)
+	}
+	checkLen(t, s, "start", 5)
+	c.Advance(time.Minute)
+
+	peek(t, s, a)
+	checkLen(t, s, "after Peek of an expired key", 4)
+	if got := peek(t, s, a)[0]; got != (store.Result{Allowed: true, Remaining: 5}) {
+		t.Errorf("expired key reads %+v, want full", got)
+	}
+	if got := do(t, s, b)[0]; got != (store.Result{Allowed: true, Spent: true, Remaining: 4, ResetAfter: time.Minute}) {
+		t.Errorf("Do on an expired key = %+v, want a fresh spend", got)
+	}
+	checkLen(t, s, "after Do on an expired key", 4)
+	if err := s.Refund(ctx, []store.Refund{{Key: r.Key, Kind: store.Rate, Amount: time.Second}}); err != nil {
+		t.Fatal(err)
+	}
+	checkLen(t, s, "after Refund of an expired key", 3)
+	if ok, err := s.MarkOnce(ctx, "m", time.Minute); err != nil || !ok {
+		t.Errorf("MarkOnce of an expired key = %v, %v; want true", ok, err)
+	}
+	checkLen(t, s, "after MarkOnce of an expired key", 3)
+	if err := s.Delete(ctx, d.Key); err != nil {
+		t.Fatal(err)
+	}
+	checkLen(t, s, "after Delete of an expired key", 2)
+}
+
+func TestInsertSweepsAFewEntries(t *testing.T) {
+	s, c := newTest(Config{Shards: 1})
+	for i := range 100 {
+		do(t, s, rateOp(fmt.Sprintf("old-%d", i), 1, time.Minute, 5))
+	}
+	c.Advance(time.Minute)
+	for i := range 10 {
+		do(t, s, rateOp(fmt.Sprintf("new-%d", i), 1, time.Minute, 5))
+	}
+	// Each of the 10 inserts looks at sweepSample entries; with 100
+	// expired among 110 or fewer, most of what it sees has expired.
+	if got := s.Len(); got >= 110-5 || got < 110-10*sweepSample {
+		t.Errorf("Len = %d, want between %d and %d", got, 110-10*sweepSample, 110-5)
+	}
+}
+
+func TestMaxKeys(t *testing.T) {
+	ctx := context.Background()
+	s, c := newTest(Config{MaxKeys: 10, Shards: 4})
+	key := func(i int) string { return fmt.Sprintf("account-%d", i) }
+	for i := range 10 {
+		do(t, s, rateOp(key(i), 1, time.Minute, 5))
+	}
+	checkLen(t, s, "filled", 10)
+
+	fullRate := store.Result{RetryAfter: time.Minute, ResetAfter: time.Minute}
+	fullCounter := store.Result{RetryAfter: time.Second, ResetAfter: time.Second}
+	steps := []struct {
+		name string
+		peek bool
+		ops  []store.Op
+		want []store.Result
+	}{
+		{"new rate key", false, []store.Op{rateOp("new", 1, time.Minute, 5)}, []store.Result{fullRate}},
+		{"new counter key", false, []store.Op{counterOp("new", 1, 3, time.Hour)}, []store.Result{fullCounter}},
+		{"new key, peek", true, []store.Op{rateOp("new", 1, time.Minute, 5)}, []store.Result{fullRate}},
+		{"new key, cost zero", false, []store.Op{rateOp("new", 0, time.Minute, 5)}, []store.Result{{Allowed: true, Remaining: 5}}},
+		{"existing key with a new key", false,
+			[]store.Op{rateOp(key(0), 1, time.Minute, 5), rateOp("new", 1, time.Minute, 5)},
+			[]store.Result{{Allowed: true, Remaining: 4, ResetAfter: time.Minute}, fullRate}},
+		{"existing key with a new shadow key", false,
+			[]store.Op{rateOp(key(0), 1, time.Minute, 5), {Key: "new", Kind: store.Rate, Shadow: true, Cost: 1, Interval: 2 * time.Minute, Burst: 5}},
+			[]store.Result{{Allowed: true, Spent: true, Remaining: 3, ResetAfter: 2 * time.Minute}, {RetryAfter: 2 * time.Minute, ResetAfter: 2 * time.Minute}}},
+		{"existing key", false, []store.Op{rateOp(key(1), 1, time.Minute, 5)},
+			[]store.Result{{Allowed: true, Spent: true, Remaining: 3, ResetAfter: 2 * time.Minute}}},
+	}
+	for _, st := range steps {
+		var got []store.Result
+		if st.peek {
+			got = peek(t, s, st.ops...)
+		} else {
+			got = do(t, s, st.ops...)
+		}
+		for i := range got {
+			if got[i] != st.want[i] {
+				t.Errorf("%s: op %d: got %+v, want %+v", st.name, i, got[i], st.want[i])
+			}
+		}
+	}
+	if ok, err := s.MarkOnce(ctx, "attempt", time.Hour); err != nil || ok {
+		t.Errorf("MarkOnce while full = %v, %v; want false, nil", ok, err)
+	}
+	checkLen(t, s, "still full", 10)
+
+	// Keys 2…9 are full again a minute later; Sweep makes room for 8.
+	c.Advance(time.Minute)
+	s.Sweep()
+	checkLen(t, s, "after Sweep", 2)
+	for i := range 8 {
+		if got := do(t, s, rateOp(key(100+i), 1, time.Minute, 5))[0]; !got.Spent {
+			t.Errorf("new key %d after Sweep: %+v, want spent", i, got)
+		}
+	}
+	if got := do(t, s, rateOp("new", 1, time.Minute, 5))[0]; got != fullRate {
+		t.Errorf("new key when full again: got %+v, want %+v", got, fullRate)
+	}
+	checkLen(t, s, "full again", 10)
+}
+
+func TestMaxKeysSweepsWhenFull(t *testing.T) {
+	s, c := newTest(Config{MaxKeys: 20, Shards: 8})
+	for i := range 20 {
+		do(t, s, rateOp(fmt.Sprintf("old-%d", i), 1, time.Minute, 5))
+	}
+	c.Advance(time.Minute)
+	// Every old key has expired: new keys find room without a Sweep, in
+	// whichever shard they land.
+	for i := range 20 {
+		if got := do(t, s, rateOp(fmt.Sprintf("new-%d", i), 1, time.Minute, 5))[0]; !got.Spent {
+			t.Fatalf("new key %d: %+v, want spent", i, got)
+		}
+	}
+	checkLen(t, s, "after replacing every key", 20)
+	if got := do(t, s, rateOp("one-too-many", 1, time.Minute, 5))[0]; got.Spent || got.Allowed {
+		t.Errorf("one key too many: %+v, want exhausted", got)
+	}
+}
+
+func TestMaxKeysBatchShort(t *testing.T) {
+	s, _ := newTest(Config{MaxKeys: 3})
+	do(t, s, rateOp("a", 1, time.Minute, 5), rateOp("b", 1, time.Minute, 5))
+	// Room for one new key, and a batch needing two: nothing is spent.
+	got := do(t, s, rateOp("a", 1, time.Minute, 5), rateOp("c", 1, time.Minute, 5), rateOp("d", 1, time.Minute, 5))
+	want := []store.Result{
+		{Allowed: true, Remaining: 4, ResetAfter: time.Minute},
+		{Allowed: true, Remaining: 5},
+		{RetryAfter: time.Minute, ResetAfter: time.Minute},
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("op %d: got %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	checkLen(t, s, "after the batch", 2)
+	if got := do(t, s, rateOp("c", 1, time.Minute, 5))[0]; !got.Spent {
+		t.Errorf("the one key there is room for: %+v, want spent", got)
+	}
+	checkLen(t, s, "full", 3)
+}
+
+func TestShardCount(t *testing.T) {
+	tests := []struct {
+		shards, want int
+	}{
+		{0, 64},
+		{-3, 64},
+		{1, 1},
+		{2, 2},
+		{3, 4},
+		{64, 64},
+		{65, 128},
+		{1 << 20, 1 << 16},
+	}
+	for _, tt := range tests {
+		if got := len(New(Config{Shards: tt.shards}).shards); got != tt.want {
+			t.Errorf("Shards %d: %d shards, want %d", tt.shards, got, tt.want)
+		}
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	s := New(Config{})
+	if s.max != 1_000_000 {
+		t.Errorf("MaxKeys 0: bound %d, want 1,000,000", s.max)
+	}
+	before := time.Now()
+	do(t, s, rateOp("a", 1, time.Hour, 5))
+	s.withShard(s.shardOf("a"), func(sh *shard) {
+		tat := sh.m["a"].v
+		if low, high := before.Add(time.Hour).UnixMicro(), time.Now().Add(time.Hour).UnixMicro(); tat < low || tat > high {
+			t.Errorf("nil Now: arrival time %d, want within [%d, %d]", tat, low, high)
+		}
+	})
+}
+
+// withShard runs f with shard i locked.
+func (s *Store) withShard(i uint32, f func(*shard)) {
+	sh := &s.shards[i]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	f(sh)
+}
+
+func TestLen(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newTest(Config{})
+	steps := []struct {
+		name string
+		f    func() error
+		want int
+	}{
+		{"empty", func() error { return nil }, 0},
+		{"three new keys", func() error {
+			return s.Do(ctx, []store.Op{rateOp("a", 1, time.Minute, 5), rateOp("b", 1, time.Minute, 5), counterOp("c", 1, 3, time.Hour)}, make([]store.Result, 3))
+		}, 3},
+		{"peek of new keys", func() error {
+			return s.Peek(ctx, []store.Op{rateOp("x", 1, time.Minute, 5), counterOp("y", 1, 3, time.Hour)}, make([]store.Result, 2))
+		}, 3},
+		{"cost zero on a new key", func() error {
+			return s.Do(ctx, []store.Op{rateOp("x", 0, time.Minute, 5)}, make([]store.Result, 1))
+		}, 3},
+		{"denied op on a new key", func() error {
+			return s.Do(ctx, []store.Op{rateOp("x", 6, time.Minute, 5)}, make([]store.Result, 1))
+		}, 3},
+		{"denied batch with a new key", func() error {
+			return s.Do(ctx, []store.Op{rateOp("x", 1, time.Minute, 5), rateOp("a", 5, time.Minute, 5)}, make([]store.Result, 2))
+		}, 3},
+		{"refund of absent keys", func() error {
+			return s.Refund(ctx, []store.Refund{{Key: "x", Kind: store.Rate, Amount: time.Hour}, {Key: "y", Kind: store.Counter}})
+		}, 3},
+		{"spend on an existing key", func() error {
+			return s.Do(ctx, []store.Op{rateOp("a", 1, time.Minute, 5)}, make([]store.Result, 1))
+		}, 3},
+		{"delete of one and an absent key", func() error { return s.Delete(ctx, "b", "x") }, 2},
+		{"refund of a counter", func() error { return s.Refund(ctx, []store.Refund{{Key: "c", Kind: store.Counter}}) }, 1},
+		{"refund back to full", func() error {
+			return s.Refund(ctx, []store.Refund{{Key: "a", Kind: store.Rate, Amount: time.Hour}})
+		}, 0},
+		{"mark once", func() error { _, err := s.MarkOnce(ctx, "m", time.Hour); return err }, 1},
+		{"mark once again", func() error { _, err := s.MarkOnce(ctx, "m", time.Hour); return err }, 1},
+	}
+	for _, st := range steps {
+		if err := st.f(); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		checkLen(t, s, st.name, st.want)
+	}
+}
+
+// TestCounterResetByClock checks what the conformance suite leaves loose for
+// a store that keeps Hold in real time: this one keeps it by its clock.
+func TestCounterResetByClock(t *testing.T) {
+	s, c := newTest(Config{})
+	op := counterOp("c", 1, 3, time.Hour)
+	do(t, s, op)
+	steps := []struct {
+		advance time.Duration
+		want    store.Result
+	}{
+		{10 * time.Minute, store.Result{Allowed: true, Remaining: 2, ResetAfter: 50 * time.Minute, Count: 1}},
+		{50*time.Minute - time.Microsecond, store.Result{Allowed: true, Remaining: 2, ResetAfter: time.Microsecond, Count: 1}},
+		{time.Microsecond, store.Result{Allowed: true, Remaining: 3}},
+	}
+	for i, st := range steps {
+		c.Advance(st.advance)
+		if got := peek(t, s, op)[0]; got != st.want {
+			t.Errorf("step %d: got %+v, want %+v", i, got, st.want)
+		}
+	}
+}
+
+func TestLargeBatch(t *testing.T) {
+	s, _ := newTest(Config{Shards: 4})
+	ops := make([]store.Op, 12)
+	for i := range ops {
+		ops[i] = rateOp(fmt.Sprintf("k-%d", i), 1, time.Minute, 2)
+	}
+	for round, wantSpent := range []bool{true, true, false} {
+		for i, r := range do(t, s, ops...) {
+			if r.Spent != wantSpent {
+				t.Errorf("round %d, op %d: %+v, want spent %v", round, i, r, wantSpent)
+			}
+		}
+	}
+	// One key with room left is not spent while the others are full.
+	ops[5] = rateOp("k-fresh", 1, time.Minute, 2)
+	for i, r := range do(t, s, ops...) {
+		if r.Spent || r.Allowed != (i == 5) {
+			t.Errorf("op %d: %+v, want allowed only for op 5, spent never", i, r)
+		}
+	}
+}
+
+func TestBadArguments(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newTest(Config{})
+	do(t, s, rateOp("a", 3, time.Minute, 5))
+	refunds := []struct {
+		name string
+		r    []store.Refund
+	}{
+		{"empty key", []store.Refund{{Kind: store.Rate, Amount: time.Minute}}},
+		{"negative amount", []store.Refund{{Key: "a", Kind: store.Rate, Amount: -time.Minute}}},
+		{"no kind", []store.Refund{{Key: "a", Amount: time.Minute}}},
+		{"good then bad", []store.Refund{{Key: "a", Kind: store.Rate, Amount: time.Minute}, {Key: "a", Kind: 9}}},
+	}
+	for _, tt := range refunds {
+		if err := s.Refund(ctx, tt.r); !errors.Is(err, store.ErrBadBatch) {
+			t.Errorf("Refund, %s: err = %v, want store.ErrBadBatch", tt.name, err)
+		}
+	}
+	if got, want := peek(t, s, rateOp("a", 1, time.Minute, 5))[0], (store.Result{Allowed: true, Remaining: 2, ResetAfter: 3 * time.Minute}); got != want {
+		t.Errorf("after bad refunds: got %+v, want %+v (nothing refunded)", got, want)
+	}
+	marks := []struct {
+		name string
+		key  string
+		ttl  time.Duration
+	}{
+		{"empty key", "", time.Minute},
+		{"zero ttl", "m", 0},
+		{"negative ttl", "m", -time.Minute},
+	}
+	for _, tt := range marks {
+		if ok, err := s.MarkOnce(ctx, tt.key, tt.ttl); ok || !errors.Is(err, store.ErrBadBatch) {
+			t.Errorf("MarkOnce, %s: %v, %v; want false, store.ErrBadBatch", tt.name, ok, err)
+		}
+	}
+	checkLen(t, s, "after bad arguments", 1)
+}
+
+func TestCanceledContext(t *testing.T) {
+	s, _ := newTest(Config{})
+	do(t, s, rateOp("a", 3, time.Minute, 5))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	calls := []struct {
+		name string
+		f    func() error
+	}{
+		{"Do", func() error { return s.Do(ctx, []store.Op{rateOp("a", 1, time.Minute, 5)}, make([]store.Result, 1)) }},
+		{"Peek", func() error { return s.Peek(ctx, []store.Op{rateOp("a", 1, time.Minute, 5)}, make([]store.Result, 1)) }},
+		{"Refund", func() error {
+			return s.Refund(ctx, []store.Refund{{Key: "a", Kind: store.Rate, Amount: time.Minute}})
+		}},
+		{"Delete", func() error { return s.Delete(ctx, "a") }},
+		{"MarkOnce", func() error { _, err := s.MarkOnce(ctx, "m", time.Minute); return err }},
+	}
+	for _, c := range calls {
+		if err := c.f(); !errors.Is(err, context.Canceled) {
+			t.Errorf("%s: err = %v, want context.Canceled", c.name, err)
+		}
+	}
+	if got, want := peek(t, s, rateOp("a", 1, time.Minute, 5))[0], (store.Result{Allowed: true, Remaining: 2, ResetAfter: 3 * time.Minute}); got != want {
+		t.Errorf("after canceled calls: got %+v, want %+v", got, want)
+	}
+	checkLen(t, s, "after canceled calls", 1)
+}
+
+// TestManyShardsConcurrent runs batches of up to 12 ops over 40 keys spread
+// over 16 shards from 16 goroutines, and checks that every key was spent
+// exactly as often as its results say, never beyond its budget, and that
+// every batch's enforced ops were spent together.
+func TestManyShardsConcurrent(t *testing.T) {
+	const (
+		nKeys   = 40
+		budget  = 10
+		workers = 16
+		batches = 300
+	)
+	s, _ := newTest(Config{Shards: 16})
+	key := func(i int) string { return fmt.Sprintf("key-%d", i) }
+	op := func(i int, cost int64, shadow bool) store.Op {
+		if i%4 == 3 {
+			return store.Op{Key: key(i), Kind: store.Counter, Shadow: shadow, Cost: cost, Limit: budget, Hold: time.Hour}
+		}
+		return store.Op{Key: key(i), Kind: store.Rate, Shadow: shadow, Cost: cost, Interval: time.Hour, Burst: budget}
+	}
+	var spent [nKeys]atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			ops := make([]store.Op, 0, 12)
+			idx := make([]int, 0, 12)
+			res := make([]store.Result, 12)
+			for range batches {
+				ops, idx = ops[:0], idx[:0]
+				for _, i := range rng.Perm(nKeys)[:1+rng.IntN(12)] {
+					ops = append(ops, op(i, 1+rng.Int64N(2), rng.IntN(4) == 0))
+					idx = append(idx, i)
+				}
+				if err := s.Do(context.Background(), ops, res[:len(ops)]); err != nil {
+					t.Errorf("Do: %v", err)
+					return
+				}
+				enforcedSpent := -1
+				for j, r := range res[:len(ops)] {
+					if r.Spent {
+						spent[idx[j]].Add(ops[j].Cost)
+					}
+					if ops[j].Shadow {
+						if r.Spent != r.Allowed {
+							t.Errorf("shadow op %+v: %+v, want spent exactly when allowed", ops[j], r)
+						}
+						continue
+					}
+					if sp := boolInt(r.Spent); enforcedSpent == -1 {
+						enforcedSpent = sp
+					} else if sp != enforcedSpent {
+						t.Errorf("batch %v: enforced ops spent apart: %+v", idx, res[:len(ops)])
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i := range nKeys {
+		n := spent[i].Load()
+		if n > budget {
+			t.Errorf("%s: spent %d, budget %d", key(i), n, budget)
+		}
+		got := peek(t, s, op(i, 0, false))[0]
+		if got.Remaining != budget-n {
+			t.Errorf("%s: remaining %d after spending %d of %d", key(i), got.Remaining, n, budget)
+		}
+	}
+}
+
+// boolInt returns 1 for true, 0 for false.
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// TestDoDoesNotAllocate checks the common case, a small batch on keys that
+// exist, allocates nothing.
+func TestDoDoesNotAllocate(t *testing.T) {
+	s, _ := newTest(Config{})
+	ops := loginBatch("alice", "203.0.113.0")
+	res := make([]store.Result, len(ops))
+	ctx := context.Background()
+	if err := s.Do(ctx, ops, res); err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		if err := s.Do(ctx, ops, res); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Peek(ctx, ops, res); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("Do and Peek: %v allocations, want 0", allocs)
+	}
+}
+
+// loginBatch returns the ops of a login check: the account's rate, the IP
+// prefix's rate and the account's consecutive failures. The budgets are large
+// enough that every check is spent, on keys that stay live.
+func loginBatch(account, ip string) []store.Op {
+	return []store.Op{
+		{Key: "guardian:v1:{" + account + "}:login-account", Kind: store.Rate, Cost: 1, Interval: time.Second, Burst: 1 << 30},
+		{Key: "guardian:v1:{" + ip + "}:login-ip", Kind: store.Rate, Cost: 1, Interval: time.Second, Burst: 1 << 30},
+		{Key: "guardian:v1:{" + account + "}:hard-stop", Kind: store.Counter, Cost: 1, Limit: 1 << 60, Hold: 90 * 24 * time.Hour},
+	}
+}
+
+// loginBatches returns n login batches on distinct accounts and addresses.
+func loginBatches(n int) [][]store.Op {
+	out := make([][]store.Op, n)
+	for i := range out {
+		out[i] = loginBatch(fmt.Sprintf("%064x", i), fmt.Sprintf("%064x", i*7))
+	}
+	return out
+}
+
+// warm spends every batch once, so that a benchmark measures checks on keys
+// the store holds.
+func warm(b *testing.B, s *Store, batches [][]store.Op) {
+	b.Helper()
+	for _, ops := range batches {
+		do(b, s, ops...)
+	}
+}
+
+func BenchmarkDo(b *testing.B) {
+	s := New(Config{})
+	batches := loginBatches(1024)
+	warm(b, s, batches)
+	res := make([]store.Result, 3)
+	ctx := context.Background()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if err := s.Do(ctx, batches[i&1023], res); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+func BenchmarkDoParallel(b *testing.B) {
+	s := New(Config{})
+	batches := loginBatches(1 << 16)
+	warm(b, s, batches)
+	ctx := context.Background()
+	var seed atomic.Uint64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		res := make([]store.Result, 3)
+		i := seed.Add(1) * 7919
+		for pb.Next() {
+			if err := s.Do(ctx, batches[i&(1<<16-1)], res); err != nil {
+				b.Error(err)
+				return
+			}
+			i++
+		}
+	})
+}

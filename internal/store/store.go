@@ -1,0 +1,165 @@
+// Package store defines guardian's security store: where limit state lives,
+// and the one operation every check needs, a batch of limit ops evaluated and
+// spent atomically in one call.
+//
+// Two implementations pass the same conformance suite (package storetest):
+// the embedded in-memory store (package memstore), correct for one instance,
+// and the Redis store (package redisstore), shared by a fleet.
+//
+// Keys reach a store already hashed (package keys): a store never sees an
+// account, an address or a phone number in clear.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Kind says what state an Op works on.
+type Kind uint8
+
+const (
+	// Rate is a GCRA bucket: the state is one theoretical arrival time.
+	// Cost units fit when the key, after spending them, stays within the
+	// tolerance Interval×Burst; over any span t a key admits at most
+	// Burst + t/Interval units.
+	Rate Kind = iota + 1
+	// Counter is a consecutive-failure count: Cost units fit while the count
+	// plus Cost stays at or below Limit. Each spend keeps the key for Hold.
+	Counter
+)
+
+// Op is one limit to evaluate for a check. The zero value is not a valid Op.
+type Op struct {
+	// Key is the full store key, already hashed (keys.StoreKey).
+	Key  string
+	Kind Kind
+	// Shadow ops are evaluated and spent on their own: they never take part
+	// in the all-or-nothing decision of the enforced ops.
+	Shadow bool
+	// Soft ops are enforced ops that never deny the batch (a rule whose
+	// action is challenge: the check goes ahead behind a challenge). A soft
+	// op is spent with the batch when it fits, and left alone when it does
+	// not.
+	Soft bool
+	// Cost is the number of units to spend; 0 only evaluates.
+	Cost int64
+
+	// Interval is the GCRA emission interval (per/limit). Rate only.
+	Interval time.Duration
+	// Burst is how many units fit back to back after idle. Rate only.
+	Burst int64
+
+	// Limit is the count at which a Counter denies. Counter only.
+	Limit int64
+	// Hold is how long an idle count is kept. Counter only.
+	Hold time.Duration
+
+	// Rule names the rule the op belongs to, and OnError says what to do
+	// with the op when the store cannot answer. Stores ignore both; the
+	// fail-closed wrapper (package failclosed) decides by them.
+	Rule    string
+	OnError OnError
+}
+
+// OnError is what the fail-closed wrapper does with an op when the store
+// cannot answer. The zero value is the strict local fallback.
+type OnError uint8
+
+const (
+	// OnErrorLocal decides the op on an in-process store with the limit
+	// divided by the fleet size.
+	OnErrorLocal OnError = iota
+	// OnErrorClosed denies the op (the check is slowed for a second).
+	OnErrorClosed
+	// OnErrorOpen allows the op without counting it.
+	OnErrorOpen
+)
+
+// Result is what one Op found, and what it left behind.
+type Result struct {
+	// Allowed reports whether the op fits on its own. An enforced op that
+	// fits is spent only when every enforced op of its batch fits.
+	Allowed bool
+	// Spent reports whether the op's cost was spent.
+	Spent bool
+	// Remaining is how many whole units are left after this call: after the
+	// spend when Spent, as found otherwise. Never negative.
+	Remaining int64
+	// RetryAfter is how long until Cost units would fit. Zero when
+	// Allowed; zero for a Counter, which only a reset lifts.
+	RetryAfter time.Duration
+	// ResetAfter is how long until the key is back to full (a Rate key) or
+	// forgotten (a Counter key, its Hold).
+	ResetAfter time.Duration
+	// Count is a Counter's count after this call. Zero for a Rate.
+	Count int64
+	// Degraded reports that the op was decided by the fail-closed
+	// fallback, not by the store itself.
+	Degraded bool
+}
+
+// Refund gives back what a check spent, once its attempt proved legitimate.
+type Refund struct {
+	Key  string
+	Kind Kind
+	// Amount is given back from a Rate key's arrival time (Cost×Interval);
+	// the key never goes below full. Ignored for a Counter, which is reset.
+	Amount time.Duration
+	// Local reports that the fail-closed fallback made the spend, so the
+	// wrapper gives it back there. Stores ignore it.
+	Local bool
+}
+
+// Store is guardian's security store. Implementations are safe for
+// concurrent use, and evaluate every batch against their own clock.
+type Store interface {
+	// Do evaluates ops and fills res (len(res) must equal len(ops)). If every
+	// enforced op that is not Soft fits, every enforced op that fits is
+	// spent; if any does not fit, no enforced op is. Shadow ops are spent
+	// whenever they fit on their own. Keys within one batch must be
+	// distinct.
+	Do(ctx context.Context, ops []Op, res []Result) error
+	// Peek evaluates ops like Do and spends nothing.
+	Peek(ctx context.Context, ops []Op, res []Result) error
+	// Refund applies refunds; a key that no longer exists is left alone.
+	Refund(ctx context.Context, refunds []Refund) error
+	// Delete removes keys; absent keys are ignored.
+	Delete(ctx context.Context, keys ...string) error
+	// MarkOnce sets key for ttl if it is not set, and reports whether this
+	// call set it. It is how an attempt id is accepted only once.
+	MarkOnce(ctx context.Context, key string, ttl time.Duration) (bool, error)
+}
+
+// ErrBadBatch reports ops that no store can evaluate: an unknown kind, a
+// non-positive interval, burst or limit, a negative cost, or len(res) !=
+// len(ops). It is a programming error in the caller, never a store failure.
+var ErrBadBatch = errors.New("store: bad batch")
+
+// Validate checks ops and res for the errors ErrBadBatch names. Stores call
+// it before touching any state.
+func Validate(ops []Op, res []Result) error {
+	if len(ops) != len(res) {
+		return ErrBadBatch
+	}
+	for i := range ops {
+		op := &ops[i]
+		if op.Key == "" || op.Cost < 0 {
+			return ErrBadBatch
+		}
+		switch op.Kind {
+		case Rate:
+			if op.Interval <= 0 || op.Burst <= 0 {
+				return ErrBadBatch
+			}
+		case Counter:
+			if op.Limit <= 0 || op.Hold <= 0 {
+				return ErrBadBatch
+			}
+		default:
+			return ErrBadBatch
+		}
+	}
+	return nil
+}
