@@ -1,0 +1,217 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const testSigningKey = "guardian-cli-test-signing-key-0123456789"
+
+func env(vars map[string]string) func(string) string {
+	return func(k string) string { return vars[k] }
+}
+
+func TestTokenCommand(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		env      map[string]string
+		wantCode int
+		wantOut  bool
+	}{
+		{"flag key", []string{"--scope", "check", "--signing-key", testSigningKey}, nil, exitOK, true},
+		{"env key", []string{"--scope", "admin"}, map[string]string{"GUARDIAN_SIGNING_KEY": testSigningKey}, exitOK, true},
+		{"no key", []string{"--scope", "admin"}, nil, exitUsage, false},
+		{"short key", []string{"--scope", "admin", "--signing-key", "short"}, nil, exitUsage, false},
+		{"bad scope", []string{"--scope", "root", "--signing-key", testSigningKey}, nil, exitUsage, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := run(context.Background(), append([]string{"token"}, tt.args...), env(tt.env), &out, &errOut)
+			if code != tt.wantCode {
+				t.Fatalf("exit %d, want %d (stderr %q)", code, tt.wantCode, errOut.String())
+			}
+			lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+			if tt.wantOut && (len(lines) != 1 || strings.Count(lines[0], ".") != 2) {
+				t.Fatalf("stdout %q, want one JWT on one line", out.String())
+			}
+			if !tt.wantOut && out.Len() != 0 {
+				t.Fatalf("stdout %q, want nothing", out.String())
+			}
+		})
+	}
+}
+
+func TestFlagWinsOverEnvironment(t *testing.T) {
+	var out, errOut bytes.Buffer
+	// The environment's key is too short; the flag's key wins, so it works.
+	code := run(context.Background(), []string{"token", "--scope", "check", "--signing-key", testSigningKey},
+		env(map[string]string{"GUARDIAN_SIGNING_KEY": "short"}), &out, &errOut)
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+func TestRulesCheckCommand(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(good, []byte("version: 1\nrules:\n  - name: a\n    flows: [login]\n    key: ip\n    type: rate\n    limit: 1\n    per: 1m\n"), 0o600)
+	os.WriteFile(bad, []byte("version: 1\nrules:\n  - name: a\n    flows: [login]\n    key: ip\n    type: rate\n    limit: 0\n    per: 1m\n    colour: red\n"), 0o600)
+
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"rules", "check", good}, env(nil), &out, &errOut); code != exitOK {
+		t.Fatalf("valid file: exit %d, stderr %q", code, errOut.String())
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := run(context.Background(), []string{"rules", "check", bad}, env(nil), &out, &errOut); code != exitUsage {
+		t.Fatalf("invalid file: exit %d, want 2", code)
+	}
+	lines := strings.Split(strings.TrimRight(errOut.String(), "\n"), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], bad+":7: ") || !strings.HasPrefix(lines[1], bad+":9: ") {
+		t.Fatalf("stderr %q, want two errors, at lines 7 and 9", errOut.String())
+	}
+}
+
+func TestUnknownCommand(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"frobnicate"}, env(nil), &out, &errOut); code != exitUsage {
+		t.Fatalf("exit %d, want 2", code)
+	}
+}
+
+// TestServeReloadsOnSIGHUPAndDrainsOnSIGTERM runs the real binary.
+func TestServeReloadsOnSIGHUPAndDrainsOnSIGTERM(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "guardian")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	rulesPath := filepath.Join(t.TempDir(), "rules.yaml")
+	write := func(burst string) {
+		t.Helper()
+		yaml := "version: 1\nrules:\n  - name: r\n    flows: [login]\n    key: ip\n    type: rate\n    limit: 1\n    per: 1m\n    burst: " + burst + "\n"
+		if err := os.WriteFile(rulesPath, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("3")
+	addr := freeAddr(t)
+	cmd := exec.Command(bin, "serve", "--addr", addr, "--rules", rulesPath)
+	cmd.Env = append(os.Environ(), "GUARDIAN_SIGNING_KEY="+testSigningKey, "GUARDIAN_LOG_FORMAT=text")
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+
+	var tok bytes.Buffer
+	if code := run(context.Background(), []string{"token", "--scope", "admin", "--signing-key", testSigningKey}, env(nil), &tok, &bytes.Buffer{}); code != 0 {
+		t.Fatal("token failed")
+	}
+	burst := func() float64 {
+		t.Helper()
+		req, _ := http.NewRequest("GET", "http://"+addr+"/v1/rules", nil)
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(tok.String()))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return -1
+		}
+		defer resp.Body.Close()
+		var body struct {
+			Rules []struct {
+				Burst float64 `json:"burst"`
+			} `json:"rules"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || len(body.Rules) != 1 {
+			t.Fatalf("GET /v1/rules: %v", err)
+		}
+		return body.Rules[0].Burst
+	}
+	waitFor(t, func() bool { return burst() == 3 })
+
+	write("7")
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return burst() == 7 })
+
+	os.WriteFile(rulesPath, []byte("version: 1\nrules: nonsense\n"), 0o600)
+	cmd.Process.Signal(syscall.SIGHUP)
+	waitFor(t, func() bool { return strings.Contains(stderr.String(), "reload refused") })
+	if got := burst(); got != 7 {
+		t.Fatalf("burst after an invalid reload = %v, want 7 (old rules kept)", got)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var exitErr *exec.ExitError
+		if errors.As(err, &exitErr) {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("guardian did not exit within 10s of SIGTERM")
+	}
+}
+
+// TestDevModePrintsAToken checks the development mode start: a warning and one
+// admin token on stderr.
+func TestDevModePrintsAToken(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var errOut syncBuffer
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0"}, env(nil), &bytes.Buffer{}, &errOut)
+	}()
+	waitFor(t, func() bool { return strings.Contains(errOut.String(), "development token") })
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	out := errOut.String()
+	if !strings.Contains(out, "DEVELOPMENT MODE") {
+		t.Fatalf("no warning in %q", out)
+	}
+	if n := strings.Count(out, "eyJhbGci"); n != 1 { // a JWT header starts so
+		t.Fatalf("%d tokens printed, want 1", n)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

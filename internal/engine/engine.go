@@ -1,0 +1,83 @@
+// Package engine turns a check into a decision: the rules of its flow become
+// one batch of store ops, evaluated in one store call, and the results become
+// allow, challenge, slow or block with the limits and headers the contract
+// describes. It knows nothing of HTTP; package httpapi maps its results and
+// errors onto the wire.
+package engine
+
+import (
+	"errors"
+	"time"
+
+	"github.com/guardian-sec/guardian/internal/aggregate"
+	"github.com/guardian-sec/guardian/internal/keys"
+	"github.com/guardian-sec/guardian/internal/metrics"
+	"github.com/guardian-sec/guardian/internal/rules"
+	"github.com/guardian-sec/guardian/internal/shadow"
+	"github.com/guardian-sec/guardian/internal/store"
+	"github.com/guardian-sec/guardian/internal/tokens"
+)
+
+// Errors the engine returns for a request it cannot decide. Each is mapped to
+// one error code by package httpapi.
+var (
+	// ErrMissingField reports a field the check's flow requires.
+	ErrMissingField = errors.New("engine: missing field")
+	// ErrInvalidField reports a field with a value out of range.
+	ErrInvalidField = errors.New("engine: invalid field")
+	// ErrAlreadyReported reports an attempt id that was reported before.
+	ErrAlreadyReported = errors.New("engine: attempt already reported")
+)
+
+// MaxCost is the largest cost one check may spend.
+const MaxCost = 1000
+
+// Config holds what an Engine is built from. Every field but Now is required.
+type Config struct {
+	Rules     *rules.Holder
+	Store     store.Store
+	Hasher    *keys.Hasher
+	Attempts  *tokens.Attempts
+	Devices   *tokens.Devices
+	Aggregate *aggregate.Aggregate
+	Shadow    *shadow.Book
+	Metrics   *metrics.Metrics
+	// Now is the engine's clock for attempt ids and device tokens
+	// (default time.Now). Limits run on the store's own clock.
+	Now func() time.Time
+}
+
+// Engine decides checks and records reports. It is safe for concurrent use.
+type Engine struct {
+	rules     *rules.Holder
+	store     store.Store
+	hasher    *keys.Hasher
+	attempts  *tokens.Attempts
+	devices   *tokens.Devices
+	aggregate *aggregate.Aggregate
+	shadow    *shadow.Book
+	metrics   *metrics.Metrics
+	now       func() time.Time
+}
+
+// New returns an Engine built from cfg.
+func New(cfg Config) *Engine {
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Engine{
+		rules:     cfg.Rules,
+		store:     cfg.Store,
+		hasher:    cfg.Hasher,
+		attempts:  cfg.Attempts,
+		devices:   cfg.Devices,
+		aggregate: cfg.Aggregate,
+		shadow:    cfg.Shadow,
+		metrics:   cfg.Metrics,
+		now:       now,
+	}
+}
+
+// Rules returns the rule set checks are decided by now.
+func (e *Engine) Rules() *rules.Set { return e.rules.Load() }

@@ -1,0 +1,283 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/guardian-sec/guardian/internal/aggregate"
+	"github.com/guardian-sec/guardian/internal/engine"
+	"github.com/guardian-sec/guardian/internal/keys"
+	"github.com/guardian-sec/guardian/internal/metrics"
+	"github.com/guardian-sec/guardian/internal/rules"
+	"github.com/guardian-sec/guardian/internal/secret"
+	"github.com/guardian-sec/guardian/internal/shadow"
+	"github.com/guardian-sec/guardian/internal/store/memstore"
+	"github.com/guardian-sec/guardian/internal/store/storetest"
+	"github.com/guardian-sec/guardian/internal/tokens"
+)
+
+var t0 = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+
+// harness is an engine on the embedded store with one clock for everything.
+type harness struct {
+	eng   *engine.Engine
+	clock *storetest.Clock
+	book  *shadow.Book
+	agg   *aggregate.Aggregate
+}
+
+func newHarness(tb testing.TB, rulesYAML string) *harness {
+	tb.Helper()
+	set, err := rules.Parse("test.yaml", []byte(rulesYAML), t0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var holder rules.Holder
+	holder.Store(set)
+	key, err := secret.New([]byte("engine-test-signing-key-0123456789abcdef"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	clock := storetest.NewClock(t0)
+	book := shadow.NewBook()
+	var shadowRules []string
+	for _, r := range set.Rules {
+		if r.Mode == rules.Shadow {
+			shadowRules = append(shadowRules, r.Name)
+		}
+	}
+	book.Sync(shadowRules)
+	agg := aggregate.New(aggregate.Config{Now: clock.Now})
+	eng := engine.New(engine.Config{
+		Rules:     &holder,
+		Store:     memstore.New(memstore.Config{Now: clock.Now}),
+		Hasher:    keys.NewHasher(key),
+		Attempts:  tokens.NewAttempts(key),
+		Devices:   tokens.NewDevices(key, 0),
+		Aggregate: agg,
+		Shadow:    book,
+		Metrics:   metrics.New(prometheus.NewRegistry()),
+		Now:       clock.Now,
+	})
+	return &harness{eng: eng, clock: clock, book: book, agg: agg}
+}
+
+func (h *harness) check(tb testing.TB, req engine.CheckRequest) engine.Decision {
+	tb.Helper()
+	d, err := h.eng.Check(context.Background(), req)
+	if err != nil {
+		tb.Fatalf("Check(%+v): %v", req, err)
+	}
+	return d
+}
+
+const severityRules = `version: 1
+rules:
+  - name: slow-short
+    flows: [login]
+    key: ip
+    type: rate
+    limit: 1
+    per: 10s
+    burst: 1
+  - name: slow-long
+    flows: [login]
+    key: account
+    type: rate
+    limit: 1
+    per: 1m
+    burst: 1
+  - name: challenge-ip
+    flows: [login]
+    key: account+ip
+    type: rate
+    limit: 1
+    per: 1h
+    burst: 1
+    action: challenge
+`
+
+func TestDecisionTakesTheMostSevereAndLongestWait(t *testing.T) {
+	h := newHarness(t, severityRules)
+	req := engine.CheckRequest{Flow: rules.Login, Account: "a", IP: "192.0.2.1"}
+	if d := h.check(t, req); d.Action != rules.Allow || d.AttemptID == "" {
+		t.Fatalf("first check = %+v, want allow with an attempt id", d)
+	}
+	d := h.check(t, req)
+	if d.Action != rules.Slow || d.Rule != "slow-long" || d.RetryAfter != time.Minute {
+		t.Fatalf("second check = %s by %s after %v, want slow by slow-long after 1m", d.Action, d.Rule, d.RetryAfter)
+	}
+	if d.AttemptID != "" {
+		t.Fatal("a slowed check carries an attempt id")
+	}
+	h.clock.Advance(time.Minute)
+	// Both slow rules have recovered; only the challenge rule is exhausted.
+	d = h.check(t, req)
+	if d.Action != rules.Challenge || d.Rule != "challenge-ip" || d.AttemptID == "" {
+		t.Fatalf("after a minute = %+v, want challenge by challenge-ip with an attempt id", d)
+	}
+	// The challenged check spent on the rules that fit.
+	d = h.check(t, req)
+	if d.Action != rules.Slow || d.Rule != "slow-long" {
+		t.Fatalf("right after the challenge = %s by %s, want slow by slow-long", d.Action, d.Rule)
+	}
+}
+
+func TestQuotaIsTheMostConstrainingRateRule(t *testing.T) {
+	h := newHarness(t, `version: 1
+rules:
+  - name: wide
+    flows: [login]
+    key: ip
+    type: rate
+    limit: 100
+    per: 1m
+  - name: narrow
+    flows: [login]
+    key: account
+    type: rate
+    limit: 2
+    per: 1m
+`)
+	d := h.check(t, engine.CheckRequest{Flow: rules.Login, Account: "a", IP: "192.0.2.1"})
+	want := engine.Quota{Rule: "narrow", Burst: 2, Window: time.Minute, Remaining: 1, Reset: 30 * time.Second}
+	if d.Quota == nil || *d.Quota != want {
+		t.Fatalf("Quota = %+v, want %+v", d.Quota, want)
+	}
+}
+
+func TestRulesApplyOnlyWithTheirKeyFields(t *testing.T) {
+	h := newHarness(t, severityRules)
+	d := h.check(t, engine.CheckRequest{Flow: rules.Login, IP: "192.0.2.1"})
+	if len(d.Limits) != 1 || d.Limits[0].Rule != "slow-short" {
+		t.Fatalf("limits without an account = %+v, want only slow-short", d.Limits)
+	}
+}
+
+func TestCheckRejectsBadValues(t *testing.T) {
+	h := newHarness(t, severityRules)
+	tests := []struct {
+		name string
+		req  engine.CheckRequest
+		want error
+	}{
+		{"bad ip", engine.CheckRequest{Flow: rules.Login, IP: "not-an-ip"}, keys.ErrInvalidIP},
+		{"cost too high", engine.CheckRequest{Flow: rules.Login, IP: "192.0.2.1", Cost: 1001}, engine.ErrInvalidField},
+		{"negative cost", engine.CheckRequest{Flow: rules.Login, IP: "192.0.2.1", Cost: -1}, engine.ErrInvalidField},
+		{"otp_send without recipient", engine.CheckRequest{Flow: rules.OTPSend, IP: "192.0.2.1"}, engine.ErrMissingField},
+		{"bad recipient", engine.CheckRequest{Flow: rules.OTPSend, IP: "192.0.2.1", Recipient: "x"}, keys.ErrInvalidRecipient},
+		{"control character in account", engine.CheckRequest{Flow: rules.Login, IP: "192.0.2.1", Account: "a\x00b"}, keys.ErrInvalidAccount},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := h.eng.Check(context.Background(), tt.req)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("err = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestReportIsAcceptedOnce(t *testing.T) {
+	h := newHarness(t, severityRules)
+	d := h.check(t, engine.CheckRequest{Flow: rules.Login, Account: "a", IP: "192.0.2.1"})
+	res, err := h.eng.Report(context.Background(), d.AttemptID, engine.Success)
+	if err != nil || res.DeviceToken == "" {
+		t.Fatalf("first report = %+v, %v; want a device token", res, err)
+	}
+	if _, err := h.eng.Report(context.Background(), d.AttemptID, engine.Success); !errors.Is(err, engine.ErrAlreadyReported) {
+		t.Fatalf("second report err = %v, want ErrAlreadyReported", err)
+	}
+	h.clock.Advance(tokens.AttemptTTL + time.Second)
+	d = h.check(t, engine.CheckRequest{Flow: rules.Login, Account: "b", IP: "192.0.2.2"})
+	h.clock.Advance(tokens.AttemptTTL + time.Second)
+	if _, err := h.eng.Report(context.Background(), d.AttemptID, engine.Failure); !errors.Is(err, tokens.ErrExpiredAttempt) {
+		t.Fatalf("late report err = %v, want ErrExpiredAttempt", err)
+	}
+}
+
+func TestFailureRateChallengesUntrustedChecks(t *testing.T) {
+	h := newHarness(t, `version: 1
+rules:
+  - name: stuffing
+    flows: [login]
+    key: global
+    type: failure_rate
+    limit: 3
+    per: 1m
+    hysteresis: 10s
+`)
+	req := engine.CheckRequest{Flow: rules.Login, Account: "victim", IP: "192.0.2.1"}
+	first := h.check(t, req)
+	out, err := h.eng.Report(context.Background(), first.AttemptID, engine.Success)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		d := h.check(t, engine.CheckRequest{Flow: rules.Login, IP: "198.51.100.1", Account: "x" + string(rune('a'+i))})
+		if _, err := h.eng.Report(context.Background(), d.AttemptID, engine.Failure); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := h.check(t, req); d.Action != rules.Challenge || d.Rule != "stuffing" {
+		t.Fatalf("untrusted check after 4 failures = %s by %s, want challenge by stuffing", d.Action, d.Rule)
+	}
+	trusted := req
+	trusted.DeviceToken = out.DeviceToken
+	if d := h.check(t, trusted); d.Action != rules.Allow {
+		t.Fatalf("trusted check = %s, want allow", d.Action)
+	}
+	// The failures leave the window; the challenge holds for the hysteresis,
+	// counted from the first check that sees the rate back under the limit.
+	h.clock.Advance(time.Minute + time.Second)
+	if d := h.check(t, req); d.Action != rules.Challenge {
+		t.Fatalf("as the rate falls = %s, want challenge (hysteresis)", d.Action)
+	}
+	h.clock.Advance(10*time.Second - time.Millisecond)
+	if d := h.check(t, req); d.Action != rules.Challenge {
+		t.Fatalf("just inside the hysteresis = %s, want challenge", d.Action)
+	}
+	h.clock.Advance(time.Millisecond)
+	if d := h.check(t, req); d.Action != rules.Allow {
+		t.Fatalf("after the hysteresis = %s, want allow", d.Action)
+	}
+}
+
+// BenchmarkCheck is one login check through the engine on the embedded store
+// with three rules (account rate, IP rate, consecutive failures).
+func BenchmarkCheck(b *testing.B) {
+	h := newHarness(b, `version: 1
+rules:
+  - name: login-account
+    flows: [login]
+    key: account
+    type: rate
+    count: failures
+    limit: 1000000
+    per: 1s
+  - name: login-ip
+    flows: [login]
+    key: ip
+    type: rate
+    count: failures
+    limit: 1000000
+    per: 1s
+  - name: login-hard-stop
+    flows: [login]
+    key: account
+    type: consecutive_failures
+    limit: 1000000
+`)
+	req := engine.CheckRequest{Flow: rules.Login, Account: "alice@example.com", IP: "203.0.113.7"}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := h.eng.Check(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,318 @@
+// Package failclosed keeps guardian deciding when its store does not answer.
+//
+// A Store wraps the primary store (Redis) with a deadline on every call. A
+// call that errs or times out marks the primary as failing: from then on
+// every op is decided by its rule's on_store_error — the strict local
+// fallback (an embedded store with each limit divided by the fleet size and
+// a bounded number of keys), closed (deny, retry in a second) or open (allow)
+// — until a probe, one at a time, finds the primary answering again. State
+// spent on the fallback is not copied back; it expires on its own.
+package failclosed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/guardian-sec/guardian/internal/metrics"
+	"github.com/guardian-sec/guardian/internal/store"
+	"github.com/guardian-sec/guardian/internal/store/memstore"
+)
+
+// Config configures a Store. Primary, Probe and Metrics are required.
+type Config struct {
+	Primary store.Store
+	// Probe is a cheap call to the primary (a PING) that tells whether it
+	// answers again.
+	Probe func(ctx context.Context) error
+	// Timeout is the deadline of one primary call (default 5ms).
+	Timeout time.Duration
+	// ProbeInterval is the time between probes while failing (default
+	// 250ms), so the primary is back in use well within 2s of answering.
+	ProbeInterval time.Duration
+	// ProbeTimeout is the deadline of one probe (default 50ms).
+	ProbeTimeout time.Duration
+	// FleetSize divides every limit on the local fallback (default 1).
+	FleetSize int
+	// MaxLocalKeys bounds the fallback's keys (default 100,000). When it is
+	// full, ops on new keys are denied.
+	MaxLocalKeys int
+	Metrics      *metrics.Metrics
+	Logger       *slog.Logger
+	// Now is the fallback's clock (default time.Now).
+	Now func() time.Time
+}
+
+// Store is a store.Store that falls back per rule when the primary fails. It
+// is safe for concurrent use.
+type Store struct {
+	cfg     Config
+	local   *memstore.Store
+	log     *slog.Logger
+	healthy atomic.Bool
+	// since is when the current failure began (unix nanoseconds).
+	since atomic.Int64
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns a Store around cfg.Primary, which is assumed healthy until a
+// call fails.
+func New(cfg Config) *Store {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 5 * time.Millisecond
+	}
+	if cfg.ProbeInterval <= 0 {
+		cfg.ProbeInterval = 250 * time.Millisecond
+	}
+	if cfg.ProbeTimeout <= 0 {
+		cfg.ProbeTimeout = 50 * time.Millisecond
+	}
+	if cfg.FleetSize < 1 {
+		cfg.FleetSize = 1
+	}
+	if cfg.MaxLocalKeys <= 0 {
+		cfg.MaxLocalKeys = 100_000
+	}
+	s := &Store{
+		cfg:   cfg,
+		local: memstore.New(memstore.Config{Now: cfg.Now, MaxKeys: cfg.MaxLocalKeys}),
+		log:   cfg.Logger,
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.healthy.Store(true)
+	cfg.Metrics.FallbackActive.Set(0)
+	return s
+}
+
+// Healthy reports whether the primary is answering.
+func (s *Store) Healthy() bool { return s.healthy.Load() }
+
+// Do evaluates ops on the primary, or decides them by their on_store_error
+// when the primary fails.
+func (s *Store) Do(ctx context.Context, ops []store.Op, res []store.Result) error {
+	return s.evaluate(ctx, ops, res, true)
+}
+
+// Peek is Do without spending.
+func (s *Store) Peek(ctx context.Context, ops []store.Op, res []store.Result) error {
+	return s.evaluate(ctx, ops, res, false)
+}
+
+func (s *Store) evaluate(ctx context.Context, ops []store.Op, res []store.Result, spend bool) error {
+	if err := store.Validate(ops, res); err != nil {
+		return err
+	}
+	if s.healthy.Load() {
+		err := s.primary(ctx, func(ctx context.Context) error {
+			if spend {
+				return s.cfg.Primary.Do(ctx, ops, res)
+			}
+			return s.cfg.Primary.Peek(ctx, ops, res)
+		})
+		if err == nil {
+			return nil
+		}
+	}
+	return s.fallback(ctx, ops, res, spend)
+}
+
+// primary runs call against the primary under the store deadline, and marks
+// the primary failing when it errs.
+func (s *Store) primary(ctx context.Context, call func(context.Context) error) error {
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	err := call(cctx)
+	cancel()
+	if err != nil {
+		s.fail(err)
+	}
+	return err
+}
+
+// fail counts err and, on the first failure, starts the fallback and the
+// prober.
+func (s *Store) fail(err error) {
+	kind := Classify(err)
+	s.cfg.Metrics.StoreErrors.WithLabelValues(kind).Inc()
+	if s.healthy.CompareAndSwap(true, false) {
+		s.since.Store(time.Now().UnixNano())
+		s.cfg.Metrics.FallbackActive.Set(1)
+		s.log.Warn("store failing: fallback active, every rule decided by its on_store_error", "kind", kind, "err", err)
+		go s.probe()
+	}
+}
+
+// probe pings the primary until it answers, then returns to it. Only one
+// probe loop runs at a time: fail starts it on the healthy→failing edge.
+func (s *Store) probe() {
+	t := time.NewTicker(s.cfg.ProbeInterval)
+	defer t.Stop()
+	for range t.C {
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ProbeTimeout)
+		err := s.cfg.Probe(ctx)
+		cancel()
+		if err != nil {
+			continue
+		}
+		s.healthy.Store(true)
+		s.cfg.Metrics.FallbackActive.Set(0)
+		s.log.Warn("store answering again: fallback ended", "after", time.Since(time.Unix(0, s.since.Load())).Round(time.Millisecond).String())
+		return
+	}
+}
+
+// fallback decides ops without the primary: each by its OnError.
+func (s *Store) fallback(ctx context.Context, ops []store.Op, res []store.Result, spend bool) error {
+	var localOps []store.Op
+	var index []int
+	closedDenies := false
+	for i := range ops {
+		op := &ops[i]
+		if spend {
+			s.cfg.Metrics.FallbackDecisions.WithLabelValues(op.Rule, onErrorName(op.OnError)).Inc()
+		}
+		switch op.OnError {
+		case store.OnErrorClosed:
+			res[i] = store.Result{RetryAfter: time.Second, Degraded: true}
+			if !op.Shadow && !op.Soft {
+				closedDenies = true
+			}
+		case store.OnErrorOpen:
+			res[i] = store.Result{Allowed: true, Degraded: true}
+		default:
+			localOps = append(localOps, s.scale(*op))
+			index = append(index, i)
+		}
+	}
+	if len(localOps) == 0 {
+		return nil
+	}
+	localRes := make([]store.Result, len(localOps))
+	var err error
+	if spend && !closedDenies {
+		err = s.local.Do(ctx, localOps, localRes)
+	} else {
+		// A closed rule denies the check, so nothing may be spent.
+		err = s.local.Peek(ctx, localOps, localRes)
+	}
+	if err != nil {
+		return fmt.Errorf("failclosed: local fallback: %w", err)
+	}
+	for j, i := range index {
+		res[i] = localRes[j]
+		res[i].Degraded = true
+	}
+	return nil
+}
+
+// scale divides op's limit by the fleet size, at least 1: the instances of a
+// fleet each decide alone during an outage, so together they stay within the
+// limit.
+func (s *Store) scale(op store.Op) store.Op {
+	n := int64(s.cfg.FleetSize)
+	switch op.Kind {
+	case store.Rate:
+		op.Burst = max(1, op.Burst/n)
+		op.Interval *= time.Duration(n)
+	case store.Counter:
+		op.Limit = max(1, op.Limit/n)
+	}
+	return op
+}
+
+// Refund gives back on the store that spent: the fallback for refunds marked
+// Local, the primary for the rest. A refund the failing primary cannot take
+// is dropped — the attempt stays counted, the strict side of the error.
+func (s *Store) Refund(ctx context.Context, refunds []store.Refund) error {
+	var local, primary []store.Refund
+	for _, r := range refunds {
+		if r.Local {
+			local = append(local, r)
+		} else {
+			primary = append(primary, r)
+		}
+	}
+	if len(local) > 0 {
+		if err := s.local.Refund(ctx, local); err != nil {
+			return fmt.Errorf("failclosed: local fallback: %w", err)
+		}
+	}
+	if len(primary) > 0 && s.healthy.Load() {
+		_ = s.primary(ctx, func(ctx context.Context) error { return s.cfg.Primary.Refund(ctx, primary) })
+	}
+	return nil
+}
+
+// ErrUnavailable reports an admin change the failing primary could not take.
+var ErrUnavailable = errors.New("failclosed: store unavailable")
+
+// Delete removes keys from both stores. It fails while the primary is
+// failing: an account reset must not be reported done when it is not.
+func (s *Store) Delete(ctx context.Context, keys ...string) error {
+	if err := s.local.Delete(ctx, keys...); err != nil {
+		return fmt.Errorf("failclosed: local fallback: %w", err)
+	}
+	if !s.healthy.Load() {
+		return ErrUnavailable
+	}
+	if err := s.primary(ctx, func(ctx context.Context) error { return s.cfg.Primary.Delete(ctx, keys...) }); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// MarkOnce marks on the primary, or on the fallback while the primary fails:
+// during an outage an attempt id is accepted once per instance.
+func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration) (bool, error) {
+	if s.healthy.Load() {
+		var first bool
+		err := s.primary(ctx, func(ctx context.Context) error {
+			var err error
+			first, err = s.cfg.Primary.MarkOnce(ctx, key, ttl)
+			return err
+		})
+		if err == nil {
+			return first, nil
+		}
+	}
+	return s.local.MarkOnce(ctx, key, ttl)
+}
+
+// Classify names the kind of a store error for guardian_store_errors_total:
+// "timeout" for a missed deadline, "script" for an error the store itself
+// answered (a script or command error), "unreachable" for the rest.
+func Classify(err error) string {
+	var netErr net.Error
+	var replyErr interface{ RedisError() }
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
+		return "timeout"
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return "timeout"
+	case errors.As(err, &replyErr), errors.Is(err, ErrScript):
+		return "script"
+	}
+	return "unreachable"
+}
+
+// ErrScript marks an error as a malformed or failed script answer; a primary
+// store wraps its own reply errors with it so that Classify counts them as
+// "script".
+var ErrScript = errors.New("failclosed: script error")
+
+func onErrorName(o store.OnError) string {
+	switch o {
+	case store.OnErrorClosed:
+		return "closed"
+	case store.OnErrorOpen:
+		return "open"
+	}
+	return "local"
+}

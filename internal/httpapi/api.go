@@ -1,0 +1,146 @@
+// Package httpapi is guardian's HTTP interface (CONTRACT.md section 2): the
+// gin routes, the service-token middleware, strict JSON decoding, the error
+// shape and the rate-limit headers. It is the only package that knows HTTP.
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/guardian-sec/guardian/internal/engine"
+	"github.com/guardian-sec/guardian/internal/rules"
+	"github.com/guardian-sec/guardian/internal/shadow"
+	"github.com/guardian-sec/guardian/internal/tokens"
+)
+
+// MaxBody is the largest request body guardian reads; larger ones get 413.
+const MaxBody = 64 << 10
+
+// Decider is what the API asks to decide checks and manage accounts.
+// *engine.Engine implements it.
+type Decider interface {
+	Check(ctx context.Context, req engine.CheckRequest) (engine.Decision, error)
+	Report(ctx context.Context, attemptID string, outcome engine.Outcome) (engine.ReportResult, error)
+	Status(ctx context.Context, account string) (engine.AccountStatus, error)
+	Reset(ctx context.Context, account string) error
+	Rules() *rules.Set
+}
+
+var _ Decider = (*engine.Engine)(nil)
+
+// Config holds what an API is built from. Every field is required except Now
+// and Logger.
+type Config struct {
+	Engine Decider
+	Tokens *tokens.Service
+	Shadow *shadow.Book
+	// Reload re-reads the rules file and returns the set now in force, or
+	// an error (rules.ErrInvalid) listing what is wrong, the old set kept.
+	Reload func() (*rules.Set, error)
+	// StoreHealthy reports whether the store answers (for /readyz).
+	StoreHealthy func() bool
+	// Gatherer serves /metrics.
+	Gatherer prometheus.Gatherer
+	Logger   *slog.Logger
+	Now      func() time.Time
+}
+
+// API serves guardian's HTTP interface.
+type API struct {
+	cfg    Config
+	log    *slog.Logger
+	now    func() time.Time
+	router *gin.Engine
+}
+
+// New returns the API for cfg.
+func New(cfg Config) *API {
+	a := &API{cfg: cfg, log: cfg.Logger, now: cfg.Now}
+	if a.log == nil {
+		a.log = slog.Default()
+	}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.Use(a.recover, a.limitBody)
+	r.NoRoute(func(c *gin.Context) {
+		a.abort(c, newError(http.StatusNotFound, "not_found", "no such path: "+c.Request.URL.Path))
+	})
+	r.NoMethod(func(c *gin.Context) {
+		a.abort(c, newError(http.StatusMethodNotAllowed, "method_not_allowed", c.Request.Method+" is not allowed on "+c.Request.URL.Path))
+	})
+
+	r.GET("/healthz", a.healthz)
+	r.GET("/readyz", a.readyz)
+	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})))
+
+	check := r.Group("/v1", a.authorize(tokens.ScopeCheck))
+	check.POST("/check", a.check)
+	check.POST("/report", a.report)
+
+	admin := r.Group("/v1", a.authorize(tokens.ScopeAdmin))
+	admin.GET("/rules", a.getRules)
+	admin.POST("/rules/reload", a.reloadRules)
+	admin.GET("/shadow", a.getShadow)
+	admin.GET("/accounts/status", a.accountStatus)
+	admin.POST("/accounts/reset", a.accountReset)
+
+	a.router = r
+	return a
+}
+
+// ServeHTTP serves one request.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.router.ServeHTTP(w, r) }
+
+// Routes lists the API's routes as "METHOD /path", for the check of the
+// routes against api/openapi.yaml.
+func (a *API) Routes() []string {
+	var out []string
+	for _, r := range a.router.Routes() {
+		out = append(out, r.Method+" "+r.Path)
+	}
+	return out
+}
+
+// recover turns a panic in a handler into the contract's 500, so a bug
+// answers one request badly instead of taking the service down.
+func (a *API) recover(c *gin.Context) {
+	defer func() {
+		if v := recover(); v != nil {
+			a.log.Error("panic in handler", "path", c.FullPath(), "panic", v)
+			a.abort(c, newError(http.StatusInternalServerError, "internal", "internal error"))
+		}
+	}()
+	c.Next()
+}
+
+// limitBody caps every request body at MaxBody.
+func (a *API) limitBody(c *gin.Context) {
+	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, MaxBody)
+	c.Next()
+}
+
+func (a *API) healthz(c *gin.Context) {
+	c.JSON(http.StatusOK, gin.H{"status": "ok"})
+}
+
+func (a *API) readyz(c *gin.Context) {
+	if a.cfg.Engine.Rules() == nil {
+		c.JSON(http.StatusServiceUnavailable, gin.H{"store": "unknown"})
+		return
+	}
+	state := "ok"
+	if !a.cfg.StoreHealthy() {
+		state = "degraded"
+	}
+	c.JSON(http.StatusOK, gin.H{"store": state})
+}

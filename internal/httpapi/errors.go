@@ -1,0 +1,89 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/guardian-sec/guardian/internal/engine"
+	"github.com/guardian-sec/guardian/internal/failclosed"
+	"github.com/guardian-sec/guardian/internal/keys"
+	"github.com/guardian-sec/guardian/internal/rules"
+	"github.com/guardian-sec/guardian/internal/tokens"
+)
+
+// apiError is an error as the contract shapes it on the wire.
+type apiError struct {
+	status  int
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *apiError) Error() string { return e.Code + ": " + e.Message }
+
+func newError(status int, code, message string) *apiError {
+	return &apiError{status: status, Code: code, Message: message}
+}
+
+// errorFor maps an error from the engine, the keys, the tokens or the rules
+// to its status and code: the one place that does.
+func errorFor(err error) *apiError {
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.Is(err, keys.ErrInvalidIP):
+		return newError(http.StatusBadRequest, "invalid_ip", "ip: "+detail(err, keys.ErrInvalidIP))
+	case errors.Is(err, keys.ErrInvalidRecipient):
+		return newError(http.StatusBadRequest, "invalid_recipient", "recipient: "+detail(err, keys.ErrInvalidRecipient))
+	case errors.Is(err, keys.ErrInvalidAccount):
+		return newError(http.StatusBadRequest, "invalid_field", "account: "+detail(err, keys.ErrInvalidAccount))
+	case errors.Is(err, engine.ErrMissingField):
+		return newError(http.StatusBadRequest, "missing_field", detail(err, engine.ErrMissingField))
+	case errors.Is(err, engine.ErrInvalidField):
+		return newError(http.StatusBadRequest, "invalid_field", detail(err, engine.ErrInvalidField))
+	case errors.Is(err, engine.ErrAlreadyReported):
+		return newError(http.StatusConflict, "already_reported", "attempt_id: already reported")
+	case errors.Is(err, tokens.ErrExpiredAttempt):
+		return newError(http.StatusBadRequest, "invalid_attempt", "attempt_id: expired")
+	case errors.Is(err, tokens.ErrInvalidAttempt):
+		return newError(http.StatusBadRequest, "invalid_attempt", "attempt_id: not an attempt id issued by guardian")
+	case errors.Is(err, tokens.ErrInvalidToken):
+		return newError(http.StatusUnauthorized, "unauthorized", detail(err, tokens.ErrInvalidToken))
+	case errors.Is(err, failclosed.ErrUnavailable):
+		return newError(http.StatusServiceUnavailable, "store_unavailable", "the store is not answering; retry when /readyz says ok")
+	case errors.Is(err, rules.ErrInvalid):
+		return newError(http.StatusBadRequest, "invalid_rules", err.Error())
+	}
+	return newError(http.StatusInternalServerError, "internal", "internal error")
+}
+
+// detail is err's message without the text of the sentinel it wraps, so a
+// client reads "\"300.1.1.1\" is not an IP address", not package names.
+func detail(err, sentinel error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, sentinel.Error()); i >= 0 {
+		msg = msg[i+len(sentinel.Error()):]
+	}
+	msg = strings.TrimLeft(msg, ": ")
+	if msg == "" {
+		return sentinel.Error()
+	}
+	return msg
+}
+
+// abort writes err in the contract's shape and stops the handler chain.
+func (a *API) abort(c *gin.Context, err error) {
+	ae := errorFor(err)
+	if ae.status >= http.StatusInternalServerError {
+		a.log.Error("request failed", "path", c.FullPath(), "err", err)
+	}
+	body, _ := json.Marshal(struct {
+		Error *apiError `json:"error"`
+	}{ae})
+	c.Abort()
+	c.Data(ae.status, "application/json", body)
+}

@@ -1,0 +1,75 @@
+// Package metrics defines guardian's Prometheus metrics, the names of the
+// contract (CONTRACT.md section 2, Operations). Every instance registers its
+// own set on the registry it is given, so tests can run servers side by side.
+// No label ever carries a user, an address or a key.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+// Metrics holds guardian's collectors. Build it with New; it is safe for
+// concurrent use.
+type Metrics struct {
+	// Decisions counts checks by flow and decision.
+	Decisions *prometheus.CounterVec
+	// RuleTrips counts rules that tripped on a check, by rule, mode
+	// (enforce, shadow) and action.
+	RuleTrips *prometheus.CounterVec
+	// CheckDuration observes how long a check took, by flow.
+	CheckDuration *prometheus.HistogramVec
+	// StoreErrors counts failed store calls by kind (timeout, unreachable,
+	// script).
+	StoreErrors *prometheus.CounterVec
+	// FallbackActive is 1 while the store is failing and the fallback decides.
+	FallbackActive prometheus.Gauge
+	// FallbackDecisions counts every op the fallback decided, by rule and
+	// on_store_error.
+	FallbackDecisions *prometheus.CounterVec
+	// GlobalFailures is the failure rate per second seen by failure_rate
+	// rules, by flow.
+	GlobalFailures *prometheus.GaugeVec
+	// Reports counts reports by outcome.
+	Reports *prometheus.CounterVec
+}
+
+// New registers guardian's metrics on reg.
+func New(reg prometheus.Registerer) *Metrics {
+	f := promauto.With(reg)
+	return &Metrics{
+		Decisions: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "guardian_decisions_total",
+			Help: "Checks answered, by flow and decision.",
+		}, []string{"flow", "decision"}),
+		RuleTrips: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "guardian_rule_trips_total",
+			Help: "Rules that tripped on a check, by rule, mode and action.",
+		}, []string{"rule", "mode", "action"}),
+		CheckDuration: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "guardian_check_duration_seconds",
+			Help:    "Time to decide a check, by flow.",
+			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1},
+		}, []string{"flow"}),
+		StoreErrors: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "guardian_store_errors_total",
+			Help: "Store calls that failed, by kind (timeout, unreachable, script).",
+		}, []string{"kind"}),
+		FallbackActive: f.NewGauge(prometheus.GaugeOpts{
+			Name: "guardian_fallback_active",
+			Help: "1 while the store is failing and the fallback decides, else 0.",
+		}),
+		FallbackDecisions: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "guardian_fallback_decisions_total",
+			Help: "Ops decided by the fallback, by rule and on_store_error.",
+		}, []string{"rule", "on_store_error"}),
+		GlobalFailures: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "guardian_global_failures_per_second",
+			Help: "Reported failures per second seen by failure_rate rules, by flow.",
+		}, []string{"flow"}),
+		Reports: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "guardian_reports_total",
+			Help: "Reports recorded, by outcome.",
+		}, []string{"outcome"}),
+	}
+}

@@ -1,0 +1,251 @@
+// Package server assembles a guardian instance from its configuration: the
+// store, the rules, the engine and the HTTP API, with reload and graceful
+// shutdown. cmd/guardian parses flags into a Config; end-to-end tests build a
+// Config directly and run real instances on :0.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/guardian-sec/guardian/internal/aggregate"
+	"github.com/guardian-sec/guardian/internal/engine"
+	"github.com/guardian-sec/guardian/internal/httpapi"
+	"github.com/guardian-sec/guardian/internal/keys"
+	"github.com/guardian-sec/guardian/internal/metrics"
+	"github.com/guardian-sec/guardian/internal/rules"
+	"github.com/guardian-sec/guardian/internal/secret"
+	"github.com/guardian-sec/guardian/internal/shadow"
+	"github.com/guardian-sec/guardian/internal/store"
+	"github.com/guardian-sec/guardian/internal/store/memstore"
+	"github.com/guardian-sec/guardian/internal/tokens"
+)
+
+// Config is everything an instance is built from.
+type Config struct {
+	// Addr is the listen address (":8080"; ":0" picks a free port).
+	Addr string
+	// RulesPath is the rules file; empty uses the built-in rules.
+	RulesPath string
+	// RedisURL selects the Redis store; empty uses the embedded store.
+	RedisURL string
+	// SigningKey signs service tokens, attempt ids and device tokens, and
+	// keys the hashes of identifiers. Required.
+	SigningKey secret.Key
+	// StoreTimeout is the deadline of one store call (default 5ms).
+	StoreTimeout time.Duration
+	// FleetSize is how many instances share the store (default 1).
+	FleetSize int
+	// Logger receives guardian's logs (default slog.Default()).
+	Logger *slog.Logger
+	// Store, when set, is used as the primary store instead of the one
+	// RedisURL selects (tests only).
+	Store store.Store
+	// Now is the clock for attempt ids, device tokens and the aggregate
+	// (default time.Now; tests only).
+	Now func() time.Time
+}
+
+// Server is one running guardian instance.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	registry *prometheus.Registry
+	holder   rules.Holder
+	shadow   *shadow.Book
+	agg      *aggregate.Aggregate
+	engine   *engine.Engine
+	api      *httpapi.API
+	http     *http.Server
+
+	reloadMu sync.Mutex
+	ln       net.Listener
+	done     chan struct{}
+	serveErr error
+}
+
+// New builds an instance from cfg; it loads the rules and opens the store but
+// does not listen yet.
+func New(cfg Config) (*Server, error) {
+	if cfg.StoreTimeout <= 0 {
+		cfg.StoreTimeout = 5 * time.Millisecond
+	}
+	if cfg.FleetSize < 1 {
+		cfg.FleetSize = 1
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry(), shadow: shadow.NewBook()}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := metrics.New(s.registry)
+
+	set, err := s.loadRules()
+	if err != nil {
+		return nil, err
+	}
+	s.applyRules(nil, set)
+
+	st := cfg.Store
+	if st == nil {
+		if cfg.RedisURL != "" {
+			return nil, errors.New("server: the Redis store is not available in this build")
+		}
+		s.log.Warn("no --redis-url: limits live in this process only, correct for a single instance")
+		st = memstore.New(memstore.Config{})
+	}
+	s.agg = aggregate.New(aggregate.Config{Now: cfg.Now})
+	s.engine = engine.New(engine.Config{
+		Rules:     &s.holder,
+		Store:     st,
+		Hasher:    keys.NewHasher(cfg.SigningKey),
+		Attempts:  tokens.NewAttempts(cfg.SigningKey),
+		Devices:   tokens.NewDevices(cfg.SigningKey, 0),
+		Aggregate: s.agg,
+		Shadow:    s.shadow,
+		Metrics:   m,
+		Now:       cfg.Now,
+	})
+	s.api = httpapi.New(httpapi.Config{
+		Engine:       s.engine,
+		Tokens:       tokens.NewService(cfg.SigningKey),
+		Shadow:       s.shadow,
+		Reload:       s.Reload,
+		StoreHealthy: func() bool { return true },
+		Gatherer:     s.registry,
+		Logger:       s.log,
+		Now:          cfg.Now,
+	})
+	s.http = &http.Server{
+		Handler:           s.api,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	return s, nil
+}
+
+// Handler returns the instance's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.api }
+
+// Start listens on the configured address and serves in the background.
+func (s *Server) Start() error {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	s.ln = ln
+	s.done = make(chan struct{})
+	go func() {
+		defer close(s.done)
+		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.serveErr = err
+		}
+	}()
+	set := s.holder.Load()
+	s.log.Info("guardian started", "addr", ln.Addr().String(), "rules", set.Source, "rule_count", len(set.Rules), "fleet_size", s.cfg.FleetSize)
+	return nil
+}
+
+// Addr is the address the instance listens on, once started.
+func (s *Server) Addr() string {
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// Shutdown stops accepting requests and waits for in-flight ones to finish,
+// or for ctx to end.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.http.Shutdown(ctx)
+	if s.done != nil {
+		<-s.done
+	}
+	s.log.Info("guardian stopped")
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	return s.serveErr
+}
+
+// Reload re-reads the rules file. An invalid file is refused and the rules in
+// force stay; in-flight checks finish on the set they started with.
+func (s *Server) Reload() (*rules.Set, error) {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	set, err := s.loadRules()
+	if err != nil {
+		s.log.Warn("rules reload refused, previous rules kept", "err", err)
+		return nil, err
+	}
+	s.applyRules(s.holder.Load(), set)
+	s.log.Info("rules reloaded", "source", set.Source, "rule_count", len(set.Rules))
+	return set, nil
+}
+
+func (s *Server) loadRules() (*rules.Set, error) {
+	if s.cfg.RulesPath == "" {
+		return rules.Default(), nil
+	}
+	set, err := rules.Load(s.cfg.RulesPath, s.cfg.Now())
+	if err != nil && !errors.Is(err, rules.ErrInvalid) {
+		// An unreadable file is as unusable as an invalid one.
+		return nil, rules.Errors{{File: s.cfg.RulesPath, Line: 0, Msg: err.Error()}}
+	}
+	return set, err
+}
+
+// applyRules makes set current and carries over the shadow tallies of shadow
+// rules that did not change.
+func (s *Server) applyRules(old, set *rules.Set) {
+	var names []string
+	for i := range set.Rules {
+		r := &set.Rules[i]
+		if r.Mode != rules.Shadow {
+			continue
+		}
+		names = append(names, r.Name)
+		if old == nil || !sameRule(old, r) {
+			s.shadow.Reset(r.Name)
+		}
+	}
+	s.shadow.Sync(names)
+	if s.agg != nil {
+		var global []string
+		for i := range set.Rules {
+			if set.Rules[i].Type == rules.FailureRate {
+				global = append(global, set.Rules[i].Name)
+			}
+		}
+		s.agg.Forget(global)
+	}
+	s.holder.Store(set)
+}
+
+// sameRule reports whether old holds a rule identical to r, its position in
+// the file aside.
+func sameRule(old *rules.Set, r *rules.Rule) bool {
+	o, ok := old.Rule(r.Name)
+	if !ok {
+		return false
+	}
+	a, b := *o, *r
+	a.Line, b.Line = 0, 0
+	return reflect.DeepEqual(a, b)
+}
