@@ -71,6 +71,8 @@ func New(cfg Config) *API {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
 	r.Use(a.recover, a.limitBody)
 	r.NoRoute(func(c *gin.Context) {
 		a.abort(c, newError(http.StatusNotFound, "not_found", "no such path: "+c.Request.URL.Path))

@@ -3,6 +3,7 @@ package server_test
 import (
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -347,6 +348,13 @@ func TestReloadKeepsOldRulesWhenInvalid(t *testing.T) {
 	msg := str(r.body["error"].(map[string]any)["message"])
 	if !strings.Contains(msg, "rules.yaml:3:") {
 		t.Fatalf("invalid reload message %q does not name the file and line", msg)
+	}
+	if err := os.Remove(in.rulesPath); err != nil {
+		t.Fatal(err)
+	}
+	r = in.do(t, "POST", "/v1/rules/reload", in.adminToken, nil)
+	if r.status != http.StatusBadRequest || errorCode(t, r) != "invalid_rules" {
+		t.Fatalf("reload of a removed file: %d %s, want 400 invalid_rules", r.status, r.raw)
 	}
 	r = in.do(t, "GET", "/v1/rules", in.adminToken, nil)
 	rs, _ = r.body["rules"].([]any)

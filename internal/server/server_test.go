@@ -54,6 +54,9 @@ func start(t *testing.T, rulesYAML string) *instance {
 		t.Fatalf("Start: %v", err)
 	}
 	t.Cleanup(func() {
+		// Connections the client dialed but never used count as busy to
+		// Shutdown for five seconds; close them first.
+		http.DefaultTransport.(*http.Transport).CloseIdleConnections()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := srv.Shutdown(ctx); err != nil {

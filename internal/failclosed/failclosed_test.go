@@ -1,0 +1,339 @@
+package failclosed
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/guardian-sec/guardian/internal/metrics"
+	"github.com/guardian-sec/guardian/internal/store"
+	"github.com/guardian-sec/guardian/internal/store/memstore"
+)
+
+// flakyStore is a primary that works like the embedded store until told to
+// fail, and then fails every call, or blocks until its deadline.
+type flakyStore struct {
+	*memstore.Store
+	err   atomic.Pointer[error]
+	block atomic.Bool
+	calls atomic.Int64
+}
+
+var errDown = errors.New("connection refused")
+
+func newFlaky() *flakyStore { return &flakyStore{Store: memstore.New(memstore.Config{})} }
+
+func (f *flakyStore) setErr(err error) {
+	if err == nil {
+		f.err.Store(nil)
+		return
+	}
+	f.err.Store(&err)
+}
+
+func (f *flakyStore) fault(ctx context.Context) error {
+	f.calls.Add(1)
+	if f.block.Load() {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	if p := f.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (f *flakyStore) Do(ctx context.Context, ops []store.Op, res []store.Result) error {
+	if err := f.fault(ctx); err != nil {
+		return err
+	}
+	return f.Store.Do(ctx, ops, res)
+}
+
+func (f *flakyStore) MarkOnce(ctx context.Context, key string, ttl time.Duration) (bool, error) {
+	if err := f.fault(ctx); err != nil {
+		return false, err
+	}
+	return f.Store.MarkOnce(ctx, key, ttl)
+}
+
+func (f *flakyStore) Delete(ctx context.Context, keys ...string) error {
+	if err := f.fault(ctx); err != nil {
+		return err
+	}
+	return f.Store.Delete(ctx, keys...)
+}
+
+func (f *flakyStore) ping(ctx context.Context) error { return f.fault(ctx) }
+
+type fixture struct {
+	primary *flakyStore
+	store   *Store
+	metrics *metrics.Metrics
+	probes  atomic.Int64
+	inProbe atomic.Int64
+	maxIn   atomic.Int64
+}
+
+func newFixture(t *testing.T, fleet int) *fixture {
+	t.Helper()
+	f := &fixture{primary: newFlaky(), metrics: metrics.New(prometheus.NewRegistry())}
+	f.store = New(Config{
+		Primary: f.primary,
+		Probe: func(ctx context.Context) error {
+			n := f.inProbe.Add(1)
+			defer f.inProbe.Add(-1)
+			for {
+				m := f.maxIn.Load()
+				if n <= m || f.maxIn.CompareAndSwap(m, n) {
+					break
+				}
+			}
+			f.probes.Add(1)
+			return f.primary.ping(ctx)
+		},
+		Timeout:       5 * time.Millisecond,
+		ProbeInterval: 10 * time.Millisecond,
+		FleetSize:     fleet,
+		Metrics:       f.metrics,
+	})
+	return f
+}
+
+func op(key string, burst int64, onErr store.OnError) store.Op {
+	return store.Op{Key: key, Kind: store.Rate, Cost: 1, Interval: time.Hour, Burst: burst, Rule: key, OnError: onErr}
+}
+
+func (f *fixture) do(t *testing.T, ops ...store.Op) []store.Result {
+	t.Helper()
+	res := make([]store.Result, len(ops))
+	if err := f.store.Do(context.Background(), ops, res); err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	return res
+}
+
+func TestHealthyPrimaryDecides(t *testing.T) {
+	f := newFixture(t, 1)
+	res := f.do(t, op("a", 2, store.OnErrorLocal))
+	if !res[0].Allowed || !res[0].Spent || res[0].Degraded {
+		t.Fatalf("result = %+v, want allowed, spent, not degraded", res[0])
+	}
+	if got := testutil.ToFloat64(f.metrics.FallbackActive); got != 0 {
+		t.Fatalf("fallback_active = %v, want 0", got)
+	}
+}
+
+func TestEachRuleFallsBackByItsOnStoreError(t *testing.T) {
+	tests := []struct {
+		name      string
+		onErr     store.OnError
+		want      store.Result
+		wantLabel string
+	}{
+		{"closed slows a second", store.OnErrorClosed, store.Result{RetryAfter: time.Second, Degraded: true}, "closed"},
+		{"open allows", store.OnErrorOpen, store.Result{Allowed: true, Degraded: true}, "open"},
+		{"local decides on the fallback", store.OnErrorLocal, store.Result{Allowed: true, Spent: true, Remaining: 4, ResetAfter: time.Hour, Degraded: true}, "local"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, 1)
+			f.primary.setErr(errDown)
+			got := f.do(t, op("k", 5, tt.onErr))[0]
+			if got != tt.want {
+				t.Fatalf("result = %+v, want %+v", got, tt.want)
+			}
+			if n := testutil.ToFloat64(f.metrics.FallbackDecisions.WithLabelValues("k", tt.wantLabel)); n != 1 {
+				t.Fatalf("fallback decisions = %v, want 1", n)
+			}
+			if n := testutil.ToFloat64(f.metrics.StoreErrors.WithLabelValues("unreachable")); n != 1 {
+				t.Fatalf("store errors = %v, want 1", n)
+			}
+			if !f.store.Healthy() == false || testutil.ToFloat64(f.metrics.FallbackActive) != 1 {
+				t.Fatal("fallback not active after a failed call")
+			}
+		})
+	}
+}
+
+func TestClosedRuleDeniesTheWholeBatch(t *testing.T) {
+	f := newFixture(t, 1)
+	f.primary.setErr(errDown)
+	res := f.do(t, op("local", 5, store.OnErrorLocal), op("closed", 5, store.OnErrorClosed))
+	if res[0].Spent {
+		t.Fatalf("local op spent although a closed rule denied the check: %+v", res[0])
+	}
+	if !res[0].Allowed || res[0].Remaining != 5 {
+		t.Fatalf("local op = %+v, want allowed with 5 remaining", res[0])
+	}
+}
+
+func TestLocalFallbackDividesByFleetSizeExactlyUnderConcurrency(t *testing.T) {
+	f := newFixture(t, 4)
+	f.primary.setErr(errDown)
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			res := make([]store.Result, 1)
+			if err := f.store.Do(context.Background(), []store.Op{op("budget", 20, store.OnErrorLocal)}, res); err != nil {
+				t.Error(err)
+			}
+			if res[0].Spent {
+				allowed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if got := allowed.Load(); got != 5 {
+		t.Fatalf("allowed = %d, want 20 / 4 = 5", got)
+	}
+}
+
+func TestFullFallbackDeniesNewKeys(t *testing.T) {
+	f := &fixture{primary: newFlaky(), metrics: metrics.New(prometheus.NewRegistry())}
+	f.store = New(Config{Primary: f.primary, Probe: f.primary.ping, MaxLocalKeys: 2, Metrics: f.metrics, ProbeInterval: time.Hour})
+	f.primary.setErr(errDown)
+	for _, k := range []string{"a", "b"} {
+		if res := f.do(t, op(k, 5, store.OnErrorLocal)); !res[0].Spent {
+			t.Fatalf("key %s = %+v, want spent", k, res[0])
+		}
+	}
+	if res := f.do(t, op("c", 5, store.OnErrorLocal)); res[0].Allowed {
+		t.Fatalf("a new key on a full fallback = %+v, want denied", res[0])
+	}
+	if res := f.do(t, op("a", 5, store.OnErrorLocal)); !res[0].Spent {
+		t.Fatalf("an existing key on a full fallback = %+v, want spent", res[0])
+	}
+}
+
+func TestSlowPrimaryTimesOutAndRecovers(t *testing.T) {
+	f := newFixture(t, 1)
+	f.primary.block.Store(true)
+	start := time.Now()
+	res := f.do(t, op("k", 5, store.OnErrorLocal))
+	if !res[0].Degraded {
+		t.Fatalf("result = %+v, want degraded", res[0])
+	}
+	if n := testutil.ToFloat64(f.metrics.StoreErrors.WithLabelValues("timeout")); n != 1 {
+		t.Fatalf("timeout errors = %v, want 1", n)
+	}
+	// While failing, calls go straight to the fallback: the primary sees
+	// only probes.
+	before := f.primary.calls.Load() - f.probes.Load()
+	for range 20 {
+		f.do(t, op("k", 5, store.OnErrorLocal))
+	}
+	if after := f.primary.calls.Load() - f.probes.Load(); after != before {
+		t.Fatalf("primary saw %d calls while failing, want none but probes", after-before)
+	}
+	_ = start
+	f.primary.block.Store(false)
+	deadline := time.Now().Add(2 * time.Second)
+	for !f.store.Healthy() {
+		if time.Now().After(deadline) {
+			t.Fatal("primary not back in use within 2s of answering")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := testutil.ToFloat64(f.metrics.FallbackActive); got != 0 {
+		t.Fatalf("fallback_active = %v after recovery, want 0", got)
+	}
+	if res := f.do(t, op("k", 5, store.OnErrorLocal)); res[0].Degraded {
+		t.Fatalf("after recovery = %+v, want decided by the primary", res[0])
+	}
+	if m := f.maxIn.Load(); m != 1 {
+		t.Fatalf("at most %d probes in flight, want 1", m)
+	}
+}
+
+func TestOneProbeAtATimeUnderManyFailures(t *testing.T) {
+	f := newFixture(t, 1)
+	f.primary.setErr(errDown)
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			for range 20 {
+				res := make([]store.Result, 1)
+				_ = f.store.Do(context.Background(), []store.Op{op("k", 5, store.OnErrorOpen)}, res)
+			}
+		})
+	}
+	wg.Wait()
+	time.Sleep(50 * time.Millisecond)
+	if m := f.maxIn.Load(); m != 1 {
+		t.Fatalf("%d probes ran at once, want 1", m)
+	}
+	f.primary.setErr(nil)
+	deadline := time.Now().Add(2 * time.Second)
+	for !f.store.Healthy() {
+		if time.Now().After(deadline) {
+			t.Fatal("not healthy after the primary recovered")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestRefundGoesToTheStoreThatSpent(t *testing.T) {
+	f := newFixture(t, 1)
+	f.primary.setErr(errDown)
+	k := op("k", 2, store.OnErrorLocal)
+	f.do(t, k)
+	f.do(t, k)
+	if res := f.do(t, k); res[0].Allowed {
+		t.Fatal("third spend allowed on a burst of 2")
+	}
+	if err := f.store.Refund(context.Background(), []store.Refund{{Key: "k", Kind: store.Rate, Amount: time.Hour, Local: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if res := f.do(t, k); !res[0].Spent {
+		t.Fatalf("after a local refund = %+v, want spent", res[0])
+	}
+}
+
+func TestMarkOnceAndDeleteWhileFailing(t *testing.T) {
+	f := newFixture(t, 1)
+	f.primary.setErr(errDown)
+	ctx := context.Background()
+	first, err := f.store.MarkOnce(ctx, "attempt", time.Minute)
+	if err != nil || !first {
+		t.Fatalf("MarkOnce = %v, %v; want true on the fallback", first, err)
+	}
+	again, err := f.store.MarkOnce(ctx, "attempt", time.Minute)
+	if err != nil || again {
+		t.Fatalf("second MarkOnce = %v, %v; want false", again, err)
+	}
+	if err := f.store.Delete(ctx, "k"); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Delete while failing = %v, want ErrUnavailable", err)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	tests := []struct {
+		err  error
+		want string
+	}{
+		{context.DeadlineExceeded, "timeout"},
+		{errors.Join(errors.New("x"), context.DeadlineExceeded), "timeout"},
+		{ErrScript, "script"},
+		{replyError("ERR something"), "script"},
+		{errDown, "unreachable"},
+	}
+	for _, tt := range tests {
+		if got := Classify(tt.err); got != tt.want {
+			t.Errorf("Classify(%v) = %q, want %q", tt.err, got, tt.want)
+		}
+	}
+}
+
+// replyError is an error the store answered, as go-redis marks them.
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+func (replyError) RedisError()     {}
