@@ -1,0 +1,210 @@
+package redistest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// clusterNodes is how many masters StartCluster runs: the fewest Redis
+// Cluster accepts.
+const clusterNodes = 3
+
+// clusterBusOffset is the distance from a node's port to its cluster bus
+// port.
+const clusterBusOffset = 10000
+
+// Cluster is a Redis Cluster of three masters, each a redis-server process
+// on 127.0.0.1, with the 16384 slots split between them.
+type Cluster struct {
+	addrs []string
+}
+
+// StartCluster starts a three-master Redis Cluster for tb, in tb.TempDir(),
+// and stops it when tb ends. It needs redis-server and redis-cli on PATH
+// (Debian: redis-server and redis-tools). It returns once every node reports
+// cluster_state:ok.
+func StartCluster(tb testing.TB) *Cluster {
+	tb.Helper()
+	server, err := exec.LookPath("redis-server")
+	if err != nil {
+		tb.Fatalf("redistest: redis-server not found (install redis-server): %v", err)
+	}
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		tb.Fatalf("redistest: redis-cli not found (install redis-tools): %v", err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	dir := tb.TempDir()
+	c := &Cluster{}
+	for i := range clusterNodes {
+		addr, err := startNode(ctx, tb, server, filepath.Join(dir, "node"+strconv.Itoa(i)))
+		if err != nil {
+			tb.Fatalf("redistest: cluster node %d: %v", i, err)
+		}
+		c.addrs = append(c.addrs, addr)
+	}
+
+	args := append([]string{"--cluster", "create"}, c.addrs...)
+	args = append(args, "--cluster-yes")
+	cmd := exec.CommandContext(ctx, cli, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		tb.Fatalf("redistest: redis-cli --cluster create: %v: %s", err, out.String())
+	}
+	for _, addr := range c.addrs {
+		if err := waitClusterOK(ctx, addr); err != nil {
+			tb.Fatalf("redistest: cluster node %s: %v", addr, err)
+		}
+	}
+	return c
+}
+
+// Addrs returns the nodes' addresses, "127.0.0.1:port" each.
+func (c *Cluster) Addrs() []string {
+	return append([]string(nil), c.addrs...)
+}
+
+// Client returns a cluster client seeded with every node, closed when tb
+// ends.
+func (c *Cluster) Client(tb testing.TB) *redis.ClusterClient {
+	tb.Helper()
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+	tb.Cleanup(func() { _ = cc.Close() })
+	return cc
+}
+
+// startNode starts one cluster-enabled redis-server in dir on a free
+// loopback port, retrying with another port if the one picked was taken in
+// the meantime, and returns its address once it answers.
+func startNode(ctx context.Context, tb testing.TB, server, dir string) (string, error) {
+	tb.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	var lastErr error
+	for range 5 {
+		port, err := freePort(clusterBusOffset)
+		if err != nil {
+			return "", err
+		}
+		addr := "127.0.0.1:" + strconv.Itoa(port)
+		logPath := filepath.Join(dir, "redis.log")
+		cmd := exec.Command(server,
+			"--port", strconv.Itoa(port),
+			"--bind", "127.0.0.1",
+			"--protected-mode", "no",
+			"--cluster-enabled", "yes",
+			"--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", "5000",
+			"--dir", dir,
+			"--save", "",
+			"--appendonly", "no",
+			"--logfile", logPath,
+		)
+		if err := cmd.Start(); err != nil {
+			return "", err
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		stop := func() {
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+
+		pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		pinged := make(chan error, 1)
+		go func() { pinged <- waitPing(pingCtx, addr) }()
+		select {
+		case err = <-pinged:
+		case err = <-exited:
+			exited <- err // for stop
+			err = fmt.Errorf("redis-server exited: %v: %s", err, tail(logPath))
+		}
+		cancel()
+		if err == nil {
+			tb.Cleanup(stop)
+			return addr, nil
+		}
+		stop()
+		lastErr = err
+		_ = os.Remove(filepath.Join(dir, "nodes.conf"))
+	}
+	return "", lastErr
+}
+
+// waitClusterOK polls CLUSTER INFO on addr until the node sees all three
+// masters and every slot served, or ctx ends.
+func waitClusterOK(ctx context.Context, addr string) error {
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer func() { _ = c.Close() }()
+	var info string
+	for {
+		var err error
+		info, err = c.ClusterInfo(ctx).Result()
+		if err == nil && strings.Contains(info, "cluster_state:ok") &&
+			strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(clusterNodes)) &&
+			strings.Contains(info, "cluster_slots_ok:16384") {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster not ok: %v; last CLUSTER INFO: %q", err, info)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// tail returns the end of a log file, for an error message.
+func tail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return string(bytes.TrimSpace(b))
+}
+
+// freePort returns a loopback port that is free, along with port+offset
+// when offset is not zero (a cluster node's bus port).
+func freePort(offset int) (int, error) {
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		if offset == 0 {
+			_ = l.Close()
+			return port, nil
+		}
+		if port+offset > 65535 {
+			_ = l.Close()
+			continue
+		}
+		l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+offset))
+		_ = l.Close()
+		if err != nil {
+			continue
+		}
+		_ = l2.Close()
+		return port, nil
+	}
+	return 0, errors.New("no free loopback port")
+}

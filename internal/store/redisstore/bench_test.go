@@ -1,0 +1,133 @@
+package redisstore_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/guardian-sec/guardian/internal/redistest"
+	"github.com/guardian-sec/guardian/internal/store"
+	"github.com/guardian-sec/guardian/internal/store/redisstore"
+)
+
+// loginBatch is the batch of a login check: the account's rate, the IP
+// prefix's rate (each 1 per interval, burst burst) and a look at the
+// account's hard stop.
+func loginBatch(interval time.Duration, burst int64) []store.Op {
+	return []store.Op{
+		rate("guardian:v1:{acct1}:login-account", 1, interval, burst),
+		rate("guardian:v1:{ip2}:login-ip", 1, interval, burst),
+		counter("guardian:v1:{acct1}:hard-stop", 0, 100, 90*24*time.Hour),
+	}
+}
+
+// Batches that every call spends, and that every call after the first is
+// denied.
+var (
+	spendBatch = loginBatch(time.Microsecond, 1<<40)
+	denyBatch  = loginBatch(time.Hour, 1)
+)
+
+// BenchmarkDo measures one login check against a Redis container. Besides
+// time it reports, per Do, the EVALSHA calls and all commands Redis ran
+// (from INFO commandstats; the script's own reads and writes count too), and
+// the round trips the client made.
+func BenchmarkDo(b *testing.B) {
+	srv := redistest.Start(b)
+	c, err := redisstore.Open(srv.URL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.Close() })
+	node := c.(*redis.Client)
+	sent := &sentCounter{}
+	node.AddHook(sent)
+	s := redisstore.New(c, redisstore.Config{})
+
+	for _, bb := range []struct {
+		name     string
+		ops      []store.Op
+		parallel bool
+	}{
+		{"spend", spendBatch, false},
+		{"deny", denyBatch, false},
+		{"spend_parallel", spendBatch, true},
+	} {
+		b.Run(bb.name, func(b *testing.B) {
+			flush(b, c)
+			ops := bb.ops
+			do(b, s, ops...)
+			before := commandStats(b, node)
+			sent.take()
+			b.ResetTimer()
+			if bb.parallel {
+				b.RunParallel(func(pb *testing.PB) {
+					res := make([]store.Result, len(ops))
+					for pb.Next() {
+						if err := s.Do(context.Background(), ops, res); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			} else {
+				res := make([]store.Result, len(ops))
+				for b.Loop() {
+					if err := s.Do(context.Background(), ops, res); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.StopTimer()
+			reportCommands(b, before, commandStats(b, node), sent)
+		})
+	}
+}
+
+// BenchmarkDoCluster measures a login check whose account and IP prefix live
+// on different masters of a Redis Cluster: one pipelined round trip when it
+// is spent.
+func BenchmarkDoCluster(b *testing.B) {
+	cl := redistest.StartCluster(b)
+	c, err := redisstore.Open(strings.Join(cl.Addrs(), ","))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.Close() })
+	sent := &sentCounter{}
+	c.AddHook(sent)
+	s := redisstore.New(c, redisstore.Config{})
+	ops := spendBatch
+	do(b, s, ops...)
+	sent.take()
+	res := make([]store.Result, len(ops))
+	for b.Loop() {
+		if err := s.Do(context.Background(), ops, res); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cmds, roundTrips := sent.take()
+	b.ReportMetric(float64(cmds)/float64(b.N), "sent/op")
+	b.ReportMetric(float64(roundTrips)/float64(b.N), "roundtrips/op")
+}
+
+// reportCommands reports the commands between two commandStats, and what
+// the client sent, per benchmark iteration. A pool dialling in the
+// background adds its handshakes to both.
+func reportCommands(b *testing.B, before, after map[string]int64, sent *sentCounter) {
+	b.Helper()
+	d := delta(before, after)
+	var all int64
+	for _, n := range d {
+		all += n
+	}
+	cmds, roundTrips := sent.take()
+	n := float64(b.N)
+	b.ReportMetric(float64(d["evalsha"])/n, "evalsha/op")
+	b.ReportMetric(float64(all)/n, "cmds/op")
+	b.ReportMetric(float64(cmds)/n, "sent/op")
+	b.ReportMetric(float64(roundTrips)/n, "roundtrips/op")
+}

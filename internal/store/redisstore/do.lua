@@ -1,0 +1,127 @@
+-- guardian: evaluate a batch of limit ops and, in "do" mode, spend them.
+-- When every hard enforced op fits, every enforced op that fits is spent
+-- (soft ones too); when one does not, no enforced op is. A soft op never
+-- denies the batch. Shadow ops are spent whenever they fit on their own.
+-- Every time value is whole microseconds.
+--
+-- KEYS[i]      the key of op i (all keys share one cluster slot)
+-- ARGV[1]      "do" spends, "peek" only evaluates
+-- ARGV[2]      the time; empty reads the store's own TIME (tests override it)
+-- ARGV[3+7(i-1)..]  op i: kind ("r" rate, "c" counter), role ("enforce",
+--              "soft" or "shadow"), cost, interval, burst, limit, hold
+--
+-- A rate key holds its theoretical arrival time (TAT). A counter key holds
+-- "count:deadline", the deadline being when the count is forgotten; the key's
+-- own TTL follows the same deadline, so stale state never outlives it.
+--
+-- Reply: six integers per op: allowed, spent, remaining, retry after,
+-- reset after, count.
+
+local spend = ARGV[1] == 'do'
+local now
+if ARGV[2] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  now = tonumber(ARGV[2])
+end
+
+local function int(x)
+  return string.format('%d', x)
+end
+
+local function ms(us)
+  return int(math.ceil(us / 1000))
+end
+
+local ops = {}
+local all = true
+for i = 1, #KEYS do
+  local a = 2 + (i - 1) * 7
+  local o = {
+    rate = ARGV[a + 1] == 'r',
+    role = ARGV[a + 2],
+    cost = tonumber(ARGV[a + 3]),
+  }
+  local v = redis.call('GET', KEYS[i])
+  if o.rate then
+    o.t = tonumber(ARGV[a + 4])
+    o.burst = tonumber(ARGV[a + 5])
+    o.tau = o.t * o.burst
+    o.tat = now
+    if v then
+      local tat = tonumber(v)
+      if not tat then
+        return redis.error_reply('guardian: bad rate state')
+      end
+      if tat > now then
+        o.tat = tat
+      end
+    end
+    o.new = o.tat + o.cost * o.t
+    o.fits = o.new - now <= o.tau
+  else
+    o.limit = tonumber(ARGV[a + 6])
+    o.hold = tonumber(ARGV[a + 7])
+    o.count = 0
+    o.deadline = now
+    if v then
+      local c, d = string.match(v, '^(%d+):(%d+)$')
+      if not c then
+        return redis.error_reply('guardian: bad counter state')
+      end
+      c, d = tonumber(c), tonumber(d)
+      if d > now then
+        o.count, o.deadline = c, d
+      end
+    end
+    o.fits = o.count + o.cost <= o.limit
+  end
+  if o.role == 'enforce' and not o.fits then
+    all = false
+  end
+  ops[i] = o
+end
+
+local out = {}
+for i, o in ipairs(ops) do
+  local spent = spend and o.fits and o.cost > 0 and (o.role == 'shadow' or all)
+  local remaining, retry, reset, count = 0, 0, 0, 0
+  if o.rate then
+    local tat = o.tat
+    if spent then
+      tat = o.new
+      redis.call('SET', KEYS[i], int(tat), 'PX', ms(tat - now))
+    end
+    remaining = math.floor((now + o.tau - tat) / o.t)
+    if remaining < 0 then
+      remaining = 0
+    elseif remaining > o.burst then
+      remaining = o.burst
+    end
+    if not o.fits then
+      retry = o.new - now - o.tau
+    end
+    reset = tat - now
+  else
+    count = o.count
+    reset = o.deadline - now
+    if spent then
+      count = o.count + o.cost
+      reset = o.hold
+      redis.call('SET', KEYS[i], int(count) .. ':' .. int(now + o.hold), 'PX', ms(o.hold))
+    end
+    remaining = o.limit - count
+    if remaining < 0 then
+      remaining = 0
+    end
+  end
+  local n = #out
+  out[n + 1] = o.fits and 1 or 0
+  out[n + 2] = spent and 1 or 0
+  out[n + 3] = remaining
+  out[n + 4] = retry
+  out[n + 5] = reset
+  out[n + 6] = count
+end
+return out

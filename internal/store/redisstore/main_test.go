@@ -1,0 +1,287 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/guardian-sec/guardian/internal/store"
+)
+
+func TestMain(m *testing.M) {
+	// testcontainers reads these once: no Ryuk sidecar (every container is
+	// terminated by its test), and mapped ports on the loopback address.
+	for k, v := range map[string]string{
+		"TESTCONTAINERS_RYUK_DISABLED": "true",
+		"TESTCONTAINERS_HOST_OVERRIDE": "127.0.0.1",
+	} {
+		if err := os.Setenv(k, v); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+	}
+	os.Exit(m.Run())
+}
+
+// t0 is the instant the tests with an overridden clock start at.
+var t0 = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+
+// clock is a settable clock for a Store's Config.Now.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
+}
+
+// rate returns a Rate op on key.
+func rate(key string, cost int64, interval time.Duration, burst int64) store.Op {
+	return store.Op{Key: key, Kind: store.Rate, Cost: cost, Interval: interval, Burst: burst}
+}
+
+// counter returns a Counter op on key.
+func counter(key string, cost, limit int64, hold time.Duration) store.Op {
+	return store.Op{Key: key, Kind: store.Counter, Cost: cost, Limit: limit, Hold: hold}
+}
+
+// shadow returns op in shadow mode.
+func shadow(op store.Op) store.Op {
+	op.Shadow = true
+	return op
+}
+
+// do runs one Do and fails the test on an error.
+func do(tb testing.TB, s store.Store, ops ...store.Op) []store.Result {
+	tb.Helper()
+	res := make([]store.Result, len(ops))
+	if err := s.Do(context.Background(), ops, res); err != nil {
+		tb.Fatalf("Do: %v", err)
+	}
+	return res
+}
+
+// peek runs one Peek and fails the test on an error.
+func peek(tb testing.TB, s store.Store, ops ...store.Op) []store.Result {
+	tb.Helper()
+	res := make([]store.Result, len(ops))
+	if err := s.Peek(context.Background(), ops, res); err != nil {
+		tb.Fatalf("Peek: %v", err)
+	}
+	return res
+}
+
+// checkResults compares results with wants.
+func checkResults(tb testing.TB, label string, got, want []store.Result) {
+	tb.Helper()
+	if len(got) != len(want) {
+		tb.Fatalf("%s: %d results, want %d", label, len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			tb.Errorf("%s: op %d:\n got %+v\nwant %+v", label, i, got[i], want[i])
+		}
+	}
+}
+
+// forEachNode runs f on every node holding data: the client itself, or each
+// master of a cluster.
+func forEachNode(tb testing.TB, c redis.UniversalClient, f func(*redis.Client)) {
+	tb.Helper()
+	switch c := c.(type) {
+	case *redis.Client:
+		f(c)
+	case *redis.ClusterClient:
+		var mu sync.Mutex
+		err := c.ForEachMaster(context.Background(), func(_ context.Context, m *redis.Client) error {
+			mu.Lock()
+			defer mu.Unlock()
+			f(m)
+			return nil
+		})
+		if err != nil {
+			tb.Fatalf("for each master: %v", err)
+		}
+	default:
+		tb.Fatalf("client %T", c)
+	}
+}
+
+// flush empties every node's database.
+func flush(tb testing.TB, c redis.UniversalClient) {
+	tb.Helper()
+	forEachNode(tb, c, func(n *redis.Client) {
+		if err := n.FlushDB(context.Background()).Err(); err != nil {
+			tb.Fatalf("FLUSHDB: %v", err)
+		}
+	})
+}
+
+// keyTTLs returns every key in the store with its PTTL.
+func keyTTLs(tb testing.TB, c redis.UniversalClient) map[string]time.Duration {
+	tb.Helper()
+	ctx := context.Background()
+	out := map[string]time.Duration{}
+	forEachNode(tb, c, func(n *redis.Client) {
+		iter := n.Scan(ctx, 0, "*", 100).Iterator()
+		for iter.Next(ctx) {
+			k := iter.Val()
+			ttl, err := n.PTTL(ctx, k).Result()
+			if err != nil {
+				tb.Fatalf("PTTL %s: %v", k, err)
+			}
+			out[k] = ttl
+		}
+		if err := iter.Err(); err != nil {
+			tb.Fatalf("SCAN: %v", err)
+		}
+	})
+	return out
+}
+
+// checkEveryKeyExpires asserts that the store holds keys and that each has a
+// TTL.
+func checkEveryKeyExpires(tb testing.TB, c redis.UniversalClient) {
+	tb.Helper()
+	ttls := keyTTLs(tb, c)
+	if len(ttls) == 0 {
+		tb.Fatal("no keys in the store, want the workload's keys")
+	}
+	for k, ttl := range ttls {
+		if ttl <= 0 {
+			tb.Errorf("key %s has PTTL %v, want a TTL", k, ttl)
+		}
+	}
+}
+
+// commandStats returns how many times each command ran on n, from INFO
+// commandstats.
+func commandStats(tb testing.TB, n *redis.Client) map[string]int64 {
+	tb.Helper()
+	info, err := n.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		tb.Fatalf("INFO commandstats: %v", err)
+	}
+	out := map[string]int64{}
+	for line := range strings.SplitSeq(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
+		v, err := strconv.ParseInt(calls, 10, 64)
+		if err != nil {
+			tb.Fatalf("INFO commandstats line %q: %v", line, err)
+		}
+		out[strings.TrimPrefix(name, "cmdstat_")] = v
+	}
+	return out
+}
+
+// delta returns how many times each command ran between two commandStats,
+// leaving out INFO itself and commands that did not run.
+func delta(before, after map[string]int64) map[string]int64 {
+	out := map[string]int64{}
+	for name, n := range after {
+		if d := n - before[name]; d != 0 && name != "info" {
+			out[name] = d
+		}
+	}
+	return out
+}
+
+// sentCounter is a go-redis hook counting what a client sends: commands,
+// and round trips (a pipeline is one).
+type sentCounter struct {
+	mu         sync.Mutex
+	cmds       int
+	roundTrips int
+}
+
+func (h *sentCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *sentCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.mu.Lock()
+		h.cmds++
+		h.roundTrips++
+		h.mu.Unlock()
+		return next(ctx, cmd)
+	}
+}
+
+func (h *sentCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.mu.Lock()
+		h.cmds += len(cmds)
+		h.roundTrips++
+		h.mu.Unlock()
+		return next(ctx, cmds)
+	}
+}
+
+// take returns the counts so far and resets them.
+func (h *sentCounter) take() (cmds, roundTrips int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	cmds, roundTrips = h.cmds, h.roundTrips
+	h.cmds, h.roundTrips = 0, 0
+	return cmds, roundTrips
+}
+
+// budget runs callers concurrent Do calls of batch(i), spread over stores,
+// and returns which callers had every enforced op spent. It fails the test
+// when a batch is spent only in part.
+func budget(t *testing.T, stores []store.Store, callers int, batch func(i int) []store.Op) []bool {
+	t.Helper()
+	won := make([]bool, callers)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range callers {
+		wg.Go(func() {
+			<-start
+			ops := batch(i)
+			res := make([]store.Result, len(ops))
+			if err := stores[i%len(stores)].Do(context.Background(), ops, res); err != nil {
+				t.Errorf("caller %d: Do: %v", i, err)
+				return
+			}
+			for j := range res {
+				if res[j].Spent != res[0].Spent {
+					t.Errorf("caller %d: results %+v: want every op spent or none", i, res)
+				}
+			}
+			won[i] = res[0].Spent
+		})
+	}
+	close(start)
+	wg.Wait()
+	return won
+}
+
+// count returns how many of bs are true.
+func count(bs []bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
+}

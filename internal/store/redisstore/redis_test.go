@@ -1,0 +1,361 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/guardian-sec/guardian/internal/redistest"
+	"github.com/guardian-sec/guardian/internal/store"
+	"github.com/guardian-sec/guardian/internal/store/redisstore"
+	"github.com/guardian-sec/guardian/internal/store/storetest"
+)
+
+// TestRedis runs everything that needs a single Redis against one
+// container, one subtest after another.
+func TestRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	c := open(t, srv.URL())
+	// Counting commands needs a client that dials nothing in the background.
+	plain := srv.Client(t)
+
+	t.Run("conformance", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {
+			flush(t, c)
+			return redisstore.New(c, redisstore.Config{Now: now})
+		})
+	})
+	t.Run("one_script_call_per_batch", func(t *testing.T) {
+		flush(t, c)
+		testOneCallPerBatch(t, plain)
+	})
+	t.Run("script_flush", func(t *testing.T) {
+		flush(t, c)
+		testScriptFlush(t, plain)
+	})
+	t.Run("redis_clock", func(t *testing.T) {
+		flush(t, c)
+		testRedisClock(t, c)
+	})
+	t.Run("concurrent_instances", func(t *testing.T) {
+		flush(t, c)
+		testConcurrentInstances(t, func(t *testing.T) redis.UniversalClient { return open(t, srv.URL()) })
+	})
+	t.Run("every_key_expires", func(t *testing.T) {
+		flush(t, c)
+		testEveryKeyExpires(t, c)
+	})
+	t.Run("bad_state", func(t *testing.T) {
+		flush(t, c)
+		testBadState(t, c)
+	})
+	t.Run("long_hold", func(t *testing.T) {
+		flush(t, c)
+		testLongHold(t, c)
+	})
+}
+
+// open returns a client from redisstore.Open, closed when tb ends.
+func open(tb testing.TB, url string) redis.UniversalClient {
+	tb.Helper()
+	c, err := redisstore.Open(url)
+	if err != nil {
+		tb.Fatalf("Open(%q): %v", url, err)
+	}
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// testOneCallPerBatch: a three-op batch, spent or denied, is one EVALSHA in
+// one round trip; inside it the script reads the clock and each key once,
+// and writes each key it spends.
+func testOneCallPerBatch(t *testing.T, node *redis.Client) {
+	sent := &sentCounter{}
+	node.AddHook(sent)
+	s := redisstore.New(node, redisstore.Config{})
+	batch := []store.Op{
+		rate("guardian:v1:{acct}:login-account", 1, time.Minute, 4),
+		rate("guardian:v1:{ip}:login-ip", 1, 20*time.Second, 30),
+		counter("guardian:v1:{acct}:hard-stop", 1, 100, 90*24*time.Hour),
+	}
+	do(t, s, batch...) // loads the script
+	spent := map[string]int64{"evalsha": 1, "time": 1, "get": 3, "set": 3}
+	denied := map[string]int64{"evalsha": 1, "time": 1, "get": 3}
+	for i, want := range []map[string]int64{spent, spent, spent, denied} {
+		before := commandStats(t, node)
+		sent.take()
+		res := do(t, s, batch...)
+		cmds, roundTrips := sent.take()
+		got := delta(before, commandStats(t, node))
+		if res[0].Spent != (want["set"] > 0) {
+			t.Errorf("call %d: spent %v, want %v", i, res[0].Spent, want["set"] > 0)
+		}
+		if cmds != 1 || roundTrips != 1 {
+			t.Errorf("call %d: sent %d commands in %d round trips, want 1 in 1", i, cmds, roundTrips)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("call %d: Redis ran %v, want %v", i, got, want)
+		}
+	}
+}
+
+// testScriptFlush: after SCRIPT FLUSH (or a restart) the scripts are sent
+// again and every call still works.
+func testScriptFlush(t *testing.T, node *redis.Client) {
+	ctx := context.Background()
+	clk := &clock{t: t0}
+	s := redisstore.New(node, redisstore.Config{Now: clk.now})
+	op := rate("guardian:v1:{acct}:login-account", 1, time.Minute, 5)
+	cnt := counter("guardian:v1:{acct}:hard-stop", 1, 100, time.Hour)
+
+	checkResults(t, "before flush", do(t, s, op, cnt), []store.Result{
+		{Allowed: true, Spent: true, Remaining: 4, ResetAfter: time.Minute},
+		{Allowed: true, Spent: true, Remaining: 99, ResetAfter: time.Hour, Count: 1},
+	})
+	flushScripts := func() {
+		t.Helper()
+		if err := node.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatalf("SCRIPT FLUSH: %v", err)
+		}
+	}
+
+	flushScripts()
+	checkResults(t, "Do after flush", do(t, s, op, cnt), []store.Result{
+		{Allowed: true, Spent: true, Remaining: 3, ResetAfter: 2 * time.Minute},
+		{Allowed: true, Spent: true, Remaining: 98, ResetAfter: time.Hour, Count: 2},
+	})
+	flushScripts()
+	checkResults(t, "Peek after flush", peek(t, s, op, cnt), []store.Result{
+		{Allowed: true, Remaining: 3, ResetAfter: 2 * time.Minute},
+		{Allowed: true, Remaining: 98, ResetAfter: time.Hour, Count: 2},
+	})
+	flushScripts()
+	if err := s.Refund(ctx, []store.Refund{{Key: op.Key, Kind: store.Rate, Amount: time.Minute}}); err != nil {
+		t.Fatalf("Refund after flush: %v", err)
+	}
+	checkResults(t, "after refund", peek(t, s, op), []store.Result{
+		{Allowed: true, Remaining: 4, ResetAfter: time.Minute},
+	})
+	flushScripts()
+	if ok, err := s.MarkOnce(ctx, "guardian:v1:{attempt}:a1", time.Minute); err != nil || !ok {
+		t.Fatalf("MarkOnce after flush = %v, %v; want true", ok, err)
+	}
+
+	// The fallback sent the script itself, so EVALSHA finds it again.
+	flushScripts()
+	do(t, s, op)
+	before := commandStats(t, node)
+	do(t, s, op)
+	got := delta(before, commandStats(t, node))
+	if got["evalsha"] != 1 || got["eval"] != 0 {
+		t.Errorf("after the fallback Redis ran %v, want one EVALSHA and no EVAL", got)
+	}
+}
+
+// testRedisClock: without an override the scripts use Redis TIME, and a
+// key's TTL matches what its result says.
+func testRedisClock(t *testing.T, c redis.UniversalClient) {
+	ctx := context.Background()
+	s := redisstore.New(c, redisstore.Config{})
+	r := "guardian:v1:{acct}:login-account"
+	k := "guardian:v1:{acct}:hard-stop"
+	res := do(t, s, rate(r, 3, time.Minute, 5), counter(k, 1, 100, time.Hour))
+	if !res[0].Spent || res[0].Remaining != 2 || res[0].ResetAfter != 3*time.Minute {
+		t.Errorf("rate: got %+v, want spent, 2 remaining, reset after 3m", res[0])
+	}
+	if !res[1].Spent || res[1].Count != 1 || res[1].ResetAfter != time.Hour {
+		t.Errorf("counter: got %+v, want spent, count 1, reset after 1h", res[1])
+	}
+	for key, want := range map[string]time.Duration{r: 3 * time.Minute, k: time.Hour} {
+		ttl, err := c.PTTL(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ttl <= want-5*time.Second || ttl > want {
+			t.Errorf("PTTL %s = %v, want just under %v", key, ttl, want)
+		}
+	}
+
+	// Redis's clock moves on: a key spent 50ms ago has less to wait for.
+	time.Sleep(50 * time.Millisecond)
+	got := peek(t, s, rate(r, 1, time.Minute, 5))[0]
+	if got.ResetAfter > 3*time.Minute-50*time.Millisecond || got.ResetAfter < 3*time.Minute-10*time.Second {
+		t.Errorf("ResetAfter 50ms later = %v, want a little under 3m-50ms", got.ResetAfter)
+	}
+}
+
+// testConcurrentInstances: 50 checks through five clients, as five guardian
+// instances would send them, against a budget of 20: exactly 20 spent, and
+// every batch spent whole or not at all.
+func testConcurrentInstances(t *testing.T, newClient func(*testing.T) redis.UniversalClient) {
+	var stores []store.Store
+	for range 5 {
+		stores = append(stores, redisstore.New(newClient(t), redisstore.Config{}))
+	}
+	shared := rate("guardian:v1:{ip}:login-ip", 1, time.Hour, 20)
+	won := budget(t, stores, 50, func(i int) []store.Op {
+		return []store.Op{shared, rate(fmt.Sprintf("guardian:v1:{acct%d}:login-account", i), 1, time.Hour, 5)}
+	})
+	if n := count(won); n != 20 {
+		t.Errorf("%d of 50 batches spent, want exactly 20", n)
+	}
+	s := stores[0]
+	if got := peek(t, s, shared)[0]; got.Allowed || got.Remaining != 0 {
+		t.Errorf("shared budget after: %+v, want exhausted", got)
+	}
+	for i, w := range won {
+		got := peek(t, s, rate(fmt.Sprintf("guardian:v1:{acct%d}:login-account", i), 1, time.Hour, 5))[0]
+		if want := int64(5 - b2i(w)); got.Remaining != want {
+			t.Errorf("caller %d (won %v): own key has %d left, want %d", i, w, got.Remaining, want)
+		}
+	}
+
+	counterOp := counter("guardian:v1:{acct}:hard-stop", 1, 20, time.Hour)
+	won = budget(t, stores, 50, func(int) []store.Op { return []store.Op{counterOp} })
+	if n := count(won); n != 20 {
+		t.Errorf("counter: %d of 50 spent, want exactly 20", n)
+	}
+	if got := peek(t, s, counterOp)[0]; got.Count != 20 {
+		t.Errorf("counter after: %+v, want count 20", got)
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// workload exercises every kind of write the store makes.
+func workload(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	for i := range 5 {
+		acct := fmt.Sprintf("guardian:v1:{acct%d}:", i)
+		ip := fmt.Sprintf("guardian:v1:{ip%d}:", i%2)
+		for range 3 {
+			do(t, s,
+				rate(acct+"login-account", 1, time.Minute, 5),
+				rate(ip+"login-ip", 1, 20*time.Second, 2),
+				counter(acct+"hard-stop", 1, 100, 90*24*time.Hour),
+				shadow(rate(acct+"new-rule", 1, time.Minute, 1)),
+			)
+		}
+		if err := s.Refund(ctx, []store.Refund{{Key: acct + "login-account", Kind: store.Rate, Amount: time.Minute}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.MarkOnce(ctx, acct+"attempt", 10*time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// testEveryKeyExpires: after a workload, every key in Redis has a TTL.
+func testEveryKeyExpires(t *testing.T, c redis.UniversalClient) {
+	workload(t, redisstore.New(c, redisstore.Config{}))
+	checkEveryKeyExpires(t, c)
+}
+
+// testBadState: a key holding something the scripts did not write is an
+// error, never a panic or a decision.
+func testBadState(t *testing.T, c redis.UniversalClient) {
+	ctx := context.Background()
+	s := redisstore.New(c, redisstore.Config{})
+	if err := c.Set(ctx, "guardian:v1:{x}:r", "garbage", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.HSet(ctx, "guardian:v1:{x}:h", "f", "v").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []store.Op{
+		rate("guardian:v1:{x}:r", 1, time.Minute, 5),
+		counter("guardian:v1:{x}:r", 1, 5, time.Hour),
+		rate("guardian:v1:{x}:h", 1, time.Minute, 5),
+	} {
+		res := make([]store.Result, 1)
+		err := s.Do(ctx, []store.Op{op}, res)
+		if err == nil || !strings.HasPrefix(err.Error(), "redisstore: do: ") {
+			t.Errorf("Do on %s (kind %d): err = %v, want a redisstore error", op.Key, op.Kind, err)
+		}
+		if res[0] != (store.Result{}) {
+			t.Errorf("Do on %s: result %+v, want none", op.Key, res[0])
+		}
+	}
+	if err := s.Refund(ctx, []store.Refund{{Key: "guardian:v1:{x}:r", Kind: store.Rate, Amount: time.Second}}); err == nil {
+		t.Error("Refund of a garbage rate key: no error")
+	}
+}
+
+// testLongHold: the 90-day hold of the hard stop is kept in full.
+func testLongHold(t *testing.T, c redis.UniversalClient) {
+	const hold = 90 * 24 * time.Hour
+	s := redisstore.New(c, redisstore.Config{})
+	k := "guardian:v1:{acct}:hard-stop"
+	res := do(t, s, counter(k, 100, 100, hold))
+	if got, want := res[0], (store.Result{Allowed: true, Spent: true, ResetAfter: hold, Count: 100}); got != want {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+	ttl, err := c.PTTL(context.Background(), k).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl <= hold-time.Minute || ttl > hold {
+		t.Errorf("PTTL = %v, want just under %v", ttl, hold)
+	}
+}
+
+// TestDeadline: against a stalled Redis a call returns when its context
+// does, with the context's error, and works again once Redis is back.
+func TestDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	c := open(t, srv.URL())
+	s := redisstore.New(c, redisstore.Config{})
+	op := rate("guardian:v1:{acct}:login-account", 1, time.Minute, 5)
+	do(t, s, op)
+
+	srv.Pause(t)
+	const deadline = 100 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	start := time.Now()
+	err := s.Do(ctx, []store.Op{op}, make([]store.Result, 1))
+	took := time.Since(start)
+	if err == nil {
+		t.Fatal("Do against a paused Redis: no error")
+	}
+	if !errors.Is(err, context.DeadlineExceeded) && !isTimeout(err) {
+		t.Errorf("err = %v, want a timeout", err)
+	}
+	if took > deadline+500*time.Millisecond {
+		t.Errorf("Do took %v with a %v deadline", took, deadline)
+	}
+
+	srv.Unpause(t)
+	var res []store.Result
+	deadlineAt := time.Now().Add(10 * time.Second)
+	for {
+		res = make([]store.Result, 1)
+		err = s.Do(context.Background(), []store.Op{op}, res)
+		if err == nil || time.Now().After(deadlineAt) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("Do after Unpause: %v", err)
+	}
+	if res[0].Remaining > 3 {
+		t.Errorf("after Unpause: %+v, want the earlier spends counted", res[0])
+	}
+}
+
+// isTimeout reports whether err is a network timeout.
+func isTimeout(err error) bool {
+	var te interface{ Timeout() bool }
+	return errors.As(err, &te) && te.Timeout()
+}

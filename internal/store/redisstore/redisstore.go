@@ -1,0 +1,545 @@
+// Package redisstore is guardian's security store on Redis, shared by every
+// guardian instance of a fleet.
+//
+// Every batch is evaluated by a Lua script (do.lua) in one round trip, against
+// the store's own clock (Redis TIME), so guardian nodes with skewed clocks
+// agree. A rate key holds a GCRA theoretical arrival time, a counter key its
+// count and the deadline at which it is forgotten; every key carries a TTL
+// that ends when its state is back to empty, so idle keys cost nothing.
+//
+// On a single Redis (a *redis.Client, including a Sentinel failover client) a
+// batch is one script call and exactly all-or-nothing: when every hard
+// enforced op fits, the enforced ops that fit are spent together (a Soft op
+// that does not fit is left alone and denies nothing); when one does not,
+// none is.
+//
+// On Redis Cluster (a *redis.ClusterClient) one script can only touch keys of
+// one hash slot. Keys look like guardian:v1:{subject}:rule, so all of one
+// subject's rules share a slot, but a check usually spans several subjects
+// (account, IP prefix). Such a batch runs one script per slot, all pipelined
+// in one round trip; each slot spends its own enforced ops when its hard
+// ones fit. If some slot denied, a second pipelined step gives back the
+// enforced ops the other slots spent, and the results report them not
+// spent. Between the two steps a concurrent check can see a spend that is
+// about to be given back, and be denied for it: the cluster errs towards
+// denying, never towards admitting more than a limit allows. A counter given
+// back keeps the later deadline its spend set. Shadow ops are spent on their
+// own, as on a single Redis. A batch within one slot (one subject) is one
+// script call and exactly all-or-nothing.
+//
+// Keys reach the store already hashed (package keys); this package never
+// sees a subject in clear.
+package redisstore
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/guardian-sec/guardian/internal/store"
+)
+
+var (
+	//go:embed do.lua
+	doLua string
+	//go:embed giveback.lua
+	givebackLua string
+	//go:embed once.lua
+	onceLua string
+
+	doScript       = redis.NewScript(doLua)
+	givebackScript = redis.NewScript(givebackLua)
+	onceScript     = redis.NewScript(onceLua)
+)
+
+// ErrBadReply reports a script reply that does not have the shape the
+// scripts promise. It means a wrong script or a wrong server, never a limit
+// decision.
+var ErrBadReply = errors.New("redisstore: bad reply")
+
+// maxSpan caps every span and count handed to the scripts, 2^50 µs (about
+// 35 years), far beyond any real limit. Lua numbers are doubles, exact up to
+// 2^53: the time since the epoch (about 2^50.7 µs) plus two capped spans
+// stays exact. A larger interval, burst, cost, limit or hold saturates: it
+// denies, or holds, as long as any guardian rule could ask.
+const maxSpan = 1 << 50
+
+// Config tunes a Store. The zero value is the production configuration.
+type Config struct {
+	// Now overrides the clock the scripts use. Nil, the default, makes each
+	// script read Redis TIME, the one clock of the whole fleet. Only tests set
+	// it, to run the conformance suite deterministically.
+	Now func() time.Time
+}
+
+// Store is guardian's security store on Redis. It is safe for concurrent use
+// and holds no state of its own: any number of Stores, in any number of
+// processes, may share one Redis.
+type Store struct {
+	c       redis.UniversalClient
+	cluster *redis.ClusterClient
+	now     func() time.Time
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns a Store on c: a *redis.Client (or a failover client), or a
+// *redis.ClusterClient, whose batches are split by hash slot. Other
+// UniversalClients are used as a single Redis. The caller keeps ownership
+// of c and closes it.
+func New(c redis.UniversalClient, cfg Config) *Store {
+	s := &Store{c: c, now: cfg.Now}
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		s.cluster = cc
+	}
+	return s
+}
+
+// Do evaluates ops and spends them all-or-nothing; see the package comment
+// for what that means on Redis Cluster.
+func (s *Store) Do(ctx context.Context, ops []store.Op, res []store.Result) error {
+	return s.run(ctx, "do", ops, res)
+}
+
+// Peek evaluates ops like Do and spends nothing.
+func (s *Store) Peek(ctx context.Context, ops []store.Op, res []store.Result) error {
+	return s.run(ctx, "peek", ops, res)
+}
+
+// Refund gives back what checks spent: a Rate key's arrival time moves back
+// by Amount (deleted once back to full), a Counter key is reset. Keys that no
+// longer exist are left alone. On Redis Cluster the refunds of each slot are
+// applied atomically, all slots in one pipelined round trip.
+func (s *Store) Refund(ctx context.Context, refunds []store.Refund) error {
+	keys := make([]string, len(refunds))
+	entries := make([]giveback, len(refunds))
+	for i, r := range refunds {
+		if r.Key == "" || r.Amount < 0 {
+			return fmt.Errorf("redisstore: refund %d: %w", i, store.ErrBadBatch)
+		}
+		keys[i] = r.Key
+		switch r.Kind {
+		case store.Rate:
+			// Truncated: a refund never gives back more than was spent.
+			entries[i] = giveback{how: "r", amount: min(r.Amount.Microseconds(), maxSpan)}
+		case store.Counter:
+			entries[i] = giveback{how: "x"}
+		default:
+			return fmt.Errorf("redisstore: refund %d: %w", i, store.ErrBadBatch)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("redisstore: refund: %w", err)
+	}
+	if len(refunds) == 0 {
+		return nil
+	}
+	if err := s.giveBack(ctx, s.nowArg(), keys, entries); err != nil {
+		return fmt.Errorf("redisstore: refund: %w", err)
+	}
+	return nil
+}
+
+// Delete removes keys; absent keys are ignored. On Redis Cluster the keys are
+// deleted per slot, in one pipelined round trip.
+func (s *Store) Delete(ctx context.Context, keys ...string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("redisstore: delete: %w", err)
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	if s.cluster == nil {
+		if err := s.c.Del(ctx, keys...).Err(); err != nil {
+			return fmt.Errorf("redisstore: delete: %w", err)
+		}
+		return nil
+	}
+	groups := groupBySlot(keys)
+	pipe := s.cluster.Pipeline()
+	for _, g := range groups {
+		pipe.Del(ctx, pick(keys, g)...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("redisstore: delete: %w", err)
+	}
+	return nil
+}
+
+// MarkOnce sets key for ttl unless it is set, and reports whether this call
+// set it. Expiry follows the store's clock, like every limit.
+func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration) (bool, error) {
+	if key == "" || ttl <= 0 {
+		return false, fmt.Errorf("redisstore: mark once: %w", store.ErrBadBatch)
+	}
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("redisstore: mark once: %w", err)
+	}
+	n, err := onceScript.Run(ctx, s.c, []string{key}, s.nowArg(), micros(ttl)).Int64()
+	if err != nil {
+		return false, fmt.Errorf("redisstore: mark once: %w", err)
+	}
+	switch n {
+	case 0:
+		return false, nil
+	case 1:
+		return true, nil
+	default:
+		return false, fmt.Errorf("redisstore: mark once: %w: %d", ErrBadReply, n)
+	}
+}
+
+// nowArg is the time argument of every script: empty, so that the script
+// reads Redis TIME, unless a test overrides the clock.
+func (s *Store) nowArg() any {
+	if s.now == nil {
+		return ""
+	}
+	return s.now().UnixMicro()
+}
+
+// run evaluates a batch in mode "do" or "peek".
+func (s *Store) run(ctx context.Context, mode string, ops []store.Op, res []store.Result) error {
+	if err := store.Validate(ops, res); err != nil {
+		return fmt.Errorf("redisstore: %s: %w", mode, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("redisstore: %s: %w", mode, err)
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	now := s.nowArg()
+	if s.cluster != nil {
+		if groups := groupOpsBySlot(ops); len(groups) > 1 {
+			if err := s.runSlots(ctx, mode, now, ops, res, groups); err != nil {
+				return fmt.Errorf("redisstore: %s: %w", mode, err)
+			}
+			return nil
+		}
+	}
+	keys, args := encodeOps(mode, now, ops)
+	reply, err := doScript.Run(ctx, s.c, keys, args...).Result()
+	if err == nil {
+		err = parseResults(reply, res)
+	}
+	if err != nil {
+		return fmt.Errorf("redisstore: %s: %w", mode, err)
+	}
+	return nil
+}
+
+// runSlots evaluates a batch whose keys span several cluster slots: one
+// script per slot in one pipeline, then, if an enforced op was denied, a
+// second pipeline giving back the enforced ops other slots spent.
+func (s *Store) runSlots(ctx context.Context, mode string, now any, ops []store.Op, res []store.Result, groups [][]int) error {
+	replies, errs := s.evalSlots(ctx, mode, now, ops, groups)
+	part := make([]store.Result, len(ops))
+	var firstErr error
+	for gi, g := range groups {
+		if errs[gi] == nil {
+			errs[gi] = parseResults(replies[gi], part[:len(g)])
+		}
+		if errs[gi] != nil {
+			if firstErr == nil {
+				firstErr = errs[gi]
+			}
+			continue
+		}
+		for j, i := range g {
+			res[i] = part[j]
+		}
+	}
+
+	denied := firstErr != nil
+	for i := range ops {
+		if !ops[i].Shadow && !ops[i].Soft && !res[i].Allowed {
+			denied = true
+		}
+	}
+	if !denied {
+		return nil
+	}
+
+	// Give back the enforced ops that slots which did answer spent.
+	var keys []string
+	var entries []giveback
+	var spent []int
+	for gi, g := range groups {
+		if errs[gi] != nil {
+			continue
+		}
+		for _, i := range g {
+			op, r := &ops[i], &res[i]
+			if op.Shadow || !r.Spent {
+				continue
+			}
+			spent = append(spent, i)
+			keys = append(keys, op.Key)
+			p := paramsOf(op)
+			if op.Kind == store.Rate {
+				entries = append(entries, giveback{how: "r", amount: p.cost * p.interval})
+			} else {
+				entries = append(entries, giveback{how: "c", amount: p.cost})
+			}
+		}
+	}
+	if len(keys) > 0 {
+		if err := s.giveBack(ctx, now, keys, entries); err != nil {
+			if firstErr == nil {
+				firstErr = fmt.Errorf("give back: %w", err)
+			}
+		}
+	}
+	if firstErr != nil {
+		return firstErr
+	}
+	for _, i := range spent {
+		unspend(&ops[i], &res[i])
+	}
+	return nil
+}
+
+// evalSlots runs the do script once per group in one pipeline. A group whose
+// EVALSHA found no script (a restarted node, SCRIPT FLUSH) is sent again
+// with EVAL, the only case that costs a second round trip.
+func (s *Store) evalSlots(ctx context.Context, mode string, now any, ops []store.Op, groups [][]int) ([]any, []error) {
+	keys := make([][]string, len(groups))
+	args := make([][]any, len(groups))
+	var buf []store.Op
+	for gi, g := range groups {
+		buf = buf[:0]
+		for _, i := range g {
+			buf = append(buf, ops[i])
+		}
+		keys[gi], args[gi] = encodeOps(mode, now, buf)
+	}
+
+	cmds := make([]*redis.Cmd, len(groups))
+	pipe := s.cluster.Pipeline()
+	for gi := range groups {
+		cmds[gi] = doScript.EvalSha(ctx, pipe, keys[gi], args[gi]...)
+	}
+	_, _ = pipe.Exec(ctx) // errors are read per command below
+
+	var retry []int
+	for gi, cmd := range cmds {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			retry = append(retry, gi)
+		}
+	}
+	if len(retry) > 0 {
+		pipe := s.cluster.Pipeline()
+		for _, gi := range retry {
+			cmds[gi] = doScript.Eval(ctx, pipe, keys[gi], args[gi]...)
+		}
+		_, _ = pipe.Exec(ctx)
+	}
+
+	replies := make([]any, len(groups))
+	errs := make([]error, len(groups))
+	for gi, cmd := range cmds {
+		replies[gi], errs[gi] = cmd.Result()
+	}
+	return replies, errs
+}
+
+// unspend turns the result of an enforced op that was spent and then given
+// back into what the op found: nothing spent, the units it would have taken
+// still there.
+func unspend(op *store.Op, r *store.Result) {
+	p := paramsOf(op)
+	r.Spent = false
+	switch op.Kind {
+	case store.Rate:
+		r.Remaining = min(r.Remaining+p.cost, p.burst)
+		r.ResetAfter = max(r.ResetAfter-time.Duration(p.cost*p.interval)*time.Microsecond, 0)
+	case store.Counter:
+		r.Count -= p.cost
+		r.Remaining = max(p.limit-r.Count, 0)
+		if r.Count <= 0 {
+			r.Count = 0
+			r.ResetAfter = 0 // the key was deleted
+		}
+	}
+}
+
+// giveback is one entry of the give-back script: how is "r" (microseconds
+// off a rate key), "c" (units off a counter) or "x" (delete).
+type giveback struct {
+	how    string
+	amount int64
+}
+
+// giveBack runs the give-back script: one call on a single Redis, one call
+// per slot in one pipeline on a cluster.
+func (s *Store) giveBack(ctx context.Context, now any, keys []string, entries []giveback) error {
+	if s.cluster == nil {
+		return givebackScript.Run(ctx, s.c, keys, givebackArgs(now, entries, nil)...).Err()
+	}
+	groups := groupBySlot(keys)
+	if len(groups) == 1 {
+		return givebackScript.Run(ctx, s.c, keys, givebackArgs(now, entries, nil)...).Err()
+	}
+	gkeys := make([][]string, len(groups))
+	gargs := make([][]any, len(groups))
+	for gi, g := range groups {
+		gkeys[gi] = pick(keys, g)
+		es := make([]giveback, len(g))
+		for j, i := range g {
+			es[j] = entries[i]
+		}
+		gargs[gi] = givebackArgs(now, es, nil)
+	}
+	run := func(eval func(pipe redis.Pipeliner, gi int) *redis.Cmd, which []int) []*redis.Cmd {
+		cmds := make([]*redis.Cmd, len(which))
+		pipe := s.cluster.Pipeline()
+		for j, gi := range which {
+			cmds[j] = eval(pipe, gi)
+		}
+		_, _ = pipe.Exec(ctx)
+		return cmds
+	}
+	all := make([]int, len(groups))
+	for gi := range all {
+		all[gi] = gi
+	}
+	cmds := run(func(pipe redis.Pipeliner, gi int) *redis.Cmd {
+		return givebackScript.EvalSha(ctx, pipe, gkeys[gi], gargs[gi]...)
+	}, all)
+	var retry []int
+	var firstErr error
+	for gi, cmd := range cmds {
+		switch err := cmd.Err(); {
+		case redis.HasErrorPrefix(err, "NOSCRIPT"):
+			retry = append(retry, gi)
+		case err != nil && firstErr == nil:
+			firstErr = err
+		}
+	}
+	if len(retry) > 0 {
+		cmds := run(func(pipe redis.Pipeliner, gi int) *redis.Cmd {
+			return givebackScript.Eval(ctx, pipe, gkeys[gi], gargs[gi]...)
+		}, retry)
+		for _, cmd := range cmds {
+			if err := cmd.Err(); err != nil && firstErr == nil {
+				firstErr = err
+			}
+		}
+	}
+	return firstErr
+}
+
+// givebackArgs appends the give-back script's ARGV to args.
+func givebackArgs(now any, entries []giveback, args []any) []any {
+	args = append(args, now)
+	for _, e := range entries {
+		args = append(args, e.how, e.amount)
+	}
+	return args
+}
+
+// encodeOps builds the do script's KEYS and ARGV for ops.
+func encodeOps(mode string, now any, ops []store.Op) ([]string, []any) {
+	keys := make([]string, len(ops))
+	args := make([]any, 0, 2+7*len(ops))
+	args = append(args, mode, now)
+	for i := range ops {
+		op := &ops[i]
+		keys[i] = op.Key
+		kind, role := "c", "enforce"
+		if op.Kind == store.Rate {
+			kind = "r"
+		}
+		switch {
+		case op.Shadow:
+			role = "shadow"
+		case op.Soft:
+			role = "soft"
+		}
+		p := paramsOf(op)
+		args = append(args, kind, role, p.cost, p.interval, p.burst, p.limit, p.hold)
+	}
+	return keys, args
+}
+
+// params are an op's numbers as the do script takes them: whole
+// microseconds, capped at maxSpan.
+type params struct {
+	cost, interval, burst, limit, hold int64
+}
+
+// paramsOf converts op for the do script. An interval or hold that is not a
+// whole number of microseconds counts as the next one, so a limit is never
+// looser than configured; spans saturate at maxSpan, and a cost that could
+// never fit stays one that never fits.
+func paramsOf(op *store.Op) params {
+	switch op.Kind {
+	case store.Rate:
+		t := micros(op.Interval)
+		return params{
+			cost:     min(op.Cost, maxSpan/t+1),
+			interval: t,
+			burst:    min(op.Burst, maxSpan/t),
+		}
+	default:
+		return params{
+			cost:  min(op.Cost, maxSpan+1),
+			limit: min(op.Limit, maxSpan),
+			hold:  micros(op.Hold),
+		}
+	}
+}
+
+// micros converts a positive duration to whole microseconds, rounding up,
+// capped at maxSpan.
+func micros(d time.Duration) int64 {
+	us := int64(d / time.Microsecond)
+	if d%time.Microsecond != 0 {
+		us++
+	}
+	return min(us, maxSpan)
+}
+
+// groupOpsBySlot groups the indexes of ops by the cluster slot of their key,
+// in the order each slot first appears.
+func groupOpsBySlot(ops []store.Op) [][]int {
+	keys := make([]string, len(ops))
+	for i := range ops {
+		keys[i] = ops[i].Key
+	}
+	return groupBySlot(keys)
+}
+
+// groupBySlot groups the indexes of keys by their cluster slot, in the order
+// each slot first appears.
+func groupBySlot(keys []string) [][]int {
+	var groups [][]int
+	var slots []int
+	for i, k := range keys {
+		sl := slot(k)
+		j := 0
+		for j < len(slots) && slots[j] != sl {
+			j++
+		}
+		if j == len(slots) {
+			slots = append(slots, sl)
+			groups = append(groups, nil)
+		}
+		groups[j] = append(groups[j], i)
+	}
+	return groups
+}
+
+// pick returns the elements of keys at indexes idx.
+func pick(keys []string, idx []int) []string {
+	out := make([]string, len(idx))
+	for j, i := range idx {
+		out[j] = keys[i]
+	}
+	return out
+}

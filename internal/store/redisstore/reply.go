@@ -1,0 +1,57 @@
+package redisstore
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/guardian-sec/guardian/internal/store"
+)
+
+// replyWidth is how many integers the do script replies per op: allowed,
+// spent, remaining, retry after (µs), reset after (µs), count.
+const replyWidth = 6
+
+// parseResults reads the do script's reply into res, one op per replyWidth
+// integers. Anything else (another type, another length, a flag that is not
+// 0 or 1, a spend that was not allowed, a negative value) is ErrBadReply.
+func parseResults(reply any, res []store.Result) error {
+	vals, ok := reply.([]any)
+	if !ok {
+		return fmt.Errorf("%w: want an array, got %T", ErrBadReply, reply)
+	}
+	if len(vals) != replyWidth*len(res) {
+		return fmt.Errorf("%w: want %d integers for %d ops, got %d",
+			ErrBadReply, replyWidth*len(res), len(res), len(vals))
+	}
+	var ints [replyWidth]int64
+	for i := range res {
+		for j := range ints {
+			v, ok := vals[i*replyWidth+j].(int64)
+			if !ok {
+				return fmt.Errorf("%w: op %d field %d: want an integer, got %T",
+					ErrBadReply, i, j, vals[i*replyWidth+j])
+			}
+			if v < 0 {
+				return fmt.Errorf("%w: op %d field %d: negative %d", ErrBadReply, i, j, v)
+			}
+			ints[j] = v
+		}
+		allowed, spent := ints[0], ints[1]
+		if allowed > 1 || spent > 1 || spent > allowed {
+			return fmt.Errorf("%w: op %d: allowed %d, spent %d", ErrBadReply, i, allowed, spent)
+		}
+		if ints[3] > 4*maxSpan || ints[4] > 4*maxSpan {
+			return fmt.Errorf("%w: op %d: retry after %dµs, reset after %dµs",
+				ErrBadReply, i, ints[3], ints[4])
+		}
+		res[i] = store.Result{
+			Allowed:    allowed == 1,
+			Spent:      spent == 1,
+			Remaining:  ints[2],
+			RetryAfter: time.Duration(ints[3]) * time.Microsecond,
+			ResetAfter: time.Duration(ints[4]) * time.Microsecond,
+			Count:      ints[5],
+		}
+	}
+	return nil
+}
