@@ -20,6 +20,7 @@ import (
 
 	"github.com/guardian-sec/guardian/internal/aggregate"
 	"github.com/guardian-sec/guardian/internal/engine"
+	"github.com/guardian-sec/guardian/internal/failclosed"
 	"github.com/guardian-sec/guardian/internal/httpapi"
 	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/metrics"
@@ -28,6 +29,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/shadow"
 	"github.com/guardian-sec/guardian/internal/store"
 	"github.com/guardian-sec/guardian/internal/store/memstore"
+	"github.com/guardian-sec/guardian/internal/store/redisstore"
 	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
@@ -68,6 +70,8 @@ type Server struct {
 	api      *httpapi.API
 	http     *http.Server
 
+	closers  []func() error
+
 	reloadMu sync.Mutex
 	ln       net.Listener
 	done     chan struct{}
@@ -100,10 +104,25 @@ func New(cfg Config) (*Server, error) {
 	s.applyRules(nil, set)
 
 	st := cfg.Store
-	if st == nil {
-		if cfg.RedisURL != "" {
-			return nil, errors.New("server: the Redis store is not available in this build")
+	storeHealthy := func() bool { return true }
+	switch {
+	case st != nil:
+	case cfg.RedisURL != "":
+		client, err := redisstore.Open(cfg.RedisURL)
+		if err != nil {
+			return nil, fmt.Errorf("server: --redis-url: %w", err)
 		}
+		s.closers = append(s.closers, client.Close)
+		fc := failclosed.New(failclosed.Config{
+			Primary:   redisstore.New(client, redisstore.Config{}),
+			Probe:     func(ctx context.Context) error { return client.Ping(ctx).Err() },
+			Timeout:   cfg.StoreTimeout,
+			FleetSize: cfg.FleetSize,
+			Metrics:   m,
+			Logger:    s.log,
+		})
+		st, storeHealthy = fc, fc.Healthy
+	default:
 		s.log.Warn("no --redis-url: limits live in this process only, correct for a single instance")
 		st = memstore.New(memstore.Config{})
 	}
@@ -124,7 +143,7 @@ func New(cfg Config) (*Server, error) {
 		Tokens:       tokens.NewService(cfg.SigningKey),
 		Shadow:       s.shadow,
 		Reload:       s.Reload,
-		StoreHealthy: func() bool { return true },
+		StoreHealthy: storeHealthy,
 		Gatherer:     s.registry,
 		Logger:       s.log,
 		Now:          cfg.Now,
@@ -176,6 +195,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.http.Shutdown(ctx)
 	if s.done != nil {
 		<-s.done
+	}
+	for _, c := range s.closers {
+		_ = c()
 	}
 	s.log.Info("guardian stopped")
 	if err != nil {
