@@ -296,16 +296,11 @@ func Classify(err error) string {
 		return "timeout"
 	case errors.As(err, &netErr) && netErr.Timeout():
 		return "timeout"
-	case errors.As(err, &replyErr), errors.Is(err, ErrScript):
+	case errors.As(err, &replyErr), errors.Is(err, store.ErrBadReply):
 		return "script"
 	}
 	return "unreachable"
 }
-
-// ErrScript marks an error as a malformed or failed script answer; a primary
-// store wraps its own reply errors with it so that Classify counts them as
-// "script".
-var ErrScript = errors.New("failclosed: script error")
 
 func onErrorName(o store.OnError) string {
 	switch o {

@@ -3,6 +3,7 @@ package failclosed
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -321,7 +322,7 @@ func TestClassify(t *testing.T) {
 	}{
 		{context.DeadlineExceeded, "timeout"},
 		{errors.Join(errors.New("x"), context.DeadlineExceeded), "timeout"},
-		{ErrScript, "script"},
+		{fmt.Errorf("redisstore: %w", store.ErrBadReply), "script"},
 		{replyError("ERR something"), "script"},
 		{errDown, "unreachable"},
 	}

@@ -137,6 +137,11 @@ type Store interface {
 // len(ops). It is a programming error in the caller, never a store failure.
 var ErrBadBatch = errors.New("store: bad batch")
 
+// ErrBadReply reports a store answer guardian cannot read: a malformed
+// script reply. Implementations wrap it, so that the fail-closed wrapper
+// counts it as a script error.
+var ErrBadReply = errors.New("store: bad reply")
+
 // Validate checks ops and res for the errors ErrBadBatch names. Stores call
 // it before touching any state.
 func Validate(ops []Op, res []Result) error {

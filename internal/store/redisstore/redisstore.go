@@ -34,7 +34,6 @@ package redisstore
 import (
 	"context"
 	_ "embed"
-	"errors"
 	"fmt"
 	"time"
 
@@ -59,7 +58,7 @@ var (
 // ErrBadReply reports a script reply that does not have the shape the
 // scripts promise. It means a wrong script or a wrong server, never a limit
 // decision.
-var ErrBadReply = errors.New("redisstore: bad reply")
+var ErrBadReply = fmt.Errorf("redisstore: %w", store.ErrBadReply)
 
 // maxSpan caps every span and count handed to the scripts, 2^50 µs (about
 // 35 years), far beyond any real limit. Lua numbers are doubles, exact up to
