@@ -70,7 +70,7 @@ type Server struct {
 	api      *httpapi.API
 	http     *http.Server
 
-	closers  []func() error
+	closers []func() error
 
 	reloadMu sync.Mutex
 	ln       net.Listener
