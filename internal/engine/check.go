@@ -2,11 +2,16 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/guardian-sec/guardian/internal/keys"
+	"github.com/guardian-sec/guardian/internal/loginlimits"
+	"github.com/guardian-sec/guardian/internal/otp"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/store"
 	"github.com/guardian-sec/guardian/internal/tokens"
@@ -82,50 +87,42 @@ func (e *Engine) Check(ctx context.Context, req CheckRequest) (Decision, error) 
 	if req.Cost < 1 || req.Cost > MaxCost {
 		return Decision{}, fmt.Errorf("%w: cost: %d is outside 1-%d", ErrInvalidField, req.Cost, MaxCost)
 	}
-	if req.Flow == rules.OTPSend && req.Recipient == "" {
-		return Decision{}, fmt.Errorf("%w: recipient: required for flow otp_send", ErrMissingField)
-	}
-	subj, err := e.resolve(req)
+	now := e.now()
+	subj, err := e.resolve(req, now)
 	if err != nil {
 		return Decision{}, err
 	}
 
-	set := e.rules.Load()
-	var p plan
-	p.ops = p.opsBuf[:0]
-	p.rules = p.rulesBuf[:0]
-	p.subjects = p.subjectsBuf[:0]
+	p := getPlan()
+	defer p.release()
 	var d Decision
-	for _, r := range set.For(req.Flow) {
+	for _, r := range e.rules.Load().For(req.Flow) {
 		if r.Type == rules.FailureRate {
-			e.globalRule(r, subj.trusted(), &d)
+			e.globalRule(r, subj.account.Trusted(), &d)
 			continue
 		}
-		subject, ok := subj.subjectFor(e.hasher, r)
-		if !ok {
-			continue
+		if subject := e.subjectFor(&subj, r); subject != "" {
+			p.add(r, subject, req.Cost)
 		}
-		p.add(r, subject, req.Cost)
 	}
-
-	res := p.resBuf[:len(p.ops)]
-	if len(p.ops) > len(p.resBuf) {
-		res = make([]store.Result, len(p.ops))
-	}
+	res := p.results()
 	if len(p.ops) > 0 {
 		if err := e.store.Do(ctx, p.ops, res); err != nil {
 			return Decision{}, fmt.Errorf("engine: store: %w", err)
 		}
 	}
-	e.decide(&p, res, &d)
+	e.decide(p, res, &d)
 
 	if d.Action.Severity() < rules.Slow.Severity() {
 		at := tokens.Attempt{
-			Issued:  e.now(),
+			Issued:  now,
 			Flow:    string(req.Flow),
-			Account: subj.accountID,
-			Device:  subj.device,
-			Refunds: refunds(&p, res),
+			Account: subj.account.Subject,
+			Device:  subj.account.Device,
+		}
+		if otp.Settles(req.Flow) {
+			p.refunds = loginlimits.Reservations(p.refunds[:0], p.rules, p.ops, res)
+			at.Refunds = p.refunds
 		}
 		for i := range res {
 			if res[i].Degraded && res[i].Spent {
@@ -147,20 +144,61 @@ func (e *Engine) Check(ctx context.Context, req CheckRequest) (Decision, error) 
 }
 
 // plan is the batch of store ops one check evaluates, with the rule and
-// subject behind each op. The buffers keep a typical check off the heap.
+// subject behind each op, and room for the store's results and the check's
+// reservations. Plans are reused through a pool, so a check allocates none:
+// nothing a check returns points into its plan, and a store keeps neither
+// ops nor results once its call has returned.
 type plan struct {
 	ops      []store.Op
 	rules    []*rules.Rule
 	subjects []string
+	res      []store.Result
+	refunds  []tokens.Refund
+}
 
-	opsBuf      [8]store.Op
-	rulesBuf    [8]*rules.Rule
-	subjectsBuf [8]string
-	resBuf      [8]store.Result
+// planCap is how many ops a new plan has room for.
+const planCap = 8
+
+var plans = sync.Pool{New: func() any {
+	return &plan{
+		ops:      make([]store.Op, 0, planCap),
+		rules:    make([]*rules.Rule, 0, planCap),
+		subjects: make([]string, 0, planCap),
+		res:      make([]store.Result, 0, planCap),
+		refunds:  make([]tokens.Refund, 0, planCap),
+	}
+}}
+
+// getPlan returns an empty plan from the pool.
+func getPlan() *plan { return plans.Get().(*plan) }
+
+// release empties p, dropping what it refers to, and returns it to the pool.
+func (p *plan) release() {
+	clear(p.ops)
+	clear(p.rules)
+	clear(p.subjects)
+	clear(p.refunds)
+	p.ops, p.rules, p.subjects, p.res, p.refunds = p.ops[:0], p.rules[:0], p.subjects[:0], p.res[:0], p.refunds[:0]
+	plans.Put(p)
 }
 
 // add appends the op for rule r on subject.
 func (p *plan) add(r *rules.Rule, subject string, cost int64) {
+	p.ops = append(p.ops, opFor(r, subject, cost))
+	p.rules = append(p.rules, r)
+	p.subjects = append(p.subjects, subject)
+}
+
+// results returns zeroed room for the results of p's ops.
+func (p *plan) results() []store.Result {
+	p.res = slices.Grow(p.res[:0], len(p.ops))[:len(p.ops)]
+	clear(p.res)
+	return p.res
+}
+
+// opFor returns the store op of rule r for subject, spending cost units on
+// a rate rule. A consecutive_failures rule always counts one.
+func opFor(r *rules.Rule, subject string, cost int64) store.Op {
 	op := store.Op{
 		Key:     keys.StoreKey(subject, r.Name),
 		Shadow:  r.Mode == rules.Shadow,
@@ -180,9 +218,7 @@ func (p *plan) add(r *rules.Rule, subject string, cost int64) {
 		op.Limit = r.Limit
 		op.Hold = r.Hold
 	}
-	p.ops = append(p.ops, op)
-	p.rules = append(p.rules, r)
-	p.subjects = append(p.subjects, subject)
+	return op
 }
 
 func onError(o rules.OnStoreError) store.OnError {
@@ -201,7 +237,12 @@ func (e *Engine) globalRule(r *rules.Rule, trusted bool, d *Decision) {
 	if trusted {
 		return
 	}
-	inForce, _ := e.aggregate.InForce(r.Name, flowNames(r), r.Per, r.Limit, r.Hysteresis)
+	var buf [4]string
+	flows := buf[:0]
+	for _, f := range r.Flows {
+		flows = append(flows, string(f))
+	}
+	inForce, _ := e.aggregate.InForce(r.Name, flows, r.Per, r.Limit, r.Hysteresis)
 	var tripped rules.Action
 	if inForce {
 		tripped = r.Action
@@ -220,17 +261,18 @@ func (e *Engine) globalRule(r *rules.Rule, trusted bool, d *Decision) {
 	}
 }
 
-// flowNames returns the rule's flows as strings, for the aggregate.
-func flowNames(r *rules.Rule) []string {
-	out := make([]string, len(r.Flows))
-	for i, f := range r.Flows {
-		out[i] = string(f)
-	}
-	return out
-}
-
 // decide folds the store's results into d.
 func (e *Engine) decide(p *plan, res []store.Result, d *Decision) {
+	enforced := 0
+	for _, r := range p.rules {
+		if r.Mode == rules.Enforce {
+			enforced++
+		}
+	}
+	if enforced > 0 {
+		d.Limits = make([]Limit, 0, enforced)
+	}
+	var quota Quota
 	for i, r := range p.rules {
 		rs := &res[i]
 		if rs.Degraded {
@@ -261,14 +303,17 @@ func (e *Engine) decide(p *plan, res []store.Result, d *Decision) {
 		d.Limits = append(d.Limits, Limit{Rule: r.Name, Remaining: rs.Remaining, Reset: rs.ResetAfter})
 		if r.Type == rules.Rate {
 			q := Quota{Rule: r.Name, Burst: r.Burst, Window: time.Duration(r.Burst) * r.Interval(), Remaining: rs.Remaining, Reset: rs.ResetAfter}
-			if d.Quota == nil || q.Remaining < d.Quota.Remaining || (q.Remaining == d.Quota.Remaining && q.Reset > d.Quota.Reset) {
-				d.Quota = &q
+			if quota.Rule == "" || q.Remaining < quota.Remaining || (q.Remaining == quota.Remaining && q.Reset > quota.Reset) {
+				quota = q
 			}
 		}
 		if !rs.Allowed {
 			e.metrics.RuleTrips.WithLabelValues(r.Name, string(rules.Enforce), string(action)).Inc()
 			raise(d, action, r.Name, retry)
 		}
+	}
+	if quota.Rule != "" {
+		d.Quota = &quota
 	}
 }
 
@@ -289,95 +334,47 @@ func raise(d *Decision, action rules.Action, rule string, retry time.Duration) {
 	}
 }
 
-// refunds lists what a success report gives back: the reservations of
-// failure-counting rate rules and the consecutive-failure counts.
-func refunds(p *plan, res []store.Result) []tokens.Refund {
-	var out []tokens.Refund
-	for i, r := range p.rules {
-		if !res[i].Spent {
-			continue
-		}
-		op := &p.ops[i]
-		switch {
-		case r.Type == rules.ConsecutiveFailures:
-			out = append(out, tokens.Refund{Key: op.Key, Counter: true})
-		case r.Type == rules.Rate && r.Count == rules.Failures:
-			out = append(out, tokens.Refund{Key: op.Key, Amount: time.Duration(op.Cost) * op.Interval})
-		}
-	}
-	return out
-}
-
 // subjects are a check's identifiers, normalised and hashed once.
 type subjects struct {
-	accountNorm string
-	accountID   string // hash of the account, "" when absent
-	device      string // device id of a valid device token, "" when untrusted
-	deviceID    string // hash of account and device
-	ip          netip.Addr
-	recipientID string
+	account   loginlimits.Account
+	ip        netip.Addr
+	recipient string // "" when absent
 }
 
-func (s *subjects) trusted() bool { return s.device != "" }
-
-// resolve normalises and hashes the check's identifiers. It fails on a field
-// that is present but invalid; a device token that does not verify for the
-// account is ignored, never an error.
-func (e *Engine) resolve(req CheckRequest) (subjects, error) {
+// resolve normalises and hashes the check's identifiers at instant now. It
+// fails on a field that is present but invalid, or absent when the flow
+// needs it; a device token that does not verify for the account is ignored,
+// never an error.
+func (e *Engine) resolve(req CheckRequest, now time.Time) (subjects, error) {
 	var s subjects
 	ip, err := keys.IP(req.IP)
 	if err != nil {
 		return s, err
 	}
 	s.ip = ip
-	if req.Account != "" {
-		norm, err := keys.Account(req.Account)
-		if err != nil {
-			return s, err
-		}
-		s.accountNorm = norm
-		s.accountID = e.hasher.Subject("account", norm)
-		if req.DeviceToken != "" {
-			if dev, err := e.devices.Verify(req.DeviceToken, s.accountID, e.now()); err == nil {
-				s.device = dev
-				s.deviceID = e.hasher.Subject("device", s.accountID, dev)
-			}
-		}
+	s.recipient, err = e.otp.Recipient(req.Flow, req.Recipient)
+	if errors.Is(err, otp.ErrNoRecipient) {
+		return s, fmt.Errorf("%w: recipient: required for flow %s", ErrMissingField, req.Flow)
 	}
-	if req.Recipient != "" {
-		norm, err := keys.Recipient(req.Recipient)
-		if err != nil {
-			return s, err
-		}
-		s.recipientID = e.hasher.Subject("recipient", norm)
+	if err != nil {
+		return s, err
 	}
-	return s, nil
+	s.account, err = e.login.Account(req.Account, req.DeviceToken, now)
+	return s, err
 }
 
-// subjectFor returns the hashed subject rule r counts this check by, and
-// false when the check lacks the rule's key fields.
-func (s *subjects) subjectFor(h *keys.Hasher, r *rules.Rule) (string, bool) {
+// subjectFor returns the hashed subject rule r counts this check by, and ""
+// when the check lacks the rule's key fields.
+func (e *Engine) subjectFor(s *subjects, r *rules.Rule) string {
 	switch r.Key {
 	case rules.KeyAccount:
-		if s.accountID == "" {
-			return "", false
-		}
-		if s.trusted() {
-			return s.deviceID, true
-		}
-		return s.accountID, true
+		return s.account.Bucket()
 	case rules.KeyIP:
-		return h.Subject("ip", keys.Prefix(s.ip, r.IPv4Prefix, r.IPv6Prefix).String()), true
+		return e.hasher.PrefixSubject(keys.Prefix(s.ip, r.IPv4Prefix, r.IPv6Prefix))
 	case rules.KeyAccountIP:
-		if s.accountID == "" {
-			return "", false
-		}
-		return h.Subject("account+ip", s.accountNorm, keys.Prefix(s.ip, 32, 64).String()), true
+		return e.login.AccountIP(&s.account, s.ip)
 	case rules.KeyRecipient:
-		if s.recipientID == "" {
-			return "", false
-		}
-		return s.recipientID, true
+		return s.recipient
 	}
-	return "", false
+	return ""
 }

@@ -3,6 +3,12 @@
 // allow, challenge, slow or block with the limits and headers the contract
 // describes. It knows nothing of HTTP; package httpapi maps its results and
 // errors onto the wire.
+//
+// The engine is generic: a rule is a key, an algorithm and an action,
+// whatever its flow. What is specific to a flow lives in its own package and
+// the engine asks it: package loginlimits for accounts, trusted devices,
+// what a success gives back, and an account's status and reset; package otp
+// for recipients and for what an OTP send settles.
 package engine
 
 import (
@@ -11,7 +17,9 @@ import (
 
 	"github.com/guardian-sec/guardian/internal/aggregate"
 	"github.com/guardian-sec/guardian/internal/keys"
+	"github.com/guardian-sec/guardian/internal/loginlimits"
 	"github.com/guardian-sec/guardian/internal/metrics"
+	"github.com/guardian-sec/guardian/internal/otp"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/shadow"
 	"github.com/guardian-sec/guardian/internal/store"
@@ -34,14 +42,22 @@ const MaxCost = 1000
 
 // Config holds what an Engine is built from. Every field but Now is required.
 type Config struct {
-	Rules     *rules.Holder
-	Store     store.Store
-	Hasher    *keys.Hasher
-	Attempts  *tokens.Attempts
-	Devices   *tokens.Devices
+	// Rules holds the rule set in force; a reload swaps it.
+	Rules *rules.Holder
+	// Store is the security store (with its fallback, if any).
+	Store store.Store
+	// Hasher turns accounts, addresses and recipients into subjects.
+	Hasher *keys.Hasher
+	// Attempts seals and opens attempt ids.
+	Attempts *tokens.Attempts
+	// Devices issues and verifies trusted-device tokens.
+	Devices *tokens.Devices
+	// Aggregate is the global failure rate for failure_rate rules.
 	Aggregate *aggregate.Aggregate
-	Shadow    *shadow.Book
-	Metrics   *metrics.Metrics
+	// Shadow records what shadow rules would have decided.
+	Shadow *shadow.Book
+	// Metrics receives decisions, rule trips and durations.
+	Metrics *metrics.Metrics
 	// Now is the engine's clock for attempt ids and device tokens
 	// (default time.Now). Limits run on the store's own clock.
 	Now func() time.Time
@@ -53,7 +69,8 @@ type Engine struct {
 	store     store.Store
 	hasher    *keys.Hasher
 	attempts  *tokens.Attempts
-	devices   *tokens.Devices
+	login     *loginlimits.Policy
+	otp       *otp.Policy
 	aggregate *aggregate.Aggregate
 	shadow    *shadow.Book
 	metrics   *metrics.Metrics
@@ -71,7 +88,8 @@ func New(cfg Config) *Engine {
 		store:     cfg.Store,
 		hasher:    cfg.Hasher,
 		attempts:  cfg.Attempts,
-		devices:   cfg.Devices,
+		login:     loginlimits.New(cfg.Hasher, cfg.Devices),
+		otp:       otp.New(cfg.Hasher),
 		aggregate: cfg.Aggregate,
 		shadow:    cfg.Shadow,
 		metrics:   cfg.Metrics,

@@ -36,6 +36,12 @@ func newHarness(tb testing.TB, rulesYAML string) *harness {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return newHarnessSet(tb, set)
+}
+
+// newHarnessSet is newHarness with a rule set already built.
+func newHarnessSet(tb testing.TB, set *rules.Set) *harness {
+	tb.Helper()
 	var holder rules.Holder
 	holder.Store(set)
 	key, err := secret.New([]byte("engine-test-signing-key-0123456789abcdef"))
@@ -247,6 +253,118 @@ rules:
 	}
 }
 
+func TestAccountIPRuleCountsThePair(t *testing.T) {
+	h := newHarness(t, `version: 1
+rules:
+  - name: login-pair
+    flows: [login]
+    key: account+ip
+    type: rate
+    limit: 1
+    per: 1h
+    burst: 2
+`)
+	tests := []struct {
+		name    string
+		account string
+		ip      string
+		want    rules.Action
+	}{
+		{"first", "alice", "2001:db8:1:2::1", rules.Allow},
+		{"same /64", "ALICE", "2001:db8:1:2::ffff", rules.Allow},
+		{"pair exhausted", "alice", "2001:db8:1:2::2", rules.Slow},
+		{"another /64", "alice", "2001:db8:1:3::1", rules.Allow},
+		{"another account", "bob", "2001:db8:1:2::1", rules.Allow},
+	}
+	for _, tt := range tests {
+		d := h.check(t, engine.CheckRequest{Flow: rules.Login, Account: tt.account, IP: tt.ip})
+		if d.Action != tt.want {
+			t.Fatalf("%s: %s, want %s", tt.name, d.Action, tt.want)
+		}
+	}
+	if d := h.check(t, engine.CheckRequest{Flow: rules.Login, IP: "2001:db8:1:2::1"}); len(d.Limits) != 0 {
+		t.Fatalf("without an account: limits %+v, want none", d.Limits)
+	}
+}
+
+// TestSentCodeSettlesNothing runs a rule that counts sends and verifications
+// of one recipient together: a send's success must not reset the failures
+// spent verifying, and must not trust the device.
+func TestSentCodeSettlesNothing(t *testing.T) {
+	h := newHarness(t, `version: 1
+rules:
+  - name: code-guesses
+    flows: [otp_send, otp_verify]
+    key: recipient
+    type: consecutive_failures
+    limit: 5
+  - name: code-guesses-rate
+    flows: [otp_send, otp_verify]
+    key: recipient
+    type: rate
+    count: failures
+    limit: 1
+    per: 1h
+    burst: 10
+`)
+	ctx := context.Background()
+	verify := engine.CheckRequest{Flow: rules.OTPVerify, IP: "192.0.2.1", Recipient: "+15550100000"}
+	send := engine.CheckRequest{Flow: rules.OTPSend, IP: "192.0.2.1", Recipient: "+1 555 010 0000", Account: "alice"}
+	report := func(d engine.Decision, o engine.Outcome) engine.ReportResult {
+		t.Helper()
+		res, err := h.eng.Report(ctx, d.AttemptID, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	for range 2 {
+		report(h.check(t, verify), engine.Failure)
+	}
+	if res := report(h.check(t, send), engine.Success); res.DeviceToken != "" {
+		t.Fatal("a sent code earned a device token")
+	}
+	report(h.check(t, verify), engine.Failure)
+	d := h.check(t, verify)
+	// Five checks so far, the send's included: nothing was given back.
+	if got := d.Limits[1].Remaining; d.Action != rules.Allow || got != 5 {
+		t.Fatalf("fourth verification = %s, code-guesses-rate remaining %d; want allow and 5", d.Action, got)
+	}
+	report(d, engine.Failure)
+	if d := h.check(t, verify); d.Action != rules.Block || d.Rule != "code-guesses" {
+		t.Fatalf("after 4 failures and a send = %s by %s, want block by code-guesses", d.Action, d.Rule)
+	}
+}
+
+func TestVerifiedCodeGivesBackOnlyItsOwn(t *testing.T) {
+	h := newHarness(t, `version: 1
+rules:
+  - name: otp-verify-recipient
+    flows: [otp_verify]
+    key: recipient
+    type: rate
+    count: failures
+    limit: 5
+    per: 15m
+    burst: 5
+`)
+	ctx := context.Background()
+	verify := engine.CheckRequest{Flow: rules.OTPVerify, IP: "192.0.2.1", Recipient: "bob@example.org"}
+	for range 3 {
+		d := h.check(t, verify)
+		if _, err := h.eng.Report(ctx, d.AttemptID, engine.Failure); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := h.check(t, verify)
+	if _, err := h.eng.Report(ctx, d.AttemptID, engine.Success); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.check(t, verify).Limits[0].Remaining; got != 1 {
+		t.Fatalf("remaining after 3 failures, a success and this check = %d, want 1", got)
+	}
+}
+
 // BenchmarkCheck is one login check through the engine on the embedded store
 // with three rules (account rate, IP rate, consecutive failures).
 func BenchmarkCheck(b *testing.B) {
@@ -276,6 +394,38 @@ rules:
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
+		if _, err := h.eng.Check(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCheckBuiltinRules is one untrusted login check under the
+// built-in rules: three store ops and the global failure rate.
+func BenchmarkCheckBuiltinRules(b *testing.B) {
+	h := newHarnessSet(b, rules.Default())
+	benchmarkLogin(b, h, "")
+}
+
+// BenchmarkCheckTrustedDevice is BenchmarkCheckBuiltinRules from a trusted
+// device: the device token is verified on every check.
+func BenchmarkCheckTrustedDevice(b *testing.B) {
+	h := newHarnessSet(b, rules.Default())
+	d := h.check(b, engine.CheckRequest{Flow: rules.Login, Account: "alice@example.com", IP: "203.0.113.7"})
+	res, err := h.eng.Report(context.Background(), d.AttemptID, engine.Success)
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchmarkLogin(b, h, res.DeviceToken)
+}
+
+func benchmarkLogin(b *testing.B, h *harness, deviceToken string) {
+	req := engine.CheckRequest{Flow: rules.Login, Account: "alice@example.com", IP: "203.0.113.7", DeviceToken: deviceToken}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		// Keep every bucket full, so each check is allowed and spends.
+		h.clock.Advance(time.Hour)
 		if _, err := h.eng.Check(ctx, req); err != nil {
 			b.Fatal(err)
 		}

@@ -5,7 +5,9 @@ import (
 	"fmt"
 
 	"github.com/guardian-sec/guardian/internal/keys"
-	"github.com/guardian-sec/guardian/internal/store"
+	"github.com/guardian-sec/guardian/internal/loginlimits"
+	"github.com/guardian-sec/guardian/internal/otp"
+	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
@@ -21,15 +23,17 @@ const (
 // ReportResult is the answer to a report.
 type ReportResult struct {
 	// DeviceToken binds the reporting device to the account; set on a
-	// success with an account.
+	// success with an account, of any flow but otp_send.
 	DeviceToken string
 }
 
 // Report records how the attempt behind attemptID went. Each attempt id is
 // accepted once: a second report is ErrAlreadyReported and changes nothing.
-// A success gives back what the check reserved on failure-counting rules and
-// resets its consecutive-failure counts; a failure keeps them and feeds the
-// global failure rate.
+// A failure keeps what the check reserved and feeds the global failure rate.
+// A success gives back what the check itself reserved on failure-counting
+// rules, resets its consecutive-failure counts and trusts its device
+// (package loginlimits), except on otp_send, where a success only means a
+// code was sent (package otp).
 func (e *Engine) Report(ctx context.Context, attemptID string, outcome Outcome) (ReportResult, error) {
 	now := e.now()
 	at, err := e.attempts.Open(attemptID, now)
@@ -48,26 +52,17 @@ func (e *Engine) Report(ctx context.Context, attemptID string, outcome Outcome) 
 		e.aggregate.Add(at.Flow, 1)
 		return ReportResult{}, nil
 	}
-
-	if len(at.Refunds) > 0 {
-		refunds := make([]store.Refund, len(at.Refunds))
-		for i, r := range at.Refunds {
-			refunds[i] = store.Refund{Key: r.Key, Kind: store.Rate, Amount: r.Amount, Local: at.Fallback}
-			if r.Counter {
-				refunds[i].Kind = store.Counter
-			}
-		}
+	if !otp.Settles(rules.Flow(at.Flow)) {
+		return ReportResult{}, nil
+	}
+	if refunds := loginlimits.Refunds(&at); len(refunds) > 0 {
 		if err := e.store.Refund(ctx, refunds); err != nil {
 			return ReportResult{}, fmt.Errorf("engine: store: %w", err)
 		}
 	}
-	var out ReportResult
-	if at.Account != "" {
-		tok, _, err := e.devices.Issue(at.Account, now)
-		if err != nil {
-			return ReportResult{}, fmt.Errorf("engine: device token: %w", err)
-		}
-		out.DeviceToken = tok
+	tok, err := e.login.DeviceToken(&at, now)
+	if err != nil {
+		return ReportResult{}, fmt.Errorf("engine: device token: %w", err)
 	}
-	return out, nil
+	return ReportResult{DeviceToken: tok}, nil
 }

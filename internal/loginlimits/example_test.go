@@ -1,0 +1,53 @@
+package loginlimits_test
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+
+	"github.com/guardian-sec/guardian/internal/keys"
+	"github.com/guardian-sec/guardian/internal/loginlimits"
+	"github.com/guardian-sec/guardian/internal/rules"
+	"github.com/guardian-sec/guardian/internal/secret"
+	"github.com/guardian-sec/guardian/internal/store"
+	"github.com/guardian-sec/guardian/internal/tokens"
+)
+
+func ExamplePolicy_Account() {
+	k, _ := secret.New(bytes.Repeat([]byte{1}, secret.MinLen))
+	p := loginlimits.New(keys.NewHasher(k), tokens.NewDevices(k, 0))
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+
+	// A success earns the device a token for the account.
+	alice, _ := p.Account("alice@example.com", "", now)
+	tok, _ := p.DeviceToken(&tokens.Attempt{Flow: "login", Account: alice.Subject}, now)
+
+	// With it, alice's device counts on a bucket of its own.
+	trusted, _ := p.Account("Alice@Example.com", tok, now.Add(time.Hour))
+	fmt.Println(alice.Trusted(), alice.Bucket() == alice.Subject)
+	fmt.Println(trusted.Trusted(), trusted.Bucket() == alice.Subject)
+
+	// The same token presented for another account is ignored.
+	mallory, _ := p.Account("mallory@example.com", tok, now.Add(time.Hour))
+	fmt.Println(mallory.Trusted(), mallory.Bucket() == mallory.Subject)
+	// Output:
+	// false true
+	// true false
+	// false true
+}
+
+func ExampleReadStatus() {
+	rs := loginlimits.StatusRules(rules.Default())
+	// What the store found for login-account and login-hard-stop after a
+	// hundred failures in a row.
+	res := []store.Result{
+		{Remaining: 0, RetryAfter: time.Minute, ResetAfter: 5 * time.Minute},
+		{Remaining: 0, Count: 100, ResetAfter: 90 * 24 * time.Hour},
+	}
+	st := loginlimits.ReadStatus(rs, res)
+	fmt.Println(rs[0].Name, rs[1].Name)
+	fmt.Printf("%+v\n", st)
+	// Output:
+	// login-account login-hard-stop
+	// {ConsecutiveFailures:100 Blocked:true NextAllowed:1m0s}
+}
