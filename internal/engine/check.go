@@ -330,7 +330,9 @@ func raise(d *Decision, action rules.Action, rule string, retry time.Duration) {
 	d.Action, d.Rule = action, rule
 	d.RetryAfter = 0
 	if action == rules.Slow {
-		d.RetryAfter = retry
+		// A slow always names a wait; a rule that knows none (a failure
+		// rate) asks for a second.
+		d.RetryAfter = max(retry, time.Second)
 	}
 }
 

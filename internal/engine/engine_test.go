@@ -431,3 +431,26 @@ func benchmarkLogin(b *testing.B, h *harness, deviceToken string) {
 		}
 	}
 }
+
+func TestSlowFromAFailureRateNamesAWait(t *testing.T) {
+	h := newHarness(t, `version: 1
+rules:
+  - name: stuffing
+    flows: [login]
+    key: global
+    type: failure_rate
+    limit: 1
+    per: 1m
+    action: slow
+`)
+	for range 2 {
+		d := h.check(t, engine.CheckRequest{Flow: rules.Login, IP: "198.51.100.1", Account: "x"})
+		if _, err := h.eng.Report(context.Background(), d.AttemptID, engine.Failure); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := h.check(t, engine.CheckRequest{Flow: rules.Login, IP: "198.51.100.1", Account: "x"})
+	if d.Action != rules.Slow || d.RetryAfter != time.Second {
+		t.Fatalf("decision = %s after %v, want slow after 1s", d.Action, d.RetryAfter)
+	}
+}
