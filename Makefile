@@ -47,6 +47,10 @@ fuzz:
 	  done; \
 	done
 
+## image: guardian's container image (FROM scratch, static binary), built without any registry
+image:
+	bash deploy/image.sh
+
 ## redis-image: the local Redis test image (built once from Debian's redis-server)
 redis-image:
 	bash scripts/redis-image.sh

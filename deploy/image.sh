@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Builds guardian's container image (default guardian:latest) without any
+# registry: the binary is compiled here (static, CGO_ENABLED=0, -trimpath)
+# and copied with the host's CA bundle into the FROM scratch image of
+# deploy/Dockerfile. Set GUARDIAN_IMAGE for another tag, GO for another go.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+image="${GUARDIAN_IMAGE:-guardian:latest}"
+go="${GO:-go}"
+ca=/etc/ssl/certs/ca-certificates.crt
+
+if [ ! -r "$ca" ]; then
+	echo "image: $ca not found (apt-get install ca-certificates)" >&2
+	exit 1
+fi
+
+ctx=$(mktemp -d)
+trap 'rm -rf "$ctx"' EXIT
+
+CGO_ENABLED=0 "$go" build -trimpath -o "$ctx/guardian" ./cmd/guardian
+cp "$ca" "$ctx/ca-certificates.crt"
+old=$(docker image inspect -f '{{.Id}}' "$image" 2>/dev/null || true)
+docker build -q -f deploy/Dockerfile -t "$image" "$ctx" >/dev/null
+new=$(docker image inspect -f '{{.Id}}' "$image")
+# The image this tag named before is left untagged: remove it unless a
+# container still uses it.
+if [ -n "$old" ] && [ "$old" != "$new" ]; then
+	docker rmi "$old" >/dev/null 2>&1 || true
+fi
+echo "image: built $image"
