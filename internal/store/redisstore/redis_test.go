@@ -38,6 +38,10 @@ func TestRedis(t *testing.T) {
 		flush(t, c)
 		testScriptFlush(t, plain)
 	})
+	t.Run("warm", func(t *testing.T) {
+		flush(t, c)
+		testWarm(t, plain)
+	})
 	t.Run("redis_clock", func(t *testing.T) {
 		flush(t, c)
 		testRedisClock(t, c)
@@ -358,4 +362,32 @@ func TestDeadline(t *testing.T) {
 func isTimeout(err error) bool {
 	var te interface{ Timeout() bool }
 	return errors.As(err, &te) && te.Timeout()
+}
+
+// testWarm: Warm loads every script, so that the first batch after a start
+// needs no NOSCRIPT round trip.
+func testWarm(t *testing.T, node *redis.Client) {
+	ctx := context.Background()
+	if err := node.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := redisstore.New(node, redisstore.Config{}).Warm(ctx); err != nil {
+		t.Fatalf("Warm: %v", err)
+	}
+	info, err := node.Info(ctx, "memory").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(info, "number_of_cached_scripts:3") {
+		t.Fatalf("after Warm, INFO memory says %q; want 3 cached scripts", grepLine(info, "number_of_cached_scripts"))
+	}
+}
+
+func grepLine(s, prefix string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return strings.TrimSpace(l)
+		}
+	}
+	return ""
 }

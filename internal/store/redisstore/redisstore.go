@@ -542,3 +542,15 @@ func pick(keys []string, idx []int) []string {
 	}
 	return out
 }
+
+// Warm loads the scripts into Redis (every master of a Cluster), opening a
+// connection on the way, so that the first checks after a start meet
+// neither a dial nor a NOSCRIPT round trip within their store deadline.
+func (s *Store) Warm(ctx context.Context) error {
+	for _, sc := range []*redis.Script{doScript, givebackScript, onceScript} {
+		if err := sc.Load(ctx, s.c).Err(); err != nil {
+			return fmt.Errorf("redisstore: load scripts: %w", err)
+		}
+	}
+	return nil
+}
