@@ -1,6 +1,7 @@
 // Command guardian is the authentication-abuse protection service: `guardian
 // serve` runs it, `guardian token` prints a service token, `guardian rules
-// check` validates a rules file. See CONTRACT.md section 1.
+// check` validates a rules file, `guardian replay` runs recorded traffic
+// through rules offline. See CONTRACT.md section 1.
 package main
 
 import (
@@ -37,7 +38,9 @@ const usage = `usage:
   guardian [serve] [flags]                      run the service
   guardian token --scope check|admin [flags]    print a service token
   guardian rules check FILE                     validate a rules file
-Run 'guardian serve -h' or 'guardian token -h' for the flags.
+  guardian replay --rules FILE EVENTS.jsonl     what each rule would do to recorded traffic
+  guardian replay --compare OLD NEW EVENTS      what NEW would decide differently from OLD
+Run 'guardian serve -h', 'guardian token -h' or 'guardian replay -h' for the flags.
 `
 
 // run is guardian's command line, with its environment passed in for tests.
@@ -48,11 +51,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	switch cmd {
 	case "serve":
-		return serve(ctx, args, getenv, stderr)
+		return serve(ctx, args, getenv, stdout, stderr)
 	case "token":
 		return token(args, getenv, stdout, stderr)
 	case "rules":
 		return rulesCmd(args, stdout, stderr)
+	case "replay":
+		return replayCmd(ctx, args, getenv, stdout, stderr)
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
@@ -125,12 +130,12 @@ func newLogger(format string, w io.Writer) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format: %q is not json or text", format)
 }
 
-func serve(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("guardian serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg server.Config
 	var keys keyFlags
-	var logFormat string
+	var logFormat, decisionLog string
 	fs.StringVar(&cfg.Addr, "addr", ":8080", "listen address")
 	fs.StringVar(&cfg.RulesPath, "rules", "", "rules file (YAML); empty: the built-in default rules")
 	fs.StringVar(&cfg.RedisURL, "redis-url", "", "the security store: redis://host:port/db, rediss://…, or host:port,host:port,… for Redis Cluster; empty: embedded in-memory store (one instance only)")
@@ -138,6 +143,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	fs.DurationVar(&cfg.StoreTimeout, "store-timeout", 5*time.Millisecond, "deadline of one store call")
 	fs.IntVar(&cfg.FleetSize, "fleet-size", 1, "how many guardian instances share the store; the local fallback divides limits by it")
 	fs.StringVar(&logFormat, "log-format", "json", "log format: json or text")
+	fs.StringVar(&decisionLog, "decision-log", "", "append a decision log (one JSON line per check and report, in the replay format, identifiers pseudonymised) to this file, or - for stdout; empty: none")
 	if err := parse(fs, args, getenv); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -179,6 +185,19 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	}
 	cfg.SigningKey = key
 	cfg.Logger = log
+	switch decisionLog {
+	case "":
+	case "-":
+		cfg.DecisionLog = stdout
+	default:
+		f, err := os.OpenFile(decisionLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			fmt.Fprintln(stderr, "guardian: --decision-log:", err)
+			return exitFailure
+		}
+		defer f.Close()
+		cfg.DecisionLog = f
+	}
 	return serveUntilSignalled(ctx, cfg, log)
 }
 

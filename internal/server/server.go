@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/guardian-sec/guardian/internal/aggregate"
+	"github.com/guardian-sec/guardian/internal/decisionlog"
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/failclosed"
 	"github.com/guardian-sec/guardian/internal/httpapi"
@@ -56,6 +58,11 @@ type Config struct {
 	// Now is the clock for attempt ids, device tokens and the aggregate
 	// (default time.Now; tests only).
 	Now func() time.Time
+	// DecisionLog, when set, receives the decision log: one line per
+	// check and report in the replay format, identifiers pseudonymised
+	// (package decisionlog). Shutdown writes what is buffered; closing the
+	// writer is the caller's.
+	DecisionLog io.Writer
 }
 
 // Server is one running guardian instance.
@@ -138,8 +145,14 @@ func New(cfg Config) (*Server, error) {
 		Metrics:   m,
 		Now:       cfg.Now,
 	})
+	var decider httpapi.Decider = s.engine
+	if cfg.DecisionLog != nil {
+		dl := decisionlog.New(decisionlog.Config{Out: cfg.DecisionLog, Key: cfg.SigningKey, Logger: s.log, Registerer: s.registry})
+		s.closers = append(s.closers, dl.Close)
+		decider = decisionlog.Wrap(s.engine, dl)
+	}
 	s.api = httpapi.New(httpapi.Config{
-		Engine:       s.engine,
+		Engine:       decider,
 		Tokens:       tokens.NewService(cfg.SigningKey),
 		Shadow:       s.shadow,
 		Reload:       s.Reload,

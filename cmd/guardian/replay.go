@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/guardian-sec/guardian/internal/replay"
+	"github.com/guardian-sec/guardian/internal/rules"
+)
+
+const replayHelp = `usage:
+  guardian replay --rules FILE [--format table|json] EVENTS.jsonl
+  guardian replay --compare [--format table|json] OLD.yaml NEW.yaml EVENTS.jsonl
+
+Feeds recorded events (the replay format: one JSON object a line, as
+guardian serve --decision-log writes them; EVENTS "-" reads standard input)
+through rules on the embedded store, on a clock that reads each event's own
+timestamp, so a day of traffic replays in seconds.
+
+With --rules, prints per rule how many checks it was evaluated on and would
+have slowed, blocked or challenged, how many distinct keys it would have
+limited, and when it first limited the first few. Each rule is counted on
+its own, as if it were the only rule: the replay evaluates every rule in
+shadow mode, whatever its mode in the file.
+
+With --compare, replays OLD and NEW side by side, each enforced as written
+(shadow rules stay shadow), and prints the checks NEW decides differently
+(another decision or another deciding rule), by rule and by change.
+
+Events older than the one before them are replayed at the time of the one
+before and counted. Malformed lines are reported with their line number,
+skipped and counted, never fatal. Exit status: 0 done, 1 the events could
+not be read, 2 bad usage or a rules file that does not validate.
+
+Flags:
+`
+
+// maxMalformedShown is how many malformed lines replay describes on stderr;
+// the rest are only counted.
+const maxMalformedShown = 100
+
+// progressAfter is how long a replay runs before it reports progress.
+const progressAfter = 2 * time.Second
+
+func replayCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("guardian replay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, replayHelp)
+		fs.PrintDefaults()
+	}
+	var rulesPath, format string
+	var compare bool
+	fs.StringVar(&rulesPath, "rules", "", "the rules file to replay (YAML)")
+	fs.BoolVar(&compare, "compare", false, "compare two rules files: OLD.yaml NEW.yaml EVENTS.jsonl")
+	fs.StringVar(&format, "format", "table", "output: table (for people) or json (for machines)")
+	pos, err := parseInterspersed(fs, args, getenv)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		fmt.Fprintln(stderr, "guardian replay:", err)
+		return exitUsage
+	}
+	if format != "table" && format != "json" {
+		fmt.Fprintf(stderr, "guardian replay: --format: %q is not table or json\n", format)
+		return exitUsage
+	}
+	var sets []*rules.Set
+	switch {
+	case compare && rulesPath != "":
+		fmt.Fprintln(stderr, "guardian replay: give --rules FILE or --compare OLD NEW, not both")
+		return exitUsage
+	case compare && len(pos) != 3:
+		fmt.Fprintln(stderr, "guardian replay: --compare takes OLD.yaml NEW.yaml EVENTS.jsonl")
+		return exitUsage
+	case !compare && rulesPath == "":
+		fmt.Fprintln(stderr, "guardian replay: --rules FILE is required (or --compare OLD.yaml NEW.yaml)")
+		return exitUsage
+	case !compare && len(pos) != 1:
+		fmt.Fprintln(stderr, "guardian replay: want one events file (- for standard input)")
+		return exitUsage
+	case compare:
+		sets = make([]*rules.Set, 2)
+		sets[0], sets[1] = loadRulesFile(pos[0], stderr), loadRulesFile(pos[1], stderr)
+	default:
+		sets = []*rules.Set{loadRulesFile(rulesPath, stderr)}
+	}
+	for _, s := range sets {
+		if s == nil {
+			return exitUsage
+		}
+	}
+
+	eventsPath := pos[len(pos)-1]
+	in, size, err := openEvents(eventsPath)
+	if err != nil {
+		fmt.Fprintln(stderr, "guardian replay:", err)
+		return exitFailure
+	}
+	defer in.Close()
+
+	shown, start, last := 0, time.Now(), time.Now()
+	cfg := replay.Config{
+		Malformed: func(e *replay.LineError) {
+			if shown++; shown <= maxMalformedShown {
+				fmt.Fprintf(stderr, "%s:%d: %v\n", eventsPath, e.Line, e.Err)
+			}
+		},
+		ProgressEvery: 50_000,
+		Progress: func(p replay.Progress) {
+			now := time.Now()
+			if now.Sub(last) < progressAfter {
+				return
+			}
+			last = now
+			pct := ""
+			if size > 0 {
+				pct = fmt.Sprintf(" (%d%% of %d MiB)", p.Bytes*100/size, size>>20)
+			}
+			fmt.Fprintf(stderr, "guardian replay: %d lines%s, replay clock %s, %s elapsed\n",
+				p.Lines, pct, p.Time.UTC().Format(replay.TimeLayout), now.Sub(start).Round(time.Second))
+		},
+	}
+	var out interface{ WriteTable(io.Writer) error }
+	if compare {
+		out, err = replay.Compare(ctx, sets[0], sets[1], in, cfg)
+	} else {
+		out, err = replay.Run(ctx, sets[0], in, cfg)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "guardian replay:", err)
+		return exitFailure
+	}
+	if shown > maxMalformedShown {
+		fmt.Fprintf(stderr, "%s: %d more malformed lines not shown\n", eventsPath, shown-maxMalformedShown)
+	}
+	if format == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(out)
+	} else {
+		err = out.WriteTable(stdout)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "guardian replay:", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+// parseInterspersed parses args into fs like parse, but lets flags and
+// positional arguments come in any order; it returns the positional ones.
+func parseInterspersed(fs *flag.FlagSet, args []string, getenv func(string) string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			break
+		}
+		pos, args = append(pos, args[0]), args[1:]
+	}
+	return pos, parse(fs, nil, getenv)
+}
+
+// loadRulesFile loads a rules file, or prints why it cannot be used, each
+// error as FILE:LINE: message, and returns nil.
+func loadRulesFile(path string, stderr io.Writer) *rules.Set {
+	set, err := rules.Load(path, time.Now())
+	if err == nil {
+		return set
+	}
+	var errs rules.Errors
+	if errors.As(err, &errs) {
+		for _, e := range errs {
+			fmt.Fprintln(stderr, e.Error())
+		}
+	} else {
+		fmt.Fprintf(stderr, "%s:0: %v\n", path, err)
+	}
+	return nil
+}
+
+// openEvents opens the events file, "-" being standard input, and returns
+// its size when known (0 otherwise).
+func openEvents(path string) (io.ReadCloser, int64, error) {
+	if path == "-" {
+		return io.NopCloser(os.Stdin), 0, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	var size int64
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+		size = st.Size()
+	}
+	return f, size, nil
+}

@@ -1,0 +1,304 @@
+// Package decisionlog writes guardian's decision log: one line per check and
+// per report, in the replay format (CONTRACT.md section 6), so that
+// production traffic can be replayed through candidate rules with guardian
+// replay. It is opt-in (guardian serve --decision-log).
+//
+// No identifier is ever written in clear. Each is replaced by a pseudonym
+// keyed from the signing key, which keeps the grouping the rules count by,
+// so a replay of the log limits the same keys production did:
+//   - an account becomes "h-" and 32 hex digits, a keyed hash of the
+//     normalised account: "Alice" and "alice" are one account in the log as
+//     in production;
+//   - a recipient, phone or e-mail, becomes "h-<hex>@log.invalid", which a
+//     replay reads as an e-mail recipient;
+//   - an address becomes another address of its family under a keyed
+//     prefix-preserving permutation: two addresses share exactly as many
+//     leading bits as their pseudonyms, so an IPv6 /64 stays one /64, an
+//     IPv4 /24 one /24, whatever prefix a rule replayed later uses. The
+//     pseudonym looks like an address but is not the client's.
+//
+// Pseudonyms depend on the signing key only: the logs of a fleet's
+// instances can be merged, and rotating the key starts new pseudonyms. What
+// a reader of the log can still learn is the structure: how often one
+// pseudonym appears, which addresses share a network.
+//
+// A check's event id is a keyed hash of its attempt id, and a report names
+// the same hash, so the two meet in a replay; a check without an attempt id
+// (slowed or blocked) gets a random id. Only what guardian decided is
+// logged: a request it refused with an error is not, nor is a report it
+// refused. Device tokens are not logged: a replay treats every check as
+// from an untrusted device. A line's ts is when it was logged, to the
+// millisecond, just after the decision.
+//
+// Lines are buffered in memory and written by a background goroutine every
+// second, when 64 KiB are waiting, and on Close. A check never waits for the
+// output: while it is slow, up to 8 MiB wait; beyond that, and after a write
+// error, lines are dropped and counted (guardian_decision_log_dropped_total),
+// and the first write error is logged. A decision log never fails a check.
+package decisionlog
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/guardian-sec/guardian/internal/engine"
+	"github.com/guardian-sec/guardian/internal/keys"
+	"github.com/guardian-sec/guardian/internal/replay"
+	"github.com/guardian-sec/guardian/internal/secret"
+)
+
+const (
+	// flushAt is how many buffered bytes wake the writer before its tick.
+	flushAt = 64 << 10
+	// maxBuffered is how many bytes may wait for the output; lines beyond
+	// it are dropped.
+	maxBuffered = 8 << 20
+	// defaultFlushEvery is Config.FlushEvery when it is not set.
+	defaultFlushEvery = time.Second
+)
+
+// Config configures a Log. Out and Key are required.
+type Config struct {
+	// Out receives the lines. It is written by one goroutine at a time.
+	Out io.Writer
+	// Key keys the pseudonyms: the instance's signing key, so that every
+	// instance of a fleet writes the same ones.
+	Key secret.Key
+	// Logger receives the first write error (default slog.Default()).
+	Logger *slog.Logger
+	// Registerer, when set, registers guardian_decision_log_dropped_total.
+	Registerer prometheus.Registerer
+	// FlushEvery is how often buffered lines are written (default 1s).
+	FlushEvery time.Duration
+	// Now stamps the lines (default time.Now).
+	Now func() time.Time
+}
+
+// Log is a decision log. Lines are stamped and buffered in the order their
+// calls take the log's lock, so timestamps never go backwards within a
+// log (as long as the clock does not). A Log is safe for concurrent use;
+// build one with New and Close it when done.
+type Log struct {
+	out     io.Writer
+	log     *slog.Logger
+	now     func() time.Time
+	names   *pseudonyms
+	dropped atomic.Uint64
+	metric  prometheus.Counter
+
+	// mu guards the buffer, which checks append to.
+	mu     sync.Mutex
+	buf    []byte
+	lines  int
+	closed bool
+
+	// wmu serialises writes to out, so buffers go out in order; spare and
+	// failed are its.
+	wmu    sync.Mutex
+	spare  []byte
+	failed bool
+
+	kick      chan struct{}
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// New returns a Log writing to cfg.Out, and starts its writer.
+func New(cfg Config) *Log {
+	l := &Log{
+		out:   cfg.Out,
+		log:   cfg.Logger,
+		now:   cfg.Now,
+		names: newPseudonyms(cfg.Key),
+		kick:  make(chan struct{}, 1),
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
+	}
+	if l.log == nil {
+		l.log = slog.Default()
+	}
+	if l.now == nil {
+		l.now = time.Now
+	}
+	if cfg.Registerer != nil {
+		l.metric = promauto.With(cfg.Registerer).NewCounter(prometheus.CounterOpts{
+			Name: "guardian_decision_log_dropped_total",
+			Help: "Decision-log lines lost to a write error, a full buffer or a closed log.",
+		})
+	}
+	every := cfg.FlushEvery
+	if every <= 0 {
+		every = defaultFlushEvery
+	}
+	go l.run(every)
+	return l
+}
+
+func (l *Log) run(every time.Duration) {
+	defer close(l.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+		case <-l.kick:
+		}
+		_ = l.Flush() // Flush logs and counts its errors.
+	}
+}
+
+// Check logs a check that the engine decided as d.
+func (l *Log) Check(req engine.CheckRequest, d engine.Decision) {
+	ip, err := keys.IP(req.IP)
+	if err != nil {
+		return // The engine refuses such a check; it was not decided.
+	}
+	ev := replay.Event{Kind: replay.Check, Flow: req.Flow, IP: l.names.ip(ip).String(), Cost: req.Cost}
+	if d.AttemptID != "" {
+		ev.ID = l.names.event(d.AttemptID)
+	} else {
+		ev.ID = randomID()
+	}
+	if req.Account != "" {
+		if norm, err := keys.Account(req.Account); err == nil {
+			ev.Account = l.names.account(norm)
+		}
+	}
+	if req.Recipient != "" {
+		if norm, err := keys.Recipient(req.Recipient); err == nil {
+			ev.Recipient = l.names.recipient(norm)
+		}
+	}
+	l.append(&ev)
+}
+
+// Report logs a report of attemptID that the engine recorded.
+func (l *Log) Report(attemptID string, outcome engine.Outcome) {
+	l.append(&replay.Event{Kind: replay.Report, ID: l.names.event(attemptID), Outcome: outcome})
+}
+
+// randomID returns 16 random bytes in unpadded base64url, the form of every
+// event id the log writes.
+func randomID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails: crypto/rand crashes the program instead
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// append stamps ev and buffers its line.
+func (l *Log) append(ev *replay.Event) {
+	l.mu.Lock()
+	if l.closed || len(l.buf) >= maxBuffered {
+		l.mu.Unlock()
+		l.drop(1)
+		return
+	}
+	ev.Time = l.now()
+	l.buf = ev.AppendJSON(l.buf)
+	l.lines++
+	full := len(l.buf) >= flushAt
+	l.mu.Unlock()
+	if full {
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (l *Log) drop(n int) {
+	l.dropped.Add(uint64(n))
+	if l.metric != nil {
+		l.metric.Add(float64(n))
+	}
+}
+
+// Dropped returns how many lines were lost so far.
+func (l *Log) Dropped() uint64 { return l.dropped.Load() }
+
+// Flush writes every buffered line now. On a write error the lines are
+// dropped and counted, the first error is logged, and the error returned.
+func (l *Log) Flush() error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	l.mu.Lock()
+	out, n := l.buf, l.lines
+	l.buf, l.lines = l.spare[:0], 0
+	l.mu.Unlock()
+	var err error
+	if len(out) > 0 {
+		if _, err = l.out.Write(out); err != nil {
+			l.drop(n)
+			if !l.failed {
+				l.failed = true
+				l.log.LogAttrs(context.Background(), slog.LevelError, "decision log: write failed; lines are dropped and counted in guardian_decision_log_dropped_total",
+					slog.String("err", err.Error()))
+			}
+		}
+	}
+	if cap(out) <= 2*flushAt {
+		l.spare = out[:0]
+	} else {
+		l.spare = nil // a burst's buffer is not kept
+	}
+	return err
+}
+
+// Close stops the writer and writes what is buffered. Lines logged after
+// Close are dropped. It does not close Out.
+func (l *Log) Close() error {
+	var err error
+	l.closeOnce.Do(func() {
+		close(l.stop)
+		<-l.done
+		l.mu.Lock()
+		l.closed = true
+		l.mu.Unlock()
+		err = l.Flush()
+	})
+	return err
+}
+
+// Engine is an engine whose checks and reports are written to a Log. It
+// has every method of *engine.Engine; Check and Report log what they
+// decided and recorded.
+type Engine struct {
+	*engine.Engine
+	log *Log
+}
+
+// Wrap returns e logging to l.
+func Wrap(e *engine.Engine, l *Log) *Engine {
+	return &Engine{Engine: e, log: l}
+}
+
+// Check decides req as engine.Engine.Check does, and logs it when decided.
+func (e *Engine) Check(ctx context.Context, req engine.CheckRequest) (engine.Decision, error) {
+	d, err := e.Engine.Check(ctx, req)
+	if err == nil {
+		e.log.Check(req, d)
+	}
+	return d, err
+}
+
+// Report records a report as engine.Engine.Report does, and logs it when
+// recorded.
+func (e *Engine) Report(ctx context.Context, attemptID string, outcome engine.Outcome) (engine.ReportResult, error) {
+	res, err := e.Engine.Report(ctx, attemptID, outcome)
+	if err == nil {
+		e.log.Report(attemptID, outcome)
+	}
+	return res, err
+}

@@ -1,0 +1,258 @@
+package replay
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/guardian-sec/guardian/internal/engine"
+	"github.com/guardian-sec/guardian/internal/rules"
+)
+
+// Errors of a line that cannot be replayed. Every such error Run reports
+// wraps one of them; the line is skipped and counted as malformed.
+var (
+	// ErrMalformed reports a line that is not one event of the replay
+	// format: not a JSON object, an unknown or missing field, a bad
+	// timestamp, flow or outcome, or a field of the other event type.
+	ErrMalformed = errors.New("replay: malformed event")
+	// ErrUnknownType reports an event whose type is neither check nor
+	// report.
+	ErrUnknownType = errors.New("replay: unknown event type")
+	// ErrRejected reports a check the engine refused, as guardian would
+	// have answered it with a 400: an invalid ip, account or recipient, a
+	// cost out of range, otp_send without a recipient.
+	ErrRejected = errors.New("replay: check rejected")
+)
+
+// Kind is the type of a replay event.
+type Kind string
+
+// The event types of the replay format.
+const (
+	// Check is a check, as POST /v1/check received it.
+	Check Kind = "check"
+	// Report is a report of the check whose ID it names.
+	Report Kind = "report"
+)
+
+// TimeLayout is how the replay format writes timestamps: RFC 3339 in UTC
+// with milliseconds. Any RFC 3339 timestamp is read.
+const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// Event is one line of the replay format (CONTRACT.md section 6): a check
+// with the fields of POST /v1/check that decide it, or a report naming the
+// ID of its check.
+type Event struct {
+	// Time is when the event happened; the replay's clock.
+	Time time.Time
+	Kind Kind
+	// ID names a check; a report carries the ID of the check it reports.
+	ID string
+
+	// Flow, IP, Account, Recipient and Cost are a check's fields; an empty
+	// string is an absent field and a zero Cost is the default, 1.
+	Flow      rules.Flow
+	Account   string
+	IP        string
+	Recipient string
+	Cost      int64
+
+	// Outcome is a report's outcome.
+	Outcome engine.Outcome
+}
+
+// eventJSON is the wire form of an Event; pointers tell absent fields from
+// empty ones.
+type eventJSON struct {
+	TS        *string `json:"ts"`
+	Type      *string `json:"type"`
+	ID        *string `json:"id"`
+	Flow      *string `json:"flow"`
+	Account   *string `json:"account"`
+	IP        *string `json:"ip"`
+	Recipient *string `json:"recipient"`
+	Cost      *int64  `json:"cost"`
+	Outcome   *string `json:"outcome"`
+}
+
+// ParseEvent reads one line of the replay format. It checks the format
+// only: whether a check's ip, account or recipient are valid is for the
+// engine to say. Errors wrap ErrMalformed or ErrUnknownType.
+func ParseEvent(line []byte) (Event, error) {
+	var w eventJSON
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return Event{}, fmt.Errorf("%w: %v", ErrMalformed, jsonReason(err))
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return Event{}, fmt.Errorf("%w: more than one JSON value on the line", ErrMalformed)
+	}
+	var ev Event
+	if w.TS == nil {
+		return ev, fmt.Errorf("%w: ts: required", ErrMalformed)
+	}
+	t, err := time.Parse(time.RFC3339Nano, *w.TS)
+	if err != nil {
+		return ev, fmt.Errorf("%w: ts: %s is not an RFC 3339 timestamp", ErrMalformed, quote(*w.TS))
+	}
+	ev.Time = t
+	if w.Type == nil {
+		return ev, fmt.Errorf("%w: type: required", ErrMalformed)
+	}
+	if w.ID == nil || *w.ID == "" {
+		return ev, fmt.Errorf("%w: id: required", ErrMalformed)
+	}
+	ev.ID = *w.ID
+	switch Kind(*w.Type) {
+	case Check:
+		ev.Kind = Check
+		if w.Outcome != nil {
+			return ev, fmt.Errorf("%w: outcome: not a field of a check", ErrMalformed)
+		}
+		if w.Flow == nil {
+			return ev, fmt.Errorf("%w: flow: required", ErrMalformed)
+		}
+		f, ok := rules.ParseFlow(*w.Flow)
+		if !ok {
+			return ev, fmt.Errorf("%w: flow: %s is not one of login, password_reset, otp_send, otp_verify", ErrMalformed, quote(*w.Flow))
+		}
+		ev.Flow = f
+		if w.IP == nil {
+			return ev, fmt.Errorf("%w: ip: required", ErrMalformed)
+		}
+		ev.IP = *w.IP
+		if w.Account != nil {
+			ev.Account = *w.Account
+		}
+		if w.Recipient != nil {
+			ev.Recipient = *w.Recipient
+		}
+		if w.Cost != nil {
+			ev.Cost = *w.Cost
+		}
+	case Report:
+		ev.Kind = Report
+		if w.Flow != nil || w.Account != nil || w.IP != nil || w.Recipient != nil || w.Cost != nil {
+			return ev, fmt.Errorf("%w: a report has only ts, type, id and outcome", ErrMalformed)
+		}
+		if w.Outcome == nil {
+			return ev, fmt.Errorf("%w: outcome: required", ErrMalformed)
+		}
+		switch o := engine.Outcome(*w.Outcome); o {
+		case engine.Success, engine.Failure:
+			ev.Outcome = o
+		default:
+			return ev, fmt.Errorf("%w: outcome: %s is not success or failure", ErrMalformed, quote(*w.Outcome))
+		}
+	default:
+		return ev, fmt.Errorf("%w: %s", ErrUnknownType, quote(*w.Type))
+	}
+	return ev, nil
+}
+
+// jsonReason shortens a decoding error to what helps find the problem.
+func jsonReason(err error) string {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "not a complete JSON object"
+	case errors.As(err, &syn):
+		return "invalid JSON at byte " + strconv.FormatInt(syn.Offset, 10) + ": " + syn.Error()
+	case errors.As(err, &typ):
+		if typ.Field != "" {
+			return typ.Field + ": got a JSON " + typ.Value + ", want a " + typ.Type.String()
+		}
+		return "got a JSON " + typ.Value + ", want an object"
+	}
+	// Unknown fields and the rest: encoding/json's message is precise.
+	return err.Error()
+}
+
+// quote quotes s for an error message, shortened: a line of garbage is
+// worth pointing at, not echoing whole.
+func quote(s string) string {
+	const n = 64
+	if len(s) > n {
+		return strconv.Quote(s[:n]) + "…"
+	}
+	return strconv.Quote(s)
+}
+
+// AppendJSON appends ev as one line of the replay format, newline
+// included: ts (TimeLayout, UTC), type and id, then a check's flow,
+// account, ip, recipient and cost (each only when set; cost only when not
+// 1) or a report's outcome.
+func (ev *Event) AppendJSON(b []byte) []byte {
+	b = append(b, `{"ts":"`...)
+	b = ev.Time.UTC().AppendFormat(b, TimeLayout)
+	b = append(b, `","type":`...)
+	b = appendString(b, string(ev.Kind))
+	b = append(b, `,"id":`...)
+	b = appendString(b, ev.ID)
+	switch ev.Kind {
+	case Check:
+		b = append(b, `,"flow":`...)
+		b = appendString(b, string(ev.Flow))
+		if ev.Account != "" {
+			b = append(b, `,"account":`...)
+			b = appendString(b, ev.Account)
+		}
+		b = append(b, `,"ip":`...)
+		b = appendString(b, ev.IP)
+		if ev.Recipient != "" {
+			b = append(b, `,"recipient":`...)
+			b = appendString(b, ev.Recipient)
+		}
+		if ev.Cost != 0 && ev.Cost != 1 {
+			b = append(b, `,"cost":`...)
+			b = strconv.AppendInt(b, ev.Cost, 10)
+		}
+	case Report:
+		b = append(b, `,"outcome":`...)
+		b = appendString(b, string(ev.Outcome))
+	}
+	return append(b, "}\n"...)
+}
+
+// appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD,
+// as encoding/json writes it.
+func appendString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c < 0x20:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			default:
+				b = append(b, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			// Valid JSON, but not valid JavaScript: escaped as
+			// encoding/json does.
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+		default:
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(b, '"')
+}

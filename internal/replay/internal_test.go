@@ -1,0 +1,133 @@
+package replay
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/guardian-sec/guardian/internal/rules"
+)
+
+func TestDistinctIsExactThenEstimates(t *testing.T) {
+	var d distinct
+	for i := range exactKeys {
+		if !d.add(fmt.Sprintf("key-%d", i)) {
+			t.Fatalf("key %d reported as seen before", i)
+		}
+		if d.add(fmt.Sprintf("key-%d", i)) {
+			t.Fatalf("key %d reported new twice", i)
+		}
+	}
+	if n, exact := d.count(); n != exactKeys || !exact {
+		t.Fatalf("count = %d, %v; want %d exactly", n, exact, exactKeys)
+	}
+	const total = 400_000
+	for i := exactKeys; i < total; i++ {
+		d.add(fmt.Sprintf("key-%d", i))
+		d.add(fmt.Sprintf("key-%d", i/2)) // seen before: no change
+	}
+	n, exact := d.count()
+	if exact {
+		t.Fatal("count past the exact bound claims to be exact")
+	}
+	if err := math.Abs(float64(n)-total) / total; err > 0.03 {
+		t.Fatalf("estimate %d of %d distinct keys is %.1f%% off, want within 3%%", n, total, 100*err)
+	}
+	if d.exact != nil || len(d.hll) != 1<<hllBits {
+		t.Fatalf("memory not bounded: %d exact keys kept, %d registers", len(d.exact), len(d.hll))
+	}
+}
+
+func TestAllShadowChangesOnlyTheMode(t *testing.T) {
+	for _, set := range []*rules.Set{rules.Default(), mustParse(t, `version: 1
+rules:
+  - name: a
+    flows: [login, otp_verify]
+    key: ip
+    ipv4_prefix: 20
+    ipv6_prefix: 56
+    type: rate
+    count: failures
+    limit: 7
+    per: 90s
+    burst: 11
+    action: block
+    on_store_error: closed
+  - name: b
+    flows: [password_reset]
+    key: account
+    type: consecutive_failures
+    limit: 9
+    hold: 3d
+    action: challenge
+    mode: shadow
+  - name: c
+    flows: [login]
+    key: global
+    type: failure_rate
+    limit: 50
+    per: 2h
+    hysteresis: 1m30s
+    on_store_error: open
+`)} {
+		got, err := allShadow(set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Rules) != len(set.Rules) {
+			t.Fatalf("%d rules, want %d", len(got.Rules), len(set.Rules))
+		}
+		for i := range set.Rules {
+			want := set.Rules[i]
+			want.Mode, want.Line = rules.Shadow, got.Rules[i].Line
+			if !reflect.DeepEqual(got.Rules[i], want) {
+				t.Errorf("rule %d = %+v, want %+v", i, got.Rules[i], want)
+			}
+		}
+		for _, f := range rules.Flows {
+			if len(got.For(f)) != len(set.For(f)) {
+				t.Errorf("flow %s: %d rules, want %d", f, len(got.For(f)), len(set.For(f)))
+			}
+		}
+	}
+}
+
+func mustParse(tb testing.TB, yaml string) *rules.Set {
+	tb.Helper()
+	set, err := rules.Parse("test.yaml", []byte(yaml), time.Time{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return set
+}
+
+func TestPendingForgetsOldChecks(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	p := pending{m: map[string]*entry{}}
+	p.put("a", []string{"att-a"}, t0)
+	p.put("b", []string{"att-b"}, t0.Add(time.Minute))
+	p.put("a", []string{"att-a2"}, t0.Add(2*time.Minute)) // a new check reusing the id
+	tests := []struct {
+		at        time.Duration
+		wantA     string
+		wantB     bool
+		wantQueue int
+	}{
+		{at: 20 * time.Minute, wantA: "att-a2", wantB: true, wantQueue: 3},
+		{at: 21*time.Minute + 1, wantA: "att-a2", wantB: false, wantQueue: 1},
+		{at: 22*time.Minute + 1, wantA: "", wantB: false, wantQueue: 0},
+	}
+	for _, tt := range tests {
+		p.expire(t0.Add(tt.at))
+		var gotA string
+		if e := p.m["a"]; e != nil {
+			gotA = e.ids[0]
+		}
+		_, gotB := p.m["b"]
+		if gotA != tt.wantA || gotB != tt.wantB || len(p.queue)-p.head != tt.wantQueue {
+			t.Errorf("at +%v: a=%q b=%v queue %d; want a=%q b=%v queue %d", tt.at, gotA, gotB, len(p.queue)-p.head, tt.wantA, tt.wantB, tt.wantQueue)
+		}
+	}
+}

@@ -1,0 +1,434 @@
+package replay_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/guardian-sec/guardian/internal/replay"
+	"github.com/guardian-sec/guardian/internal/rules"
+)
+
+// dayRules are the rules the generated day is replayed through.
+const dayRules = `version: 1
+rules:
+  - name: login-account
+    flows: [login]
+    key: account
+    type: rate
+    count: failures
+    limit: 1
+    per: 1m
+    burst: 5
+  - name: login-ip
+    flows: [login]
+    key: ip
+    type: rate
+    count: failures
+    limit: 30
+    per: 10m
+    burst: 30
+  - name: login-hard-stop
+    flows: [login]
+    key: account
+    type: consecutive_failures
+    limit: 100
+    action: block
+  - name: login-ip-24
+    flows: [login]
+    key: ip
+    ipv4_prefix: 24
+    type: rate
+    limit: 100
+    per: 1h
+    burst: 100
+    mode: shadow
+  - name: login-global
+    flows: [login]
+    key: global
+    type: failure_rate
+    limit: 100
+    per: 1m
+    # No hysteresis: a rule in force stays so until a check sees the rate
+    # back under its limit, which after an attack window is the first
+    # normal check; with hysteresis the next few would be challenged too.
+    hysteresis: 0s
+`
+
+func mustParse(tb testing.TB, yaml string) *rules.Set {
+	tb.Helper()
+	set, err := rules.Parse("test.yaml", []byte(yaml), day)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return set
+}
+
+// ms returns the instant d after at.
+func ms(at time.Time, d time.Duration) time.Time { return at.Add(d) }
+
+func TestRunGeneratedDay(t *testing.T) {
+	var events bytes.Buffer
+	st, err := traffic{users: 500, perSecond: 2000.0 / 86400, attacks: true, seed: 1}.write(&events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := replay.Run(context.Background(), mustParse(t, dayRules), &events, replay.Config{
+		Malformed: func(e *replay.LineError) { t.Errorf("malformed: %v", e) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	wantInput := replay.Input{Lines: st.events, Checks: st.checks, Reports: st.reports}
+	if in := got.Input; in.Lines != wantInput.Lines || in.Checks != wantInput.Checks || in.Reports != wantInput.Reports || in.Malformed != 0 || in.OutOfOrder != 0 {
+		t.Fatalf("input = %+v, want %+v", in, wantInput)
+	}
+	if want := (replay.ReportStats{Applied: st.reports}); got.Reports != want {
+		t.Fatalf("reports = %+v, want %+v", got.Reports, want)
+	}
+
+	// Every check is a login with an account and an address, so every rule
+	// is evaluated on every check. The attacks are alone in their windows,
+	// so each count follows from the rule's burst:
+	//   - the brute force (200 checks in 10s) gets 5 checks through
+	//     login-account, 30 through login-ip, 100 through the hard stop and
+	//     the /24 rule; the global rule is in force once more than 100
+	//     failures were reported in the minute, from its 102nd check;
+	//   - the stuffing burst (1000 checks in 10s, one per account, four
+	//     addresses in turn) gets 30 checks per address through login-ip,
+	//     100 through the /24 rule, and trips the global rule from its
+	//     102nd check.
+	// Normal users, a few logins a day each, never trip anything.
+	checks := uint64(st.checks)
+	want := []replay.RuleSummary{
+		{Rule: "login-account", Mode: rules.Enforce, Checks: checks, WouldSlow: bruteChecks - 5, KeysHit: 1, KeysHitExact: true,
+			FirstLimited: []replay.Hit{{Key: bruteAccount, At: ms(bruteAt, 250*time.Millisecond), Decision: rules.Slow}}},
+		{Rule: "login-ip", Mode: rules.Enforce, Checks: checks, WouldSlow: bruteChecks - 30 + stuffChecks - 4*30, KeysHit: 5, KeysHitExact: true,
+			FirstLimited: []replay.Hit{
+				{Key: bruteIP + "/32", At: ms(bruteAt, 1500*time.Millisecond), Decision: rules.Slow},
+				{Key: "192.0.2.1/32", At: ms(stuffAt, 1200*time.Millisecond), Decision: rules.Slow},
+				{Key: "192.0.2.2/32", At: ms(stuffAt, 1210*time.Millisecond), Decision: rules.Slow},
+				{Key: "192.0.2.3/32", At: ms(stuffAt, 1220*time.Millisecond), Decision: rules.Slow},
+				{Key: "192.0.2.4/32", At: ms(stuffAt, 1230*time.Millisecond), Decision: rules.Slow},
+			}},
+		{Rule: "login-hard-stop", Mode: rules.Enforce, Checks: checks, WouldBlock: bruteChecks - 100, KeysHit: 1, KeysHitExact: true,
+			FirstLimited: []replay.Hit{{Key: bruteAccount, At: ms(bruteAt, 5*time.Second), Decision: rules.Block}}},
+		{Rule: "login-ip-24", Mode: rules.Shadow, Checks: checks, WouldSlow: bruteChecks - 100 + stuffChecks - 100, KeysHit: 2, KeysHitExact: true,
+			FirstLimited: []replay.Hit{
+				{Key: "198.51.100.0/24", At: ms(bruteAt, 5*time.Second), Decision: rules.Slow},
+				{Key: "192.0.2.0/24", At: ms(stuffAt, time.Second), Decision: rules.Slow},
+			}},
+		{Rule: "login-global", Mode: rules.Enforce, Checks: checks, WouldChallenge: bruteChecks - 101 + stuffChecks - 101, KeysHit: 1, KeysHitExact: true,
+			FirstLimited: []replay.Hit{{Key: "global", At: ms(bruteAt, 101*50*time.Millisecond), Decision: rules.Challenge}}},
+	}
+	if len(got.Rules) != len(want) {
+		t.Fatalf("%d rules in the summary, want %d", len(got.Rules), len(want))
+	}
+	for i := range want {
+		g, w := jsonOf(t, got.Rules[i]), jsonOf(t, want[i])
+		if g != w {
+			t.Errorf("rule %s:\n got %s\nwant %s", want[i].Rule, g, w)
+		}
+	}
+}
+
+func jsonOf(tb testing.TB, v any) string {
+	tb.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestRunIsDeterministic(t *testing.T) {
+	var events bytes.Buffer
+	if _, err := (traffic{users: 300, perSecond: 0.05, attacks: true, seed: 2}).write(&events); err != nil {
+		t.Fatal(err)
+	}
+	set := mustParse(t, dayRules)
+	outputs := make([]string, 3)
+	for i := range outputs {
+		s, err := replay.Run(context.Background(), set, bytes.NewReader(events.Bytes()), replay.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		if err := s.WriteTable(&b); err != nil {
+			t.Fatal(err)
+		}
+		outputs[i] = jsonOf(t, s) + "\n" + b.String()
+	}
+	for i := 1; i < len(outputs); i++ {
+		if outputs[i] != outputs[0] {
+			t.Fatalf("run %d differs from run 0:\n%s\n---\n%s", i, outputs[i], outputs[0])
+		}
+	}
+}
+
+// oneRule limits a login account to two checks back to back, then one an
+// hour.
+const oneRule = `version: 1
+rules:
+  - name: acct
+    flows: [login, otp_send]
+    key: account
+    type: rate
+    limit: 1
+    per: 1h
+    burst: 2
+`
+
+func TestRunBadInput(t *testing.T) {
+	long := `{"ts":"2026-11-29T10:00:00.000Z","type":"check","id":"x","flow":"login","ip":"192.0.2.1","account":"` + strings.Repeat("a", replay.MaxLine) + `"}`
+	lines := []string{
+		/* 1 */ `{"ts":"2026-11-29T10:00:00.000Z","type":"check","id":"c1","flow":"login","account":"alice","ip":"192.0.2.1"}`,
+		/* 2 */ `not json at all`,
+		/* 3 */ `{"ts":"2026-11-29T10:00:01.000Z","type":"logout","id":"c2"}`,
+		/* 4 */ `{"ts":"2026-11-29T10:00:02.000Z","type":"report","id":"never-checked","outcome":"failure"}`,
+		/* 5 */ `{"ts":"2026-11-29T10:00:03.000Z","type":"check","id":"c3","flow":"login","account":"alice","ip":"300.1.1.1"}`,
+		/* 6 */ ``,
+		/* 7 */ `{"ts":"2026-11-29T09:00:00.000Z","type":"check","id":"c4","flow":"login","account":"alice","ip":"192.0.2.1"}`,
+		/* 8 */ long,
+		/* 9 */ `{"ts":"2026-11-29T10:00:04.000Z","type":"check","id":"c5","flow":"login","account":"alice","ip":"192.0.2.1","colour":"red"}`,
+		/* 10 */ `{"ts":"2026-11-29T10:00:05.000Z","type":"check","id":"c6","flow":"otp_send","account":"alice","ip":"192.0.2.1"}`,
+		/* 11 */ `{"ts":"yesterday","type":"check","id":"c7","flow":"login","ip":"192.0.2.1"}`,
+		/* 12 */ `{"ts":"2026-11-29T10:00:06.000Z","type":"check","id":"c8","flow":"login","account":"ALICE","ip":"192.0.2.1"}`,
+		/* 13 */ `{"ts":"2026-11-29T10:00:07.000Z","type":"report","id":"c8","outcome":"failure"}`,
+		/* 14 */ `{"ts":"2026-11-29T10:00:08.000Z","type":"report","id":"c1","outcome":"maybe"}`,
+		/* 15 */ `{"ts":"2026-11-29T10:00:09.000Z","type":"check","id":"c9","flow":"login","account":"alice","ip":"192.0.2.1"}`,
+	}
+	var skipped []*replay.LineError
+	got, err := replay.Run(context.Background(), mustParse(t, oneRule), strings.NewReader(strings.Join(lines, "\n")), replay.Config{
+		Malformed: func(e *replay.LineError) { skipped = append(skipped, e) },
+	})
+	if err != nil {
+		t.Fatalf("Run: %v (bad lines must never be fatal)", err)
+	}
+
+	wantSkipped := []struct {
+		line int64
+		err  error
+	}{
+		{2, replay.ErrMalformed},
+		{3, replay.ErrUnknownType},
+		{5, replay.ErrRejected},
+		{8, replay.ErrMalformed},
+		{9, replay.ErrMalformed},
+		{10, replay.ErrRejected}, // otp_send without a recipient
+		{11, replay.ErrMalformed},
+		{14, replay.ErrMalformed},
+	}
+	if len(skipped) != len(wantSkipped) {
+		t.Fatalf("skipped %v, want lines %v", skipped, wantSkipped)
+	}
+	for i, w := range wantSkipped {
+		if skipped[i].Line != w.line || !errors.Is(skipped[i], w.err) {
+			t.Errorf("skipped[%d] = %v, want line %d: %v", i, skipped[i], w.line, w.err)
+		}
+	}
+
+	wantInput := replay.Input{
+		Lines: 15, Checks: 4, Reports: 2, Malformed: 8, OutOfOrder: 1,
+		First: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC),
+		Last:  time.Date(2026, 11, 29, 10, 0, 9, 0, time.UTC),
+	}
+	if got.Input != wantInput {
+		t.Errorf("input = %+v, want %+v", got.Input, wantInput)
+	}
+	if want := (replay.ReportStats{Applied: 1, NoCheck: 1}); got.Reports != want {
+		t.Errorf("reports = %+v, want %+v", got.Reports, want)
+	}
+	// Line 7 is an hour older than line 1: it is replayed at 10:00:00, so
+	// it spends alice's second unit at once, and lines 12 and 15 (ALICE is
+	// alice) find the bucket empty.
+	r := got.Rules[0]
+	if r.Checks != 4 || r.WouldSlow != 2 || r.KeysHit != 1 {
+		t.Errorf("acct = %+v, want 4 checks, 2 would slow, 1 key", r)
+	}
+	if want := (replay.Hit{Key: "alice", At: time.Date(2026, 11, 29, 10, 0, 6, 0, time.UTC), Decision: rules.Slow}); len(r.FirstLimited) != 1 || r.FirstLimited[0] != want {
+		t.Errorf("first limited = %+v, want [%+v]", r.FirstLimited, want)
+	}
+}
+
+func TestRunReportsFindTheirChecks(t *testing.T) {
+	// A failures rule that allows one failure back to back: a success
+	// report gives its check's unit back, a failure keeps it.
+	const failures = `version: 1
+rules:
+  - name: fail
+    flows: [login]
+    key: account
+    type: rate
+    count: failures
+    limit: 1
+    per: 1h
+    burst: 1
+`
+	lines := []string{
+		`{"ts":"2026-11-29T10:00:00.000Z","type":"check","id":"a","flow":"login","account":"bob","ip":"192.0.2.1"}`,
+		`{"ts":"2026-11-29T10:00:01.000Z","type":"report","id":"a","outcome":"success"}`,
+		`{"ts":"2026-11-29T10:00:02.000Z","type":"report","id":"a","outcome":"success"}`,
+		`{"ts":"2026-11-29T10:00:03.000Z","type":"check","id":"b","flow":"login","account":"bob","ip":"192.0.2.1"}`,
+		`{"ts":"2026-11-29T10:11:00.000Z","type":"report","id":"b","outcome":"success"}`,
+		`{"ts":"2026-11-29T10:11:01.000Z","type":"check","id":"c","flow":"login","account":"bob","ip":"192.0.2.1"}`,
+		`{"ts":"2026-11-29T10:11:02.000Z","type":"report","id":"c","outcome":"failure"}`,
+		`{"ts":"2026-11-29T11:00:00.000Z","type":"report","id":"a","outcome":"failure"}`,
+	}
+	got, err := replay.Run(context.Background(), mustParse(t, failures), strings.NewReader(strings.Join(lines, "\n")+"\n"), replay.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a is reported once (its unit back), then again (duplicate), then an
+	// hour later (forgotten: no check). b's report comes after its attempt
+	// id expired, so b keeps its unit and c is limited.
+	if want := (replay.ReportStats{Applied: 2, Duplicate: 1, Expired: 1, NoCheck: 1}); got.Reports != want {
+		t.Errorf("reports = %+v, want %+v", got.Reports, want)
+	}
+	if r := got.Rules[0]; r.Checks != 3 || r.WouldSlow != 1 {
+		t.Errorf("fail = %+v, want 3 checks, 1 would slow", r)
+	}
+}
+
+// The compare scenario: the stuffing burst alone, under a per-address rule
+// (OLD), then with a /24 rule enforced beside it (NEW).
+const (
+	compareOld = `version: 1
+rules:
+  - name: login-ip
+    flows: [login]
+    key: ip
+    type: rate
+    count: failures
+    limit: 30
+    per: 10m
+    burst: 30
+  - name: login-ip-24
+    flows: [login]
+    key: ip
+    ipv4_prefix: 24
+    type: rate
+    limit: 100
+    per: 1h
+    burst: 100
+    mode: shadow
+`
+	compareNew = `version: 1
+rules:
+  - name: login-ip
+    flows: [login]
+    key: ip
+    type: rate
+    count: failures
+    limit: 30
+    per: 10m
+    burst: 30
+  - name: login-ip-24
+    flows: [login]
+    key: ip
+    ipv4_prefix: 24
+    type: rate
+    limit: 100
+    per: 1h
+    burst: 100
+`
+)
+
+func TestCompare(t *testing.T) {
+	var events bytes.Buffer
+	if _, err := (traffic{users: 200, perSecond: 0.01, attacks: true, seed: 3}).write(&events); err != nil {
+		t.Fatal(err)
+	}
+	got, err := replay.Compare(context.Background(), mustParse(t, compareOld), mustParse(t, compareNew), &events, replay.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// OLD lets 30 checks per address through, 120 in all, and slows the
+	// other 880 by login-ip. NEW stops the /24 after 100 checks (25 per
+	// address): from then on it decides every check, and login-ip, never
+	// spent again, never does. The brute force from one address: OLD
+	// slows 170 by login-ip, NEW too (30 < 100), so nothing changes there.
+	slowIP := replay.Verdict{Decision: rules.Slow, Rule: "login-ip"}
+	slow24 := replay.Verdict{Decision: rules.Slow, Rule: "login-ip-24"}
+	allow := replay.Verdict{Decision: rules.Allow}
+	want := []replay.Change{
+		{From: slowIP, To: slow24, Checks: 880},
+		{From: allow, To: slow24, Checks: 20},
+	}
+	if g, w := jsonOf(t, got.Changes), jsonOf(t, want); g != w {
+		t.Errorf("changes = %s, want %s", g, w)
+	}
+	if got.Changed != 900 {
+		t.Errorf("changed = %d, want 900", got.Changed)
+	}
+	wantRules := []replay.RuleChange{
+		{Rule: "login-ip", OldDecided: 880 + 170, NewDecided: 170, Lost: 880},
+		{Rule: "login-ip-24", OldDecided: 0, NewDecided: 900, Gained: 900},
+	}
+	if g, w := jsonOf(t, got.Rules), jsonOf(t, wantRules); g != w {
+		t.Errorf("rules = %s, want %s", g, w)
+	}
+	// The checks NEW slows have no attempt id there: their reports count
+	// as of checks not allowed, under each set its own.
+	if got.NewReports.NotAllowed != 170+900 || got.OldReports.NotAllowed != 170+880 {
+		t.Errorf("reports not allowed: old %d new %d, want %d and %d", got.OldReports.NotAllowed, got.NewReports.NotAllowed, 170+880, 170+900)
+	}
+}
+
+func TestCompareOfASetWithItselfChangesNothing(t *testing.T) {
+	var events bytes.Buffer
+	if _, err := (traffic{users: 200, perSecond: 0.01, attacks: true, seed: 4}).write(&events); err != nil {
+		t.Fatal(err)
+	}
+	set := mustParse(t, dayRules)
+	got, err := replay.Compare(context.Background(), set, set, &events, replay.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Changed != 0 || len(got.Changes) != 0 {
+		t.Fatalf("changed %d, changes %v; want none", got.Changed, got.Changes)
+	}
+	if got.OldReports != got.NewReports {
+		t.Fatalf("reports differ: %+v and %+v", got.OldReports, got.NewReports)
+	}
+	for _, r := range got.Rules {
+		if r.OldDecided != r.NewDecided || r.Gained != 0 || r.Lost != 0 {
+			t.Errorf("rule %+v changed", r)
+		}
+	}
+}
+
+func TestRunStopsWhenTheContextEnds(t *testing.T) {
+	var events bytes.Buffer
+	if _, err := (traffic{users: 100, perSecond: 0.2, seed: 5}).write(&events); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := replay.Run(ctx, mustParse(t, dayRules), &events, replay.Config{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run after cancel = %v, want context.Canceled", err)
+	}
+}
+
+func TestRunReportsProgress(t *testing.T) {
+	var b strings.Builder
+	for range 25 {
+		b.WriteString(`{"ts":"2026-11-29T10:00:00.000Z","type":"check","id":"a","flow":"login","account":"bob","ip":"192.0.2.1"}` + "\n")
+	}
+	var got []int64
+	_, err := replay.Run(context.Background(), mustParse(t, oneRule), strings.NewReader(b.String()), replay.Config{
+		ProgressEvery: 10,
+		Progress:      func(p replay.Progress) { got = append(got, p.Lines) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int64{10, 20, 25}; jsonOf(t, got) != jsonOf(t, want) {
+		t.Fatalf("progress at lines %v, want %v", got, want)
+	}
+}
