@@ -110,32 +110,25 @@ func orDefault[T comparable](v, d T) T {
 	return v
 }
 
-// tuneOptions applies guardian's client defaults to o.
+// tune applies guardian's client defaults to the fields every go-redis
+// options type has, where the URL set none.
+func tune(dial, read, write, pool *time.Duration, minIdle *int, ctxTimeout *bool) {
+	*dial = orDefault(*dial, dialTimeout)
+	*read = orDefault(*read, ioTimeout)
+	*write = orDefault(*write, ioTimeout)
+	*pool = orDefault(*pool, poolTimeout)
+	*minIdle = orDefault(*minIdle, minIdleConns)
+	*ctxTimeout = true
+}
+
 func tuneOptions(o *redis.Options) {
-	o.DialTimeout = orDefault(o.DialTimeout, dialTimeout)
-	o.ReadTimeout = orDefault(o.ReadTimeout, ioTimeout)
-	o.WriteTimeout = orDefault(o.WriteTimeout, ioTimeout)
-	o.PoolTimeout = orDefault(o.PoolTimeout, poolTimeout)
-	o.MinIdleConns = orDefault(o.MinIdleConns, minIdleConns)
-	o.ContextTimeoutEnabled = true
+	tune(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout, &o.MinIdleConns, &o.ContextTimeoutEnabled)
 }
 
-// tuneClusterOptions applies guardian's client defaults to o.
 func tuneClusterOptions(o *redis.ClusterOptions) {
-	o.DialTimeout = orDefault(o.DialTimeout, dialTimeout)
-	o.ReadTimeout = orDefault(o.ReadTimeout, ioTimeout)
-	o.WriteTimeout = orDefault(o.WriteTimeout, ioTimeout)
-	o.PoolTimeout = orDefault(o.PoolTimeout, poolTimeout)
-	o.MinIdleConns = orDefault(o.MinIdleConns, minIdleConns)
-	o.ContextTimeoutEnabled = true
+	tune(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout, &o.MinIdleConns, &o.ContextTimeoutEnabled)
 }
 
-// tuneFailoverOptions applies guardian's client defaults to o.
 func tuneFailoverOptions(o *redis.FailoverOptions) {
-	o.DialTimeout = orDefault(o.DialTimeout, dialTimeout)
-	o.ReadTimeout = orDefault(o.ReadTimeout, ioTimeout)
-	o.WriteTimeout = orDefault(o.WriteTimeout, ioTimeout)
-	o.PoolTimeout = orDefault(o.PoolTimeout, poolTimeout)
-	o.MinIdleConns = orDefault(o.MinIdleConns, minIdleConns)
-	o.ContextTimeoutEnabled = true
+	tune(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout, &o.MinIdleConns, &o.ContextTimeoutEnabled)
 }
