@@ -3,12 +3,66 @@
 // fine time buckets in this process so that a check reads the rate without
 // a store call.
 //
-// The counts are this instance's own. A fleet-wide view will add the counts
-// of other instances to the same buckets; until then Degraded is always
-// false.
+// # The fleet
+//
+// Alone (no Config.Shared: the embedded store) an Aggregate counts this
+// instance's failures. With a Shared store (package redisagg, on Redis) it
+// counts the whole fleet's: each instance adds its failures to its own
+// buckets in memory; a background loop (Start) flushes the buckets that
+// changed every FlushEvery, as this instance's totals, and every
+// RefreshEvery also reads the fleet's totals of the buckets the counts need,
+// in the same round trip. A count is the other instances' failures as last
+// read plus this instance's own as they are now, so nothing is counted
+// twice and a check never waits on the store: the store sees a few calls a
+// second whatever the traffic.
+//
+// Totals, not increments, go to the store: a flush that timed out and is
+// sent again, or that reaches the store after a newer one, counts once.
+// Failures that could not be flushed (the store unreachable) are flushed
+// late, into the buckets they happened in, once the store answers, as long
+// as they are inside Window; older ones have left every window and are
+// dropped.
+//
+// While the store does not answer, Degraded is true and counts are an
+// estimate: the other instances' failures read up to the last good refresh,
+// plus this instance's since then multiplied by FleetSize (each of the
+// FleetSize instances is assumed to see as many). The first good refresh
+// ends the estimate.
+//
+// # Slack
+//
+// With the defaults (1s buckets, FlushEvery 100ms, RefreshEvery 500ms,
+// SyncTimeout 200ms):
+//
+//   - Delay: a failure reported to one instance counts there at once, and
+//     on every other instance within FlushEvery + RefreshEvery + two round
+//     trips to the store: 0.6s plus two round trips, at most 1s since a
+//     round trip slower than SyncTimeout fails. So an instance reacts to a
+//     crossing of the fleet-wide limit at most that much after it happened
+//     (0.4–0.5s measured on three instances sharing one local Redis).
+//   - Count: a count may lack the failures other instances reported in that
+//     delay (at most 1s of the fleet's failures, less this instance's
+//     share). Besides, the bucket straddling the window's start counts in
+//     proportion to the part inside (see Count): the count is off by at most
+//     that bucket's failures, 1s of failures, 1/60 of a steady rate's count
+//     over a 1m window, and exact when failures are spread evenly across the
+//     bucket.
+//   - Clocks: a failure is placed in time by the clock of the instance it
+//     was reported to; instances whose clocks differ by d place the same
+//     instant d apart.
+//
+// # Cost
+//
+// Per instance, whatever the traffic: at most one round trip per
+// FlushEvery, and none while no failure comes; a flush sets the buckets
+// that changed, normally one per flow; a refresh also reads, for each flow,
+// the buckets of the longest window asked for plus three (63 for a 1m
+// rule, 3603 for a 1h one: use a coarser Bucket for windows of hours).
 package aggregate
 
 import (
+	"crypto/rand"
+	"log/slog"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -23,6 +77,13 @@ const (
 	maxBuckets = 1 << 16
 	// rateSpan is the span Rate averages over.
 	rateSpan = 10 * time.Second
+
+	defaultFlushEvery   = 100 * time.Millisecond
+	defaultRefreshEvery = 500 * time.Millisecond
+	defaultSyncTimeout  = 200 * time.Millisecond
+	// ttlSlack keeps a shared bucket past Window, for instances whose
+	// clocks run behind.
+	ttlSlack = time.Minute
 )
 
 // Config configures an Aggregate. The zero value is usable.
@@ -36,18 +97,45 @@ type Config struct {
 	// Window is the longest span a count covers, rounded up to whole
 	// buckets; 0 means 1h. Count clamps a longer per to Window, so a rule
 	// whose per exceeds it counts only the last Window: set Window to at
-	// least the longest per of the loaded rules.
+	// least the longest per of the loaded rules. Every instance of a fleet
+	// must use the same Bucket; Window may differ.
 	Window time.Duration
+
+	// Shared is the store the fleet shares its counts through; nil counts
+	// this instance alone, as on the embedded store.
+	Shared Shared
+	// FleetSize is how many instances share the store; while Degraded, this
+	// instance's failures are multiplied by it. Below 1 means 1.
+	FleetSize int
+	// FlushEvery is how often the loop sends this instance's new failures
+	// to Shared; 0 means 100ms.
+	FlushEvery time.Duration
+	// RefreshEvery is how often the loop reads the fleet's counts, in the
+	// same round trip as a flush; 0 means 500ms. A refresh takes the place
+	// of the flush of the first tick at least RefreshEvery−FlushEvery/2
+	// after the last refresh.
+	RefreshEvery time.Duration
+	// SyncTimeout bounds one round trip to Shared; 0 means 200ms.
+	SyncTimeout time.Duration
+	// Observe, when set, is called by the loop after each refresh with
+	// every flow's failures per second as Rate sees them (the fleet's), for
+	// the guardian_global_failures_per_second gauge. Without Shared it is
+	// called every RefreshEvery.
+	Observe func(flow string, perSecond float64)
+	// Logger receives a line when the view becomes degraded and when it
+	// recovers; nil means slog.Default().
+	Logger *slog.Logger
 }
 
 // Aggregate counts reported failures per flow over a sliding window and
 // keeps the in-force state of failure_rate rules.
 //
 // Each flow has a ring of Window/Bucket buckets holding cumulative counts,
-// so Add and Count take constant time whatever the window, and Add
-// allocates nothing once the flow has been seen. Counts are exact at bucket
-// boundaries; see Count for the error inside a bucket. An Aggregate is safe
-// for concurrent use; use New.
+// so Add and Count take constant time whatever the window, and neither
+// allocates once the flow has been seen; neither calls the store. Counts
+// are exact at bucket boundaries; see Count for the error inside a bucket,
+// and the package comment for the fleet's. An Aggregate is safe for
+// concurrent use; use New, and with a Shared store Start and Close.
 type Aggregate struct {
 	now    func() time.Time
 	bucket int64 // bucket width in nanoseconds
@@ -61,6 +149,8 @@ type Aggregate struct {
 	mu    sync.Mutex
 	flows atomic.Pointer[map[string]*series]
 	rules atomic.Pointer[map[string]*ruleState]
+
+	fleet
 }
 
 // New returns an Aggregate configured by cfg, with defaults for zero fields.
@@ -89,7 +179,28 @@ func New(cfg Config) *Aggregate {
 	a.size = int64(n) + 2
 	a.flows.Store(&map[string]*series{})
 	a.rules.Store(&map[string]*ruleState{})
+
+	f := &a.fleet
+	f.shared = cfg.Shared
+	f.id = rand.Text()
+	f.fleetSize = int64(max(cfg.FleetSize, 1))
+	f.flushEvery = orDefault(cfg.FlushEvery, defaultFlushEvery)
+	f.refreshEvery = orDefault(cfg.RefreshEvery, defaultRefreshEvery)
+	f.syncTimeout = orDefault(cfg.SyncTimeout, defaultSyncTimeout)
+	f.observe = cfg.Observe
+	f.log = cfg.Logger
+	if f.log == nil {
+		f.log = slog.Default()
+	}
 	return a
+}
+
+// orDefault returns d for a non-positive v.
+func orDefault(v, d time.Duration) time.Duration {
+	if v <= 0 {
+		return d
+	}
+	return v
 }
 
 // Window returns the longest span a count covers.
@@ -100,7 +211,8 @@ func (a *Aggregate) Bucket() time.Duration { return time.Duration(a.bucket) }
 
 // Add records n reported failures of flow now. A non-positive n is ignored.
 // Each flow seen keeps its own ring of buckets, so flow should be one of
-// the contract's few flows.
+// the contract's few flows. With a Shared store the failures reach the
+// other instances with the next flush.
 func (a *Aggregate) Add(flow string, n int64) {
 	if n <= 0 {
 		return
@@ -112,8 +224,18 @@ func (a *Aggregate) Add(flow string, n int64) {
 	s.mu.Unlock()
 }
 
+// Watch makes refreshes read flow over at least per (clamped to Window)
+// from now on, as a count over per would. Counts ask for what they need
+// themselves; watching the flows of the loaded failure_rate rules lets an
+// instance see the fleet before its first check.
+func (a *Aggregate) Watch(flow string, per time.Duration) {
+	a.series(flow).want(int64(min(per, a.window)))
+}
+
 // Count returns the failures of flows over the sliding window (now−per,
-// now], per clamped to Window; each flow should be listed once.
+// now], per clamped to Window; each flow should be listed once. With a
+// Shared store they are the fleet's failures (see the package comment for
+// how late they may be, and for the estimate while Degraded).
 //
 // Buckets fully inside the window count whole, the current one included.
 // The bucket straddling the window's start counts in proportion to the part
@@ -127,7 +249,8 @@ func (a *Aggregate) Count(flows []string, per time.Duration) int64 {
 }
 
 // Rate returns the failures per second of flow over the last 10s (or over
-// Window, if shorter), as Count estimates them.
+// Window, if shorter), as Count estimates them: the fleet's, with a Shared
+// store.
 func (a *Aggregate) Rate(flow string) float64 {
 	span := min(rateSpan, a.window)
 	return a.countAt([]string{flow}, span, a.now()) / span.Seconds()
@@ -179,9 +302,11 @@ func (a *Aggregate) Forget(keep []string) {
 	a.rules.Store(&next)
 }
 
-// Degraded reports whether counts lack part of the fleet. Counts are local
-// to this instance in this version, never partial, so it is always false.
-func (a *Aggregate) Degraded() bool { return false }
+// Degraded reports whether counts are an estimate because the last
+// exchange with the Shared store failed: the failures since the last good
+// refresh are this instance's multiplied by FleetSize. It is false again
+// after the next good refresh, and always false without a Shared store.
+func (a *Aggregate) Degraded() bool { return a.degraded.Load() }
 
 // ruleState is the hysteresis state of one failure_rate rule.
 type ruleState struct {
@@ -193,7 +318,10 @@ type ruleState struct {
 	calmSince time.Time
 }
 
-// countAt returns the weighted count of flows over (at−per, at].
+// countAt returns the weighted count of flows over (at−per, at]: this
+// instance's failures, the other instances' as last read, and while
+// degraded this instance's since the last good refresh once more for each
+// other instance of the fleet.
 func (a *Aggregate) countAt(flows []string, per time.Duration, at time.Time) float64 {
 	if per <= 0 {
 		return 0
@@ -201,24 +329,44 @@ func (a *Aggregate) countAt(flows []string, per time.Duration, at time.Time) flo
 	per = min(per, a.window)
 	end := at.UnixNano()
 	start := end - int64(per)
-	cur := a.bucketOf(end)
-	edge := a.bucketOf(start)
-	// The part of the edge bucket, (edge·w, (edge+1)·w], inside the window.
-	frac := float64((edge+1)*a.bucket-start) / float64(a.bucket)
-	m := *a.flows.Load()
+	cur, edge, frac := a.span(start, end)
+
+	// While degraded, the failures since the last good refresh are
+	// estimated: this instance's, once more for each other instance.
+	others, since := 0.0, int64(0)
+	if a.degraded.Load() {
+		others, since = float64(a.fleetSize-1), a.lastGood.Load()
+	}
 	var sum float64
 	for _, f := range flows {
-		s := m[f]
-		if s == nil {
-			continue
-		}
+		s := a.series(f)
+		s.want(int64(per))
 		s.mu.Lock()
-		whole := s.cumAt(cur) - s.cumAt(edge)
-		partial := s.cumAt(edge) - s.cumAt(edge-1)
+		local := s.weigh(cur, edge, frac)
+		sum += local
+		if others > 0 {
+			if since > start {
+				// All of them inside the window, counted exactly.
+				local = float64(s.total - s.goodTotal)
+			}
+			sum += others * local
+		}
 		s.mu.Unlock()
-		sum += float64(whole) + frac*float64(partial)
+		if v := s.fleet.Load(); v != nil {
+			sum += v.weigh(cur, edge, frac)
+		}
 	}
 	return sum
+}
+
+// span returns the buckets of the window (start, end]: cur holds end, edge
+// holds start, and frac is the part of edge, (edge·w, (edge+1)·w], inside
+// the window.
+func (a *Aggregate) span(start, end int64) (cur, edge int64, frac float64) {
+	cur = a.bucketOf(end)
+	edge = a.bucketOf(start)
+	frac = float64((edge+1)*a.bucket-start) / float64(a.bucket)
+	return cur, edge, frac
 }
 
 // bucketOf returns the bucket holding instant ns (Unix nanoseconds).
@@ -247,7 +395,7 @@ func (a *Aggregate) series(flow string) *series {
 	for f, s := range old {
 		next[f] = s
 	}
-	s := newSeries(a.size)
+	s := newSeries(a.size, int64(min(rateSpan, a.window)))
 	next[flow] = s
 	a.flows.Store(&next)
 	return s

@@ -255,6 +255,10 @@ func (e *Engine) globalRule(r *rules.Rule, trusted bool, d *Decision) {
 		}
 		return
 	}
+	if e.aggregate.Degraded() {
+		// The fleet's rate is an estimate from this instance's own count.
+		d.Degraded = true
+	}
 	if inForce {
 		e.metrics.RuleTrips.WithLabelValues(r.Name, string(rules.Enforce), string(r.Action)).Inc()
 		raise(d, r.Action, r.Name, 0)

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/guardian-sec/guardian/internal/aggregate"
+	"github.com/guardian-sec/guardian/internal/aggregate/redisagg"
 	"github.com/guardian-sec/guardian/internal/decisionlog"
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/failclosed"
@@ -112,6 +113,7 @@ func New(cfg Config) (*Server, error) {
 
 	st := cfg.Store
 	storeHealthy := func() bool { return true }
+	var shared aggregate.Shared
 	switch {
 	case st != nil:
 	case cfg.RedisURL != "":
@@ -120,8 +122,14 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("server: --redis-url: %w", err)
 		}
 		s.closers = append(s.closers, client.Close)
+		primary := redisstore.New(client, redisstore.Config{})
+		warm, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if err := primary.Warm(warm); err != nil {
+			s.log.Warn("redis not answering at start: the fallback decides until it does", "err", err)
+		}
+		cancel()
 		fc := failclosed.New(failclosed.Config{
-			Primary:   redisstore.New(client, redisstore.Config{}),
+			Primary:   primary,
 			Probe:     func(ctx context.Context) error { return client.Ping(ctx).Err() },
 			Timeout:   cfg.StoreTimeout,
 			FleetSize: cfg.FleetSize,
@@ -129,11 +137,21 @@ func New(cfg Config) (*Server, error) {
 			Logger:    s.log,
 		})
 		st, storeHealthy = fc, fc.Healthy
+		shared = redisagg.New(client)
 	default:
 		s.log.Warn("no --redis-url: limits live in this process only, correct for a single instance")
 		st = memstore.New(memstore.Config{})
 	}
-	s.agg = aggregate.New(aggregate.Config{Now: cfg.Now})
+	s.agg = aggregate.New(aggregate.Config{
+		Now:       cfg.Now,
+		Shared:    shared,
+		FleetSize: cfg.FleetSize,
+		Observe:   func(flow string, perSecond float64) { m.GlobalFailures.WithLabelValues(flow).Set(perSecond) },
+		Logger:    s.log,
+	})
+	s.trackGlobal(set)
+	// First among the closers: its last flush needs the Redis client.
+	s.closers = append([]func() error{s.agg.Close}, s.closers...)
 	s.engine = engine.New(engine.Config{
 		Rules:     &s.holder,
 		Store:     st,
@@ -183,6 +201,7 @@ func (s *Server) Start() error {
 	}
 	s.ln = ln
 	s.done = make(chan struct{})
+	s.agg.Start()
 	go func() {
 		defer close(s.done)
 		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -262,15 +281,26 @@ func (s *Server) applyRules(old, set *rules.Set) {
 	}
 	s.shadow.Sync(names)
 	if s.agg != nil {
-		var global []string
-		for i := range set.Rules {
-			if set.Rules[i].Type == rules.FailureRate {
-				global = append(global, set.Rules[i].Name)
-			}
-		}
-		s.agg.Forget(global)
+		s.trackGlobal(set)
 	}
 	s.holder.Store(set)
+}
+
+// trackGlobal keeps the aggregate's state of set's failure_rate rules only,
+// and has it read their flows from the fleet before the first check.
+func (s *Server) trackGlobal(set *rules.Set) {
+	var global []string
+	for i := range set.Rules {
+		r := &set.Rules[i]
+		if r.Type != rules.FailureRate {
+			continue
+		}
+		global = append(global, r.Name)
+		for _, f := range r.Flows {
+			s.agg.Watch(string(f), r.Per)
+		}
+	}
+	s.agg.Forget(global)
 }
 
 // sameRule reports whether old holds a rule identical to r, its position in

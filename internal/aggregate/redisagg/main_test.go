@@ -1,0 +1,144 @@
+package redisagg_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/guardian-sec/guardian/internal/aggregate"
+	"github.com/guardian-sec/guardian/internal/aggregate/redisagg"
+)
+
+func TestMain(m *testing.M) {
+	// testcontainers reads these once: no Ryuk sidecar (every container is
+	// terminated by its test), and mapped ports on the loopback address.
+	for k, v := range map[string]string{
+		"TESTCONTAINERS_RYUK_DISABLED": "true",
+		"TESTCONTAINERS_HOST_OVERRIDE": "127.0.0.1",
+	} {
+		if err := os.Setenv(k, v); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+	}
+	os.Exit(m.Run())
+}
+
+// t0 is on a bucket boundary.
+var t0 = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// clock is a settable clock, safe for concurrent use.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: t0} }
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// at sets the clock to t0+d.
+func (c *clock) at(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t0.Add(d)
+}
+
+// newAgg returns an Aggregate with 1s buckets over a minute, sharing
+// through c, watching login over a minute.
+func newAgg(c redis.UniversalClient, clk *clock, fleetSize int) *aggregate.Aggregate {
+	a := aggregate.New(aggregate.Config{Now: clk.now, Bucket: time.Second, Window: time.Minute,
+		Shared: redisagg.New(c), FleetSize: fleetSize, Logger: quiet})
+	a.Watch("login", time.Minute)
+	return a
+}
+
+// commandStats returns how many times each command ran on n, from INFO
+// commandstats; commands a script runs count too.
+func commandStats(tb testing.TB, n *redis.Client) map[string]int64 {
+	tb.Helper()
+	info, err := n.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		tb.Fatalf("INFO commandstats: %v", err)
+	}
+	out := map[string]int64{}
+	for line := range strings.SplitSeq(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
+		v, err := strconv.ParseInt(calls, 10, 64)
+		if err != nil {
+			tb.Fatalf("INFO commandstats line %q: %v", line, err)
+		}
+		out[strings.TrimPrefix(name, "cmdstat_")] = v
+	}
+	return out
+}
+
+// ran returns the commands run between two commandStats, INFO aside, and
+// how many of them were script calls.
+func ran(before, after map[string]int64) (cmds, calls int64) {
+	for name, n := range after {
+		if name == "info" {
+			continue
+		}
+		d := n - before[name]
+		cmds += d
+		if name == "evalsha" || name == "eval" {
+			calls += d
+		}
+	}
+	return cmds, calls
+}
+
+// drive reports rate failures of login a second to a for d of simulated
+// time from t0, flushing every 100ms and refreshing every 500ms as the
+// loop does; it returns how many failures it reported.
+func drive(tb testing.TB, a *aggregate.Aggregate, clk *clock, rate int, d time.Duration) int {
+	tb.Helper()
+	step := time.Second / time.Duration(rate)
+	n := 0
+	for at := step; at <= d; at += step {
+		clk.at(at)
+		a.Add("login", 1)
+		n++
+		tick(tb, a, at, step)
+	}
+	return n
+}
+
+// tick runs the flush or refresh due at simulated time at, if a tick of
+// 100ms fell in (at−step, at].
+func tick(tb testing.TB, a *aggregate.Aggregate, at, step time.Duration) {
+	tb.Helper()
+	const flushEvery = 100 * time.Millisecond
+	if at/flushEvery == (at-step)/flushEvery {
+		return
+	}
+	var err error
+	if at/flushEvery%5 == 0 {
+		err = a.Refresh(context.Background())
+	} else {
+		err = a.Flush(context.Background())
+	}
+	if err != nil {
+		tb.Fatalf("sync at t0+%v: %v", at, err)
+	}
+}
