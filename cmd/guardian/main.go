@@ -66,14 +66,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return exitUsage
 }
 
-// keyFlags are the signing-key flags serve and token share.
+// keyFlags are a secret's pair of flags, --NAME and --NAME-file.
 type keyFlags struct {
-	key, keyFile string
+	name, key, keyFile string
 }
 
-func (k *keyFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&k.key, "signing-key", "", "secret (at least 32 bytes) for service tokens, attempt ids and device tokens; empty: development mode with an ephemeral key")
-	fs.StringVar(&k.keyFile, "signing-key-file", "", "file holding the signing key")
+func (k *keyFlags) register(fs *flag.FlagSet, name, usage string) {
+	k.name = name
+	fs.StringVar(&k.key, name, "", usage)
+	fs.StringVar(&k.keyFile, name+"-file", "", "file holding the "+strings.ReplaceAll(name, "-", " "))
 }
 
 // load returns the configured key, or ok=false when none is configured.
@@ -81,7 +82,7 @@ func (k *keyFlags) load() (key secret.Key, ok bool, err error) {
 	raw := k.key
 	if k.keyFile != "" {
 		if raw != "" {
-			return secret.Key{}, false, errors.New("set --signing-key or --signing-key-file, not both")
+			return secret.Key{}, false, fmt.Errorf("set --%s or --%s-file, not both", k.name, k.name)
 		}
 		b, err := os.ReadFile(k.keyFile)
 		if err != nil {
@@ -93,8 +94,13 @@ func (k *keyFlags) load() (key secret.Key, ok bool, err error) {
 		return secret.Key{}, false, nil
 	}
 	key, err = secret.New([]byte(raw))
-	return key, err == nil, err
+	if err != nil {
+		return secret.Key{}, false, fmt.Errorf("--%s: %w", k.name, err)
+	}
+	return key, true, nil
 }
+
+const signingKeyUsage = "secret (at least 32 bytes) for service tokens, attempt ids and device tokens; empty: development mode with an ephemeral key"
 
 // parse parses args into fs, then fills every flag not given on the command
 // line from its environment variable (--redis-url ⇔ GUARDIAN_REDIS_URL): a
@@ -134,12 +140,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	fs := flag.NewFlagSet("guardian serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg server.Config
-	var keys keyFlags
+	var keys, previousKey, hashKey keyFlags
 	var logFormat, decisionLog string
 	fs.StringVar(&cfg.Addr, "addr", ":8080", "listen address")
 	fs.StringVar(&cfg.RulesPath, "rules", "", "rules file (YAML); empty: the built-in default rules")
 	fs.StringVar(&cfg.RedisURL, "redis-url", "", "the security store: redis://host:port/db, rediss://…, or host:port,host:port,… for Redis Cluster; empty: embedded in-memory store (one instance only)")
-	keys.register(fs)
+	keys.register(fs, "signing-key", signingKeyUsage)
+	previousKey.register(fs, "previous-signing-key", "during a key rotation, the signing key being replaced: what it signed still verifies; never used to sign")
+	hashKey.register(fs, "hash-key", "secret (at least 32 bytes) that keys the hashes of accounts, addresses and recipients; empty: derived from the signing key. Set it to rotate the signing key without resetting every limit")
 	fs.DurationVar(&cfg.StoreTimeout, "store-timeout", 5*time.Millisecond, "deadline of one store call")
 	fs.IntVar(&cfg.FleetSize, "fleet-size", 1, "how many guardian instances share the store; the local fallback divides limits by it")
 	fs.StringVar(&logFormat, "log-format", "json", "log format: json or text")
@@ -184,6 +192,18 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		fmt.Fprintf(stderr, "\n  development token (scope admin, also valid for check, 24h):\n  %s\n\n", tok)
 	}
 	cfg.SigningKey = key
+	if prev, ok, err := previousKey.load(); err != nil {
+		fmt.Fprintln(stderr, "guardian:", err)
+		return exitUsage
+	} else if ok {
+		cfg.PreviousSigningKeys = []secret.Key{prev}
+	}
+	if hk, ok, err := hashKey.load(); err != nil {
+		fmt.Fprintln(stderr, "guardian:", err)
+		return exitUsage
+	} else if ok {
+		cfg.HashKey = hk
+	}
 	cfg.Logger = log
 	switch decisionLog {
 	case "":
@@ -242,7 +262,7 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	var keys keyFlags
 	var scope, subject string
 	var ttl time.Duration
-	keys.register(fs)
+	keys.register(fs, "signing-key", signingKeyUsage)
 	fs.StringVar(&scope, "scope", "", "token scope: check or admin (required)")
 	fs.DurationVar(&ttl, "ttl", 24*time.Hour, "how long the token is valid")
 	fs.StringVar(&subject, "subject", "guardian-cli", "who the token is for (shown in admin audit logs)")

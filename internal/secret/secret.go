@@ -40,6 +40,9 @@ func Generate() Key {
 	return Key{b: b}
 }
 
+// IsZero reports whether k is the zero Key, which holds no secret.
+func (k Key) IsZero() bool { return len(k.b) == 0 }
+
 // Derive returns a 32-byte key for one purpose (HKDF-SHA256 with the purpose
 // as info). Different purposes give unrelated keys.
 func (k Key) Derive(purpose string) []byte {

@@ -45,8 +45,16 @@ type Config struct {
 	// RedisURL selects the Redis store; empty uses the embedded store.
 	RedisURL string
 	// SigningKey signs service tokens, attempt ids and device tokens, and
-	// keys the hashes of identifiers. Required.
+	// keys the hashes of identifiers unless HashKey is set. Required.
 	SigningKey secret.Key
+	// PreviousSigningKeys are signing keys being rotated out: what they
+	// signed still verifies; nothing is signed with them.
+	PreviousSigningKeys []secret.Key
+	// HashKey keys the hashes of accounts, addresses and recipients, the
+	// names of every key in the store and the decision log's pseudonyms.
+	// The zero Key derives it from SigningKey; a HashKey of its own lets the
+	// signing key rotate without resetting every limit.
+	HashKey secret.Key
 	// StoreTimeout is the deadline of one store call (default 5ms).
 	StoreTimeout time.Duration
 	// FleetSize is how many instances share the store (default 1).
@@ -97,6 +105,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.HashKey.IsZero() {
+		cfg.HashKey = cfg.SigningKey
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry(), shadow: shadow.NewBook()}
 	if s.log == nil {
@@ -155,9 +166,9 @@ func New(cfg Config) (*Server, error) {
 	s.engine = engine.New(engine.Config{
 		Rules:     &s.holder,
 		Store:     st,
-		Hasher:    keys.NewHasher(cfg.SigningKey),
-		Attempts:  tokens.NewAttempts(cfg.SigningKey),
-		Devices:   tokens.NewDevices(cfg.SigningKey, 0),
+		Hasher:    keys.NewHasher(cfg.HashKey),
+		Attempts:  tokens.NewAttempts(cfg.SigningKey, cfg.PreviousSigningKeys...),
+		Devices:   tokens.NewDevices(cfg.SigningKey, 0, cfg.PreviousSigningKeys...),
 		Aggregate: s.agg,
 		Shadow:    s.shadow,
 		Metrics:   m,
@@ -165,13 +176,13 @@ func New(cfg Config) (*Server, error) {
 	})
 	var decider httpapi.Decider = s.engine
 	if cfg.DecisionLog != nil {
-		dl := decisionlog.New(decisionlog.Config{Out: cfg.DecisionLog, Key: cfg.SigningKey, Logger: s.log, Registerer: s.registry})
+		dl := decisionlog.New(decisionlog.Config{Out: cfg.DecisionLog, Key: cfg.HashKey, Logger: s.log, Registerer: s.registry})
 		s.closers = append(s.closers, dl.Close)
 		decider = decisionlog.Wrap(s.engine, dl)
 	}
 	s.api = httpapi.New(httpapi.Config{
 		Engine:       decider,
-		Tokens:       tokens.NewService(cfg.SigningKey),
+		Tokens:       tokens.NewService(cfg.SigningKey, cfg.PreviousSigningKeys...),
 		Shadow:       s.shadow,
 		Reload:       s.Reload,
 		StoreHealthy: storeHealthy,

@@ -102,21 +102,32 @@ type Attempts struct {
 // attemptState is one HMAC with scratch space, reused through the pool.
 type attemptState struct {
 	mac hash.Hash
-	raw []byte // the binary record
-	txt []byte // its base64url form
-	sum [sha256.Size]byte
+	// previous verify ids sealed under previous signing keys.
+	previous []hash.Hash
+	raw      []byte // the binary record
+	txt      []byte // its base64url form
+	sum      [sha256.Size]byte
 }
 
-// NewAttempts returns an Attempts keyed from k.
-func NewAttempts(k secret.Key) *Attempts {
+// NewAttempts returns an Attempts keyed from k. Ids sealed under a previous
+// signing key still open, for the grace period of a key rotation.
+func NewAttempts(k secret.Key, previous ...secret.Key) *Attempts {
 	key := k.Derive(attemptPurpose)
+	var old [][]byte
+	for _, p := range previous {
+		old = append(old, p.Derive(attemptPurpose))
+	}
 	a := &Attempts{}
 	a.pool.New = func() any {
-		return &attemptState{
+		st := &attemptState{
 			mac: hmac.New(sha256.New, key),
 			raw: make([]byte, 0, maxRawAttempt+attemptTagLen),
 			txt: make([]byte, 0, MaxAttemptLen+4),
 		}
+		for _, k := range old {
+			st.previous = append(st.previous, hmac.New(sha256.New, k))
+		}
+		return st
 	}
 	return a
 }
@@ -227,9 +238,7 @@ func (a *Attempts) Open(token string, now time.Time) (Attempt, error) {
 	}
 	raw = raw[:n]
 	payload, tag := raw[:n-attemptTagLen], raw[n-attemptTagLen:]
-	st.mac.Reset()
-	st.mac.Write(payload)
-	if !hmac.Equal(st.mac.Sum(st.sum[:0])[:attemptTagLen], tag) {
+	if !st.verify(payload, tag) {
 		return Attempt{}, errAttemptTag
 	}
 
@@ -367,6 +376,28 @@ func (st *attemptState) tag(b []byte) []byte {
 	st.mac.Reset()
 	st.mac.Write(b)
 	return append(b, st.mac.Sum(st.sum[:0])[:attemptTagLen]...)
+}
+
+// verify reports whether tag is the truncated HMAC of payload under the
+// current key or a previous one.
+func (st *attemptState) verify(payload, tag []byte) bool {
+	if st.matches(st.mac, payload, tag) {
+		return true
+	}
+	for _, mac := range st.previous {
+		if st.matches(mac, payload, tag) {
+			return true
+		}
+	}
+	return false
+}
+
+// matches compares tag with the truncated HMAC of payload under mac, in
+// constant time.
+func (st *attemptState) matches(mac hash.Hash, payload, tag []byte) bool {
+	mac.Reset()
+	mac.Write(payload)
+	return hmac.Equal(mac.Sum(st.sum[:0])[:attemptTagLen], tag)
 }
 
 // keep holds on to grown scratch buffers for the next use.

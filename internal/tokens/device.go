@@ -49,7 +49,9 @@ type Devices struct {
 
 // NewDevices returns a Devices signing with a key derived from k, issuing
 // tokens valid for ttl, or DefaultDeviceTTL when ttl is not positive.
-func NewDevices(k secret.Key, ttl time.Duration) *Devices {
+// Tokens signed under a previous signing key still verify, for the grace
+// period of a key rotation.
+func NewDevices(k secret.Key, ttl time.Duration, previous ...secret.Key) *Devices {
 	if ttl <= 0 {
 		ttl = DefaultDeviceTTL
 	}
@@ -62,7 +64,7 @@ func NewDevices(k secret.Key, ttl time.Duration) *Devices {
 		badSub:  wrap(ErrInvalidDevice, "issued to another account"),
 		badDID:  wrap(ErrInvalidDevice, "malformed device id"),
 	}
-	d.keyFunc = func(*jwt.Token) (any, error) { return d.key, nil }
+	d.keyFunc = keyFunc(devicePurpose, d.key, previous)
 	return d
 }
 

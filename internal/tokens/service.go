@@ -51,8 +51,10 @@ type Service struct {
 	cache   verified
 }
 
-// NewService returns a Service signing with a key derived from k.
-func NewService(k secret.Key) *Service {
+// NewService returns a Service signing with a key derived from k. Tokens
+// signed under a previous signing key still verify, for the grace period of
+// a key rotation.
+func NewService(k secret.Key, previous ...secret.Key) *Service {
 	s := &Service{
 		key:     k.Derive(servicePurpose),
 		parser:  newParser(),
@@ -61,7 +63,7 @@ func NewService(k secret.Key) *Service {
 		badScp:  wrap(ErrInvalidToken, "bad scope"),
 		cache:   verified{max: maxCached, m: make(map[string]cacheEntry)},
 	}
-	s.keyFunc = func(*jwt.Token) (any, error) { return s.key, nil }
+	s.keyFunc = keyFunc(servicePurpose, s.key, previous)
 	return s
 }
 

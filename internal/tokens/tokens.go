@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/guardian-sec/guardian/internal/secret"
 )
 
 // Scope is what a service token may call.
@@ -85,6 +87,21 @@ var alg = jwt.SigningMethodHS256
 // maxJWTLen bounds a JWT before any decoding; guardian's own are a few
 // hundred bytes.
 const maxJWTLen = 4 << 10
+
+// keyFunc returns the JWT key function of one purpose: tokens signed with
+// the key derived from current verify, and during a key rotation so do
+// those signed with the key derived from any previous signing key. New
+// tokens are always signed with current's.
+func keyFunc(purpose string, current []byte, previous []secret.Key) jwt.Keyfunc {
+	if len(previous) == 0 {
+		return func(*jwt.Token) (any, error) { return current, nil }
+	}
+	set := jwt.VerificationKeySet{Keys: []jwt.VerificationKey{current}}
+	for _, k := range previous {
+		set.Keys = append(set.Keys, k.Derive(purpose))
+	}
+	return func(*jwt.Token) (any, error) { return set, nil }
+}
 
 // newParser returns the JWT parser guardian uses: HS256 only, strict
 // base64. Claims are checked by the callers against an explicit now. A

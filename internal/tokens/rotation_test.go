@@ -1,0 +1,71 @@
+package tokens
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/guardian-sec/guardian/internal/secret"
+)
+
+// TestRotation: during a key rotation, what was signed under the previous
+// key still verifies; new tokens are signed under the current key only, and
+// without the previous key configured the old ones are refused.
+func TestRotation(t *testing.T) {
+	oldKey, err := secret.New([]byte("guardian-old-signing-key-0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	newKey, err := secret.New([]byte("guardian-new-signing-key-0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+
+	t.Run("service tokens", func(t *testing.T) {
+		old, err := NewService(oldKey).Issue(ScopeAdmin, "ops", time.Hour, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := NewService(newKey, oldKey).Verify(old, now); err != nil {
+			t.Fatalf("old token during the grace period: %v", err)
+		}
+		if _, err := NewService(newKey).Verify(old, now); !errors.Is(err, ErrInvalidToken) {
+			t.Fatalf("old token after the grace period: %v, want ErrInvalidToken", err)
+		}
+		fresh, err := NewService(newKey, oldKey).Issue(ScopeCheck, "ops", time.Hour, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := NewService(oldKey).Verify(fresh, now); err == nil {
+			t.Fatal("a token issued during the rotation verifies under the previous key alone")
+		}
+	})
+
+	t.Run("attempt ids", func(t *testing.T) {
+		id, err := NewAttempts(oldKey).Seal(Attempt{Issued: now, Flow: "login"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := NewAttempts(newKey, oldKey).Open(id, now); err != nil {
+			t.Fatalf("old attempt id during the grace period: %v", err)
+		}
+		if _, err := NewAttempts(newKey).Open(id, now); !errors.Is(err, ErrInvalidAttempt) {
+			t.Fatalf("old attempt id after the grace period: %v, want ErrInvalidAttempt", err)
+		}
+	})
+
+	t.Run("device tokens", func(t *testing.T) {
+		tok, id, err := NewDevices(oldKey, 0).Issue("acct", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := NewDevices(newKey, 0, oldKey).Verify(tok, "acct", now)
+		if err != nil || got != id {
+			t.Fatalf("old device token during the grace period: %q, %v", got, err)
+		}
+		if _, err := NewDevices(newKey, 0).Verify(tok, "acct", now); !errors.Is(err, ErrInvalidDevice) {
+			t.Fatalf("old device token after the grace period: %v, want ErrInvalidDevice", err)
+		}
+	})
+}
