@@ -336,7 +336,10 @@ func raise(d *Decision, action rules.Action, rule string, retry time.Duration) {
 	if action == rules.Slow {
 		// A slow always names a wait; a rule that knows none (a failure
 		// rate) asks for a second.
-		d.RetryAfter = max(retry, time.Second)
+		d.RetryAfter = retry
+		if retry <= 0 {
+			d.RetryAfter = time.Second
+		}
 	}
 }
 
