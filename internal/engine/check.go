@@ -243,6 +243,12 @@ func (e *Engine) globalRule(r *rules.Rule, trusted bool, d *Decision) {
 		flows = append(flows, string(f))
 	}
 	inForce, _ := e.aggregate.InForce(r.Name, flows, r.Per, r.Limit, r.Hysteresis)
+	g := e.metrics.FailureRateInForce.WithLabelValues(r.Name, string(r.Mode))
+	if inForce {
+		g.Set(1)
+	} else {
+		g.Set(0)
+	}
 	var tripped rules.Action
 	if inForce {
 		tripped = r.Action

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/guardian-sec/guardian/internal/aggregate"
 	"github.com/guardian-sec/guardian/internal/engine"
@@ -24,7 +25,8 @@ var t0 = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 
 // harness is an engine on the embedded store with one clock for everything.
 type harness struct {
-	eng   *engine.Engine
+	eng     *engine.Engine
+	metrics *metrics.Metrics
 	clock *storetest.Clock
 	book  *shadow.Book
 	agg   *aggregate.Aggregate
@@ -58,6 +60,7 @@ func newHarnessSet(tb testing.TB, set *rules.Set) *harness {
 	}
 	book.Sync(shadowRules)
 	agg := aggregate.New(aggregate.Config{Now: clock.Now})
+	m := metrics.New(prometheus.NewRegistry())
 	eng := engine.New(engine.Config{
 		Rules:     &holder,
 		Store:     memstore.New(memstore.Config{Now: clock.Now}),
@@ -66,10 +69,10 @@ func newHarnessSet(tb testing.TB, set *rules.Set) *harness {
 		Devices:   tokens.NewDevices(key, 0),
 		Aggregate: agg,
 		Shadow:    book,
-		Metrics:   metrics.New(prometheus.NewRegistry()),
+		Metrics:   m,
 		Now:       clock.Now,
 	})
-	return &harness{eng: eng, clock: clock, book: book, agg: agg}
+	return &harness{eng: eng, metrics: m, clock: clock, book: book, agg: agg}
 }
 
 func (h *harness) check(tb testing.TB, req engine.CheckRequest) engine.Decision {
@@ -232,6 +235,9 @@ rules:
 	if d := h.check(t, req); d.Action != rules.Challenge || d.Rule != "stuffing" {
 		t.Fatalf("untrusted check after 4 failures = %s by %s, want challenge by stuffing", d.Action, d.Rule)
 	}
+	if got := testutil.ToFloat64(h.metrics.FailureRateInForce.WithLabelValues("stuffing", "enforce")); got != 1 {
+		t.Fatalf("guardian_failure_rate_in_force = %v while in force, want 1", got)
+	}
 	trusted := req
 	trusted.DeviceToken = out.DeviceToken
 	if d := h.check(t, trusted); d.Action != rules.Allow {
@@ -250,6 +256,9 @@ rules:
 	h.clock.Advance(time.Millisecond)
 	if d := h.check(t, req); d.Action != rules.Allow {
 		t.Fatalf("after the hysteresis = %s, want allow", d.Action)
+	}
+	if got := testutil.ToFloat64(h.metrics.FailureRateInForce.WithLabelValues("stuffing", "enforce")); got != 0 {
+		t.Fatalf("guardian_failure_rate_in_force = %v after the hysteresis, want 0", got)
 	}
 }
 

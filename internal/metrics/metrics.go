@@ -32,6 +32,9 @@ type Metrics struct {
 	GlobalFailures *prometheus.GaugeVec
 	// Reports counts reports by outcome.
 	Reports *prometheus.CounterVec
+	// FailureRateInForce is 1 while a failure_rate rule is in force (its
+	// hysteresis included), by rule and mode.
+	FailureRateInForce *prometheus.GaugeVec
 }
 
 // New registers guardian's metrics on reg.
@@ -71,5 +74,9 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "guardian_reports_total",
 			Help: "Reports recorded, by outcome.",
 		}, []string{"outcome"}),
+		FailureRateInForce: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "guardian_failure_rate_in_force",
+			Help: "1 while a failure_rate rule is in force, hysteresis included, by rule and mode; else 0.",
+		}, []string{"rule", "mode"}),
 	}
 }
