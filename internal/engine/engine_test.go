@@ -27,9 +27,9 @@ var t0 = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 type harness struct {
 	eng     *engine.Engine
 	metrics *metrics.Metrics
-	clock *storetest.Clock
-	book  *shadow.Book
-	agg   *aggregate.Aggregate
+	clock   *storetest.Clock
+	book    *shadow.Book
+	agg     *aggregate.Aggregate
 }
 
 func newHarness(tb testing.TB, rulesYAML string) *harness {
