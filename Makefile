@@ -7,7 +7,7 @@ STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 export TESTCONTAINERS_RYUK_DISABLED := true
 export TESTCONTAINERS_HOST_OVERRIDE := 127.0.0.1
 
-.PHONY: run build test test-unit lint bench fuzz image redis-image tools clean
+.PHONY: run build test test-unit lint bench bench-load fuzz image redis-image tools clean
 
 ## run: the service on the embedded store, in development mode (nothing else to install)
 run:
@@ -37,6 +37,12 @@ $(STATICCHECK):
 ## bench: the Go micro-benchmarks, with allocations
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+## bench-load: the load benchmark against its own Redis and guardian on 127.0.0.1
+## (LOAD_FLAGS: e.g. --json, --pprof DIR, --store-timeout 100ms)
+LOAD_FLAGS ?=
+bench-load:
+	$(GO) run ./test/load $(LOAD_FLAGS)
 
 ## fuzz: a short run of every fuzz target (FUZZTIME each)
 FUZZTIME ?= 15s

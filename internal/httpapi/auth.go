@@ -31,7 +31,11 @@ func (a *API) authorize(need tokens.Scope) gin.HandlerFunc {
 			a.abort(c, newError(http.StatusForbidden, "forbidden", "token scope "+string(claims.Scope)+" does not allow this call"))
 			return
 		}
-		c.Set(claimsKey, claims)
+		if need == tokens.ScopeAdmin {
+			// Only admin calls are audited by subject; the decision API
+			// skips the per-request context map.
+			c.Set(claimsKey, claims)
+		}
 		c.Next()
 	}
 }

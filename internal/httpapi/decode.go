@@ -8,14 +8,28 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/gin-gonic/gin"
 )
 
 // decode reads the request body into v strictly: the body must be one JSON
 // object of v's fields and nothing else. Errors are *apiError values.
+//
+// A body that is a flat object of plain members, the shape every client
+// sends, is read by parseFlat without reflection; anything else, valid or
+// not, goes through encoding/json, which decides what the body means and
+// which error it gets. Both read the same bodies the same way (a fuzz test
+// holds them to it), so the fast path changes no answer.
 func decode(c *gin.Context, v any) error {
-	body, err := io.ReadAll(c.Request.Body)
+	bp := bodies.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= maxPooledBody {
+			bodies.Put(bp)
+		}
+	}()
+	body, err := readBody(c.Request.Body, (*bp)[:0])
+	*bp = body
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -23,6 +37,17 @@ func decode(c *gin.Context, v any) error {
 		}
 		return newError(http.StatusBadRequest, "invalid_json", "body: could not be read")
 	}
+	if t, ok := v.(flatTarget); ok {
+		if parseFlat(string(body), t) {
+			return nil
+		}
+		t.reset()
+	}
+	return decodeJSON(body, v)
+}
+
+// decodeJSON is decode's encoding/json path.
+func decodeJSON(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -32,6 +57,33 @@ func decode(c *gin.Context, v any) error {
 		return newError(http.StatusBadRequest, "invalid_json", "body: more than one JSON value")
 	}
 	return nil
+}
+
+// maxPooledBody is the largest body buffer decode keeps for reuse; the rare
+// larger body gets a buffer of its own.
+const maxPooledBody = 4 << 10
+
+// bodies holds request body buffers for reuse.
+var bodies = sync.Pool{New: func() any {
+	b := make([]byte, 0, 1<<10)
+	return &b
+}}
+
+// readBody appends all of r to b.
+func readBody(r io.Reader, b []byte) ([]byte, error) {
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
 }
 
 // decodeError maps an encoding/json error to the contract's codes.

@@ -12,6 +12,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/shadow"
 )
 
+// checkRequest is the body of /v1/check; a nil field was absent (or null).
 type checkRequest struct {
 	Flow        *string `json:"flow"`
 	Account     *string `json:"account"`
@@ -19,28 +20,17 @@ type checkRequest struct {
 	Recipient   *string `json:"recipient"`
 	DeviceToken *string `json:"device_token"`
 	Cost        *int64  `json:"cost"`
+
+	// slots and cost hold what the fields point at when parseFlat read the
+	// body.
+	slots [5]string
+	cost  int64
 }
 
 type limitJSON struct {
 	Rule      string `json:"rule"`
 	Remaining int64  `json:"remaining"`
 	ResetMS   int64  `json:"reset_ms"`
-}
-
-type shadowJSON struct {
-	Rule         string `json:"rule"`
-	Decision     string `json:"decision"`
-	RetryAfterMS int64  `json:"retry_after_ms"`
-}
-
-type checkResponse struct {
-	Decision     string       `json:"decision"`
-	Rule         string       `json:"rule,omitempty"`
-	RetryAfterMS int64        `json:"retry_after_ms"`
-	AttemptID    string       `json:"attempt_id,omitempty"`
-	Degraded     bool         `json:"degraded"`
-	Limits       []limitJSON  `json:"limits"`
-	Shadow       []shadowJSON `json:"shadow"`
 }
 
 // millis is d in whole milliseconds, rounded up.
@@ -72,33 +62,62 @@ func (a *API) check(c *gin.Context) {
 		a.abort(c, err)
 		return
 	}
-	resp := checkResponse{
-		Decision:     string(d.Action),
-		Rule:         d.Rule,
-		RetryAfterMS: millis(d.RetryAfter),
-		AttemptID:    d.AttemptID,
-		Degraded:     d.Degraded,
-		Limits:       limitsJSON(d.Limits),
-		Shadow:       make([]shadowJSON, len(d.Shadow)),
-	}
-	for i, s := range d.Shadow {
-		resp.Shadow[i] = shadowJSON{Rule: s.Rule, Decision: string(s.Action), RetryAfterMS: millis(s.RetryAfter)}
-	}
-	h := c.Writer.Header()
-	if q := d.Quota; q != nil {
-		name := strconv.Quote(q.Rule)
-		h.Set("RateLimit-Policy", name+";q="+strconv.FormatInt(q.Burst, 10)+";w="+strconv.FormatInt(seconds(q.Window), 10))
-		h.Set("RateLimit", name+";r="+strconv.FormatInt(q.Remaining, 10)+";t="+strconv.FormatInt(seconds(q.Reset), 10))
-	}
 	status := http.StatusOK
-	switch d.Action {
-	case rules.Slow:
-		h.Set("Retry-After", strconv.FormatInt(seconds(d.RetryAfter), 10))
-		status = http.StatusTooManyRequests
-	case rules.Block:
+	if d.Action == rules.Slow || d.Action == rules.Block {
 		status = http.StatusTooManyRequests
 	}
-	c.JSON(status, resp)
+	setCheckHeaders(c.Writer.Header(), &d)
+	writeAnswer(c, status, func(b []byte) []byte { return appendCheck(b, &d) })
+}
+
+// The headers of a check answer, in the canonical form net/http keeps them
+// in, so that setting them costs no canonicalisation.
+const (
+	hdrPolicy     = "Ratelimit-Policy"
+	hdrRateLimit  = "Ratelimit"
+	hdrRetryAfter = "Retry-After"
+)
+
+// setCheckHeaders sets the rate-limit headers of the most constraining rate
+// rule, when one applied, and Retry-After on slow. The values share one
+// string and one slice, so the headers cost two allocations.
+func setCheckHeaders(h http.Header, d *engine.Decision) {
+	q, slow := d.Quota, d.Action == rules.Slow
+	if q == nil && !slow {
+		return
+	}
+	var buf [160]byte
+	b := buf[:0]
+	var ends [3]int
+	if q != nil {
+		// "<rule>";q=<burst>;w=<window s>, then "<rule>";r=<remaining>;t=<reset s>
+		b = strconv.AppendQuote(b, q.Rule)
+		b = append(b, ";q="...)
+		b = strconv.AppendInt(b, q.Burst, 10)
+		b = append(b, ";w="...)
+		b = strconv.AppendInt(b, seconds(q.Window), 10)
+		ends[0] = len(b)
+		b = strconv.AppendQuote(b, q.Rule)
+		b = append(b, ";r="...)
+		b = strconv.AppendInt(b, q.Remaining, 10)
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, seconds(q.Reset), 10)
+		ends[1] = len(b)
+	}
+	if slow {
+		b = strconv.AppendInt(b, seconds(d.RetryAfter), 10)
+	}
+	ends[2] = len(b)
+	s := string(b)
+	vals := make([]string, 3)
+	if q != nil {
+		vals[0], vals[1] = s[:ends[0]], s[ends[0]:ends[1]]
+		h[hdrPolicy], h[hdrRateLimit] = vals[0:1:1], vals[1:2:2]
+	}
+	if slow {
+		vals[2] = s[ends[1]:ends[2]]
+		h[hdrRetryAfter] = vals[2:3:3]
+	}
 }
 
 // checkFromBody decodes and checks the shape of a check request; the engine
@@ -149,9 +168,12 @@ func truncate(s string) string {
 	return s[:n] + "…"
 }
 
+// reportRequest is the body of /v1/report.
 type reportRequest struct {
 	AttemptID *string `json:"attempt_id"`
 	Outcome   *string `json:"outcome"`
+
+	slots [2]string // what the fields point at when parseFlat read the body
 }
 
 func (a *API) report(c *gin.Context) {
@@ -180,11 +202,7 @@ func (a *API) report(c *gin.Context) {
 		a.abort(c, err)
 		return
 	}
-	resp := gin.H{"recorded": true}
-	if res.DeviceToken != "" {
-		resp["device_token"] = res.DeviceToken
-	}
-	c.JSON(http.StatusOK, resp)
+	writeAnswer(c, http.StatusOK, func(b []byte) []byte { return appendReport(b, &res) })
 }
 
 type rulesResponse struct {
@@ -239,8 +257,11 @@ func (a *API) accountStatus(c *gin.Context) {
 	})
 }
 
+// resetRequest is the body of /v1/accounts/reset.
 type resetRequest struct {
 	Account *string `json:"account"`
+
+	slot string // what Account points at when parseFlat read the body
 }
 
 func (a *API) accountReset(c *gin.Context) {

@@ -35,6 +35,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -221,8 +222,10 @@ func (s *Store) run(ctx context.Context, mode string, ops []store.Op, res []stor
 			return nil
 		}
 	}
-	keys, args := encodeOps(mode, now, ops)
-	reply, err := doScript.Run(ctx, s.c, keys, args...).Result()
+	b := batches.Get().(*batch)
+	b.keys, b.args = appendOps(b.keys, b.args, mode, now, ops)
+	reply, err := doScript.Run(ctx, s.c, b.keys, b.args...).Result()
+	b.release()
 	if err == nil {
 		err = parseResults(reply, res)
 	}
@@ -442,28 +445,67 @@ func givebackArgs(now any, entries []giveback, args []any) []any {
 	return args
 }
 
+// The do script's string arguments, boxed once: an interface holding a
+// string variable costs an allocation each time it is made.
+var (
+	argDo, argPeek                 any = "do", "peek"
+	argRate, argCounter            any = "r", "c"
+	argEnforce, argSoft, argShadow any = "enforce", "soft", "shadow"
+)
+
 // encodeOps builds the do script's KEYS and ARGV for ops.
 func encodeOps(mode string, now any, ops []store.Op) ([]string, []any) {
-	keys := make([]string, len(ops))
-	args := make([]any, 0, 2+7*len(ops))
-	args = append(args, mode, now)
+	return appendOps(make([]string, 0, len(ops)), make([]any, 0, 2+7*len(ops)), mode, now, ops)
+}
+
+// appendOps appends the do script's KEYS and ARGV for ops to keys and args.
+func appendOps(keys []string, args []any, mode string, now any, ops []store.Op) ([]string, []any) {
+	m := argDo
+	if mode != "do" {
+		m = argPeek
+	}
+	args = append(args, m, now)
 	for i := range ops {
 		op := &ops[i]
-		keys[i] = op.Key
-		kind, role := "c", "enforce"
+		keys = append(keys, op.Key)
+		kind, role := argCounter, argEnforce
 		if op.Kind == store.Rate {
-			kind = "r"
+			kind = argRate
 		}
 		switch {
 		case op.Shadow:
-			role = "shadow"
+			role = argShadow
 		case op.Soft:
-			role = "soft"
+			role = argSoft
 		}
 		p := paramsOf(op)
 		args = append(args, kind, role, p.cost, p.interval, p.burst, p.limit, p.hold)
 	}
 	return keys, args
+}
+
+// batch is the KEYS and ARGV of one script call, reused through batches:
+// the client copies both into its command, so they are free again once the
+// call returns.
+type batch struct {
+	keys []string
+	args []any
+}
+
+var batches = sync.Pool{New: func() any { return &batch{} }}
+
+// maxPooledOps bounds the batches kept for reuse.
+const maxPooledOps = 64
+
+// release clears b, so that it holds no key, and returns it to the pool.
+func (b *batch) release() {
+	if cap(b.keys) > maxPooledOps {
+		return
+	}
+	clear(b.keys)
+	clear(b.args)
+	b.keys, b.args = b.keys[:0], b.args[:0]
+	batches.Put(b)
 }
 
 // params are an op's numbers as the do script takes them: whole

@@ -1,0 +1,172 @@
+package httpapi
+
+import (
+	"fmt"
+	"testing"
+)
+
+// show renders a request's fields for comparison: nil pointers as <nil>.
+func show(ps ...any) string {
+	out := ""
+	for _, p := range ps {
+		switch v := p.(type) {
+		case *string:
+			if v == nil {
+				out += "<nil> "
+			} else {
+				out += fmt.Sprintf("%q ", *v)
+			}
+		case *int64:
+			if v == nil {
+				out += "<nil> "
+			} else {
+				out += fmt.Sprintf("%d ", *v)
+			}
+		}
+	}
+	return out
+}
+
+func (r *checkRequest) show() string {
+	return show(r.Flow, r.Account, r.IP, r.Recipient, r.DeviceToken, r.Cost)
+}
+
+func (r *reportRequest) show() string { return show(r.AttemptID, r.Outcome) }
+
+func (r *resetRequest) show() string { return show(r.Account) }
+
+func TestParseFlatReadsWhatClientsSend(t *testing.T) {
+	for _, tt := range []struct {
+		body string
+		want string
+	}{
+		{`{"flow":"login","account":"alice@example.com","ip":"203.0.113.7"}`, `"login" "alice@example.com" "203.0.113.7" <nil> <nil> <nil> `},
+		{" {\n\t\"flow\" : \"otp_send\" ,\r\n \"recipient\":\"+1 (555) 010-0000\", \"ip\":\"2001:db8::1\", \"cost\": 25 }\n", `"otp_send" <nil> "2001:db8::1" "+1 (555) 010-0000" <nil> 25 `},
+		{`{"flow":"login","ip":"10.0.0.1","device_token":"eyJ.a-b_c","cost":-0,"account":"Ǆemal ＡＬＩＣＥ"}`, `"login" "Ǆemal ＡＬＩＣＥ" "10.0.0.1" <nil> "eyJ.a-b_c" 0 `},
+		{`{}`, `<nil> <nil> <nil> <nil> <nil> <nil> `},
+		{`{"account":""}`, `<nil> "" <nil> <nil> <nil> <nil> `},
+	} {
+		var fast, ref checkRequest
+		if !parseFlat(tt.body, &fast) {
+			t.Errorf("parseFlat(%q) refused it, want it read", tt.body)
+			continue
+		}
+		if err := decodeJSON([]byte(tt.body), &ref); err != nil {
+			t.Fatalf("encoding/json refuses %q: %v", tt.body, err)
+		}
+		if got := fast.show(); got != tt.want || got != ref.show() {
+			t.Errorf("parseFlat(%q) = %s, want %s (encoding/json: %s)", tt.body, got, tt.want, ref.show())
+		}
+	}
+}
+
+func TestParseFlatLeavesTheRestToEncodingJSON(t *testing.T) {
+	for _, body := range []string{
+		``,
+		` `,
+		`[]`,
+		`null`,
+		`{`,
+		`{"flow":"login"`,
+		`{"flow":"login",}`,
+		`{"flow" "login"}`,
+		`{"flow":"login"} {}`,
+		`{"flow":"login"}x`,
+		`{"flow":"log\nin"}`,
+		`{"flow":"log\u0069n"}`,
+		`{"flow":"log\"in"}`,
+		`{"fl\u006fw":"login"}`,
+		`{"Flow":"login"}`,
+		`{"FLOW":"login"}`,
+		`{"flow":"login","flow":"otp_send"}`,
+		`{"flow":null}`,
+		`{"flow":true}`,
+		`{"flow":1}`,
+		`{"cost":"1"}`,
+		`{"cost":1.0}`,
+		`{"cost":1e3}`,
+		`{"cost":01}`,
+		`{"cost":-}`,
+		`{"cost":9223372036854775808}`,
+		`{"cost":{}}`,
+		`{"cost":[1]}`,
+		`{"unknown":"x"}`,
+		`{"slots":"x"}`,
+		"{\"account\":\"\xff\"}",
+		"{\"account\":\"\xed\xa0\x80\"}",
+		"{\"acc\xc3\xa9\":\"x\"}",
+		"\xef\xbb\xbf{}",
+	} {
+		var r checkRequest
+		if parseFlat(body, &r) {
+			t.Errorf("parseFlat(%q) read it as %s, want it left to encoding/json", body, r.show())
+		}
+	}
+}
+
+func TestDecodeFallsBackWithTheSameErrors(t *testing.T) {
+	// A body parseFlat refuses gets the answer encoding/json gives it, as
+	// before the fast path existed.
+	for _, tt := range []struct {
+		body string
+		want string
+	}{
+		{`{"flow":"login","Flow":"x"}`, ""},
+		{`{"FLOW":"login"}`, ""},
+		{`{"flow":1}`, "invalid_field: flow: must be a string, not number"},
+		{`{"cost":1.5}`, "invalid_field: cost: must be an integer, not number 1.5"},
+		{`{"nope":1}`, "unknown_field: nope: unknown field"},
+		{`{"flow":"login"} {}`, "invalid_json: body: more than one JSON value"},
+		{``, "invalid_json: body: empty, a JSON object is required"},
+	} {
+		var r checkRequest
+		err := decodeJSON([]byte(tt.body), &r)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != tt.want {
+			t.Errorf("decodeJSON(%q) error = %q, want %q", tt.body, got, tt.want)
+		}
+		if parseFlat(tt.body, &checkRequest{}) {
+			t.Errorf("parseFlat(%q) read it, want it left to encoding/json", tt.body)
+		}
+	}
+}
+
+// fuzzFlat holds parseFlat to encoding/json: whatever it reads, encoding/json
+// reads the same way, without error.
+func fuzzFlat[T any, P interface {
+	*T
+	flatTarget
+	show() string
+}](t *testing.T, body string) {
+	var fast, ref T
+	if !parseFlat(body, P(&fast)) {
+		return
+	}
+	if err := decodeJSON([]byte(body), P(&ref)); err != nil {
+		t.Fatalf("parseFlat read %q as %s; encoding/json refuses it: %v", body, P(&fast).show(), err)
+	}
+	if got, want := P(&fast).show(), P(&ref).show(); got != want {
+		t.Fatalf("parseFlat read %q as %s; encoding/json as %s", body, got, want)
+	}
+}
+
+func FuzzParseFlat(f *testing.F) {
+	for _, s := range []string{
+		`{"flow":"login","account":"alice@example.com","ip":"203.0.113.7","cost":3}`,
+		`{"attempt_id":"AQID","outcome":"success"}`,
+		`{"account":"bob"}`,
+		` {"cost":-0 , "device_token":"x"} `,
+		`{"flow":"a","flow":"b"}`,
+		`{"Outcome":"failure"}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		fuzzFlat[checkRequest](t, body)
+		fuzzFlat[reportRequest](t, body)
+		fuzzFlat[resetRequest](t, body)
+	})
+}

@@ -1,0 +1,380 @@
+// Command load is guardian's load benchmark (make bench-load): it starts a
+// Redis and a guardian of its own on 127.0.0.1, drives /v1/check and
+// /v1/report over keep-alive connections with a realistic mix of users,
+// attackers and OTP sends, and prints what a team deciding whether to put
+// guardian in front of every login needs to know: checks per second,
+// latency percentiles from an HDR-style histogram, errors, Redis script
+// calls and commands per check, Redis memory per tracked key, guardian CPU
+// per 1,000 checks, allocations per check, and the same load against
+// /healthz as the bare-HTTP ceiling of the machine.
+//
+// Phases, each bounded in time (and the memory phase in count):
+//
+//	healthz  GET /healthz at maximum throughput: the ceiling
+//	max      the mix's checks at maximum throughput, none reported
+//	open     the mix at a fixed arrival rate (open model), checks reported
+//	mix      the mix at maximum throughput, checks reported
+//	memory   checks of distinct new users, to measure Redis bytes per key
+//
+// Latency in the open model runs from when a check was due, not from when
+// it was sent, so a stall shows in every check it delays (no coordinated
+// omission). Run with -h for the flags; --json prints one JSON document.
+//
+// Load only ever goes to 127.0.0.1.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/guardian-sec/guardian/internal/secret"
+	"github.com/guardian-sec/guardian/internal/tokens"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == childCommand {
+		os.Exit(serveChild(os.Args[2:]))
+	}
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// config is the command line.
+type config struct {
+	duration, warmup   time.Duration
+	rate               float64
+	conns, openConns   int
+	phases             []string
+	memoryChecks       int64
+	redisURL, redisBin string
+	guardianBin        string
+	rulesPath          string
+	storeTimeout       time.Duration
+	timeout            time.Duration
+	pprofDir           string
+	pprofPhase         string
+	micro              bool
+	benchtime, goBin   string
+	json               bool
+	mix                *mix
+}
+
+// allPhases are the phases in the order they run, whatever the order of
+// --phases. Memory runs first, while Redis holds nothing but its own keys, so
+// that its figure is the cost of keys from zero to --memory-checks×3 and does
+// not depend on what the other phases left behind.
+var allPhases = []string{"memory", "healthz", "max", "open", "mix"}
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	c := config{mix: &mix{}}
+	fs := flag.NewFlagSet("load", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long each phase runs")
+	fs.DurationVar(&c.warmup, "warmup", 2*time.Second, "unmeasured load before each phase (connections, scripts, caches)")
+	fs.Float64Var(&c.rate, "rate", 2000, "arrival rate of the open phase, checks per second")
+	fs.IntVar(&c.conns, "conns", 8, "keep-alive connections at maximum throughput")
+	fs.IntVar(&c.openConns, "open-conns", 64, "keep-alive connections of the open phase: at most this many checks in flight")
+	phases := fs.String("phases", strings.Join(allPhases, ","), "phases to run, of "+strings.Join(allPhases, ","))
+	fs.Int64Var(&c.memoryChecks, "memory-checks", 50_000, "checks of distinct new users in the memory phase (three keys each under the built-in rules)")
+	fs.StringVar(&c.redisURL, "redis-url", "", "use this Redis (redis://127.0.0.1:PORT/DB) instead of starting one; it should hold nothing else, or memory figures include other traffic")
+	fs.StringVar(&c.redisBin, "redis-server", "redis-server", "redis-server binary to start when --redis-url is empty")
+	fs.StringVar(&c.guardianBin, "guardian-bin", "", "run this guardian binary (make build: bin/guardian); empty: guardian from this source tree, in a process of its own")
+	fs.StringVar(&c.rulesPath, "rules", "", "rules file for guardian; empty: the built-in rules")
+	fs.DurationVar(&c.storeTimeout, "store-timeout", 5*time.Millisecond, "guardian's --store-timeout")
+	fs.DurationVar(&c.timeout, "timeout", 2*time.Second, "deadline of one request; a later answer is an error")
+	fs.StringVar(&c.pprofDir, "pprof", "", "write guardian's CPU and allocation profiles over one phase (--pprof-phase) into this directory (source-tree guardian only)")
+	fs.StringVar(&c.pprofPhase, "pprof-phase", "max", "the phase --pprof profiles")
+	fs.BoolVar(&c.micro, "micro", true, "also run the Go benchmarks behind the allocation figures (needs the go command and the guardian module as working directory)")
+	fs.StringVar(&c.benchtime, "benchtime", "1s", "-benchtime of the Go benchmarks")
+	fs.StringVar(&c.goBin, "go", "go", "the go command")
+	fs.BoolVar(&c.json, "json", false, "print one JSON document instead of the table")
+	fs.Float64Var(&c.mix.AttackShare, "attack-share", 0.10, "share of logins that are attackers'")
+	fs.Float64Var(&c.mix.OTPShare, "otp-share", 0.05, "share of attempts that are OTP sends")
+	fs.IntVar(&c.mix.AttackAccounts, "attack-accounts", 50, "accounts the attackers guess against")
+	fs.IntVar(&c.mix.AttackPrefixes, "attack-prefixes", 8, "IPv4 /24 prefixes the attackers come from")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	asked := map[string]bool{}
+	for p := range strings.SplitSeq(*phases, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if !contains(allPhases, p) {
+			return c, fmt.Errorf("--phases: unknown phase %q", p)
+		}
+		asked[p] = true
+	}
+	for _, p := range allPhases {
+		if asked[p] {
+			c.phases = append(c.phases, p)
+		}
+	}
+	if c.pprofPhase == "memory" || !contains(allPhases, c.pprofPhase) {
+		return c, fmt.Errorf("--pprof-phase: %q is not one of healthz, max, open, mix", c.pprofPhase)
+	}
+	switch {
+	case c.duration <= 0 || c.duration > time.Hour:
+		return c, errors.New("--duration must be in (0, 1h]")
+	case c.warmup < 0 || c.warmup > 10*time.Minute:
+		return c, errors.New("--warmup must be in [0, 10m]")
+	case c.rate <= 0 || c.rate > 1e6:
+		return c, errors.New("--rate must be in (0, 1e6]")
+	case c.conns < 1 || c.conns > 4096 || c.openConns < 1 || c.openConns > 4096:
+		return c, errors.New("--conns and --open-conns must be in [1, 4096]")
+	case c.memoryChecks < 1 || c.memoryChecks > 10_000_000:
+		return c, errors.New("--memory-checks must be in [1, 1e7]")
+	case c.mix.AttackShare < 0 || c.mix.AttackShare > 1 || c.mix.OTPShare < 0 || c.mix.OTPShare > 1:
+		return c, errors.New("--attack-share and --otp-share must be in [0, 1]")
+	case c.mix.AttackAccounts < 1 || c.mix.AttackPrefixes < 1 || c.mix.AttackPrefixes > 256:
+		return c, errors.New("--attack-accounts must be positive, --attack-prefixes in [1, 256]")
+	}
+	if c.redisURL != "" && !loopback(c.redisURL) {
+		return c, errors.New("--redis-url must be on 127.0.0.1 or localhost: load is only ever sent to this machine")
+	}
+	return c, nil
+}
+
+// loopback reports whether a redis:// URL points at this machine.
+func loopback(u string) bool {
+	rest, ok := strings.CutPrefix(u, "redis://")
+	if !ok {
+		return false
+	}
+	if i := strings.LastIndexByte(rest, '@'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	return strings.HasPrefix(rest, "127.0.0.1:") || strings.HasPrefix(rest, "localhost:")
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	cfg, err := parseFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "load:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	res, err := bench(ctx, &cfg, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "load:", err)
+		return 1
+	}
+	if cfg.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			fmt.Fprintln(stderr, "load:", err)
+			return 1
+		}
+		return 0
+	}
+	printText(stdout, res)
+	return 0
+}
+
+// bench runs the whole benchmark.
+func bench(ctx context.Context, cfg *config, log io.Writer) (*result, error) {
+	res := &result{
+		CPUs:      runtime.NumCPU(),
+		GoVersion: runtime.Version(),
+		Rules:     "built-in",
+		Guardian:  "source tree, own process",
+	}
+	if cfg.rulesPath != "" {
+		res.Rules = cfg.rulesPath
+	}
+	if cfg.guardianBin != "" {
+		res.Guardian = cfg.guardianBin
+	}
+	if cfg.micro {
+		fmt.Fprintln(log, "load: running the Go benchmarks (engine, GCRA)…")
+		mb, err := runMicro(ctx, cfg.goBin, cfg.benchtime)
+		if err != nil {
+			return nil, err
+		}
+		res.Micro = mb
+	}
+
+	redisURL := cfg.redisURL
+	if redisURL == "" {
+		rs, err := startRedis(ctx, cfg.redisBin, 10*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		defer rs.stop()
+		redisURL = rs.url()
+	}
+	ropt, err := redis.ParseURL(redisURL)
+	if err != nil {
+		return nil, fmt.Errorf("--redis-url: %w", err)
+	}
+	rc := redis.NewClient(ropt)
+	defer rc.Close()
+
+	keyBytes := make([]byte, 32)
+	_, _ = rand.Read(keyBytes)
+	keyText := hex.EncodeToString(keyBytes)
+	key, err := secret.New([]byte(keyText))
+	if err != nil {
+		return nil, err
+	}
+	token, err := tokens.NewService(key).Issue(tokens.ScopeCheck, "load", 24*time.Hour, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	g, err := startGuardian(ctx, guardianOptions{
+		bin:          cfg.guardianBin,
+		redisURL:     redisURL,
+		rulesPath:    cfg.rulesPath,
+		storeTimeout: cfg.storeTimeout,
+		pprof:        cfg.pprofDir != "" && cfg.guardianBin == "",
+		key:          keyText,
+	}, 15*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer g.stop()
+
+	m := &meter{g: g, rc: rc, httpc: &http.Client{Timeout: 5 * time.Second}}
+	first, err := m.snap(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res.RedisVersion = first.redis.version
+	cfg.mix.Tag = keyText[:8]
+	d := &driver{addr: g.addr, token: token, mix: cfg.mix, timeout: cfg.timeout, seed: uint64(keyBytes[0])<<8 | uint64(keyBytes[1])}
+
+	for _, name := range cfg.phases {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if name == "memory" {
+			mr, err := memoryPhase(ctx, d, m, cfg)
+			if err != nil {
+				return nil, err
+			}
+			res.Memory = mr
+			continue
+		}
+		l := phaseLoad(name, cfg)
+		fmt.Fprintf(log, "load: phase %s (%s)…\n", name, describe(l))
+		if cfg.warmup > 0 {
+			w := l
+			w.duration = cfg.warmup
+			d.run(w)
+		}
+		m.settle(ctx)
+		before, err := m.snap(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var profErr chan error
+		if name == cfg.pprofPhase && cfg.pprofDir != "" && g.pprofAddr != "" {
+			profErr = make(chan error, 1)
+			go func() { profErr <- profile(ctx, g.pprofAddr, l.duration, cfg.pprofDir) }()
+		}
+		t, elapsed := d.run(l)
+		after, err := m.snap(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if profErr != nil {
+			if err := <-profErr; err != nil {
+				return nil, fmt.Errorf("--pprof: %w", err)
+			}
+			res.Profiles = cfg.pprofDir
+			res.ProfiledPhase = name
+		}
+		res.Phases = append(res.Phases, summarise(name, l, t, elapsed, before, after))
+	}
+	res.evaluate()
+	return res, nil
+}
+
+// phaseLoad is the load of a named phase.
+func phaseLoad(name string, cfg *config) load {
+	l := load{conns: cfg.conns, duration: cfg.duration}
+	switch name {
+	case "healthz":
+		l.traffic = healthz
+	case "max":
+		l.traffic = checks
+	case "open":
+		l.traffic, l.rate, l.conns = attempts, cfg.rate, cfg.openConns
+	case "mix":
+		l.traffic = attempts
+	}
+	return l
+}
+
+// describe says in a few words how l is paced.
+func describe(l load) string {
+	if l.rate > 0 {
+		return fmt.Sprintf("open model, %.0f/s, up to %d connections, %s", l.rate, l.conns, l.duration)
+	}
+	return fmt.Sprintf("maximum throughput, %d connections, %s", l.conns, l.duration)
+}
+
+// memoryPhase sends cfg.memoryChecks checks of distinct new users and
+// measures what Redis holds for them.
+func memoryPhase(ctx context.Context, d *driver, m *meter, cfg *config) (*memoryResult, error) {
+	fmt.Fprintf(os.Stderr, "load: phase memory (%d checks of new users)…\n", cfg.memoryChecks)
+	m.settle(ctx)
+	before, err := m.snap(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// Two connections: few enough that a check rarely outlasts the store
+	// timeout and goes to the fallback, which adds no key to Redis. Bounded
+	// in time as well: even a slow machine ends in ten minutes.
+	t, elapsed := d.run(load{traffic: newUsers, conns: min(cfg.conns, 2), duration: 10 * time.Minute, limit: cfg.memoryChecks})
+	after, err := m.snap(ctx)
+	if err != nil {
+		return nil, err
+	}
+	mr := &memoryResult{
+		Checks:          int64(t.checks),
+		Errors:          t.errors,
+		Degraded:        t.degraded,
+		Seconds:         elapsed.Seconds(),
+		Keys:            after.redis.keys - before.redis.keys,
+		UsedMemoryDelta: after.redis.usedMemory - before.redis.usedMemory,
+	}
+	if mr.Keys > 0 {
+		mr.BytesPerKey = float64(mr.UsedMemoryDelta) / float64(mr.Keys)
+	}
+	if mr.Sample, err = sampleKeys(ctx, m.rc, 600); err != nil {
+		return nil, err
+	}
+	return mr, nil
+}

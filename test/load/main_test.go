@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestMain(m *testing.M) {
+	// The run starts guardian as a copy of its own binary; under go test
+	// that binary is this test binary, which must then serve guardian.
+	if len(os.Args) > 1 && os.Args[1] == childCommand {
+		os.Exit(serveChild(os.Args[2:]))
+	}
+	os.Exit(m.Run())
+}
+
+// TestBenchEndToEnd runs every phase, briefly, against a real redis-server
+// and guardian, and checks that the figures are those of what was sent.
+// Like guardian's other Redis tests it needs redis-server installed, and
+// fails without it.
+func TestBenchEndToEnd(t *testing.T) {
+	prof := t.TempDir()
+	cfg := &config{
+		duration:     500 * time.Millisecond,
+		warmup:       100 * time.Millisecond,
+		rate:         200,
+		conns:        2,
+		openConns:    8,
+		phases:       allPhases,
+		memoryChecks: 300,
+		redisBin:     "redis-server",
+		// Long enough that no check goes to the fallback, even under the
+		// race detector on a busy machine: the figures must be Redis's.
+		storeTimeout: time.Second,
+		timeout:      10 * time.Second,
+		pprofDir:     prof,
+		pprofPhase:   "max",
+		mix:          &mix{AttackShare: 0.1, OTPShare: 0.05, AttackAccounts: 5, AttackPrefixes: 2},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := bench(ctx, cfg, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Phases) != 4 || res.Memory == nil {
+		t.Fatalf("got %d phases and memory %v, want healthz, max, open, mix and memory", len(res.Phases), res.Memory)
+	}
+	for _, p := range res.Phases {
+		if p.Checks == 0 || p.Errors != 0 || p.Degraded != 0 {
+			t.Errorf("%s: %d checks, %d errors (%s), %d degraded; want checks, no error, none degraded", p.Name, p.Checks, p.Errors, p.FirstError, p.Degraded)
+		}
+	}
+	// Checks only: one script call each (the global failure rate's
+	// periodic flush adds a call now and then, never one per check).
+	if mx := res.phase("max"); mx.ScriptCallsPerCheck < 1 || mx.ScriptCallsPerCheck > 1.05 {
+		t.Errorf("max: %.3f script calls per check, want 1", mx.ScriptCallsPerCheck)
+	}
+	if mx := res.phase("max"); mx.GuardianCPUPer1000 <= 0 || mx.GuardianAllocsPerCall <= 0 {
+		t.Errorf("max: guardian CPU %v s/1k, %v allocs per request; want both measured", mx.GuardianCPUPer1000, mx.GuardianAllocsPerCall)
+	}
+	// The open model sends exactly duration × rate checks, each reported
+	// when it was allowed: a report adds script calls.
+	if o := res.phase("open"); o.Checks != 100 || o.Reports == 0 || o.ScriptCallsPerCheck <= 1 {
+		t.Errorf("open: %d checks, %d reports, %.3f script calls per check; want 100 checks, reports, more than one call each", o.Checks, o.Reports, o.ScriptCallsPerCheck)
+	}
+	// Every new user's check adds its account's rate and hard-stop keys and
+	// its address's rate key.
+	m := res.Memory
+	if m.Checks != 300 || m.Keys < 3*300-5 || m.Keys > 3*300+5 || m.BytesPerKey < 50 || m.BytesPerKey > 1000 {
+		t.Errorf("memory: %d checks added %d keys at %.1f bytes each; want 300 checks, about 900 keys", m.Checks, m.Keys, m.BytesPerKey)
+	}
+	for _, f := range []string{"cpu.pprof", "allocs.pprof"} {
+		if fi, err := os.Stat(filepath.Join(prof, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("profile %s: %v, want a profile", f, err)
+		}
+	}
+	if len(res.Targets) == 0 || res.Ceiling == nil {
+		t.Errorf("targets %v, ceiling %v: want both evaluated", res.Targets, res.Ceiling)
+	}
+}

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// snapshot is the counters a phase's figures are deltas of.
+type snapshot struct {
+	guardianCPU float64 // seconds
+	mallocs     float64 // guardian's heap allocations so far
+	selfCPU     float64 // the load generator's own CPU seconds
+	redis       redisStats
+}
+
+// meter takes snapshots of guardian, Redis and the load generator.
+type meter struct {
+	g     *guardianProc
+	rc    *redis.Client
+	httpc *http.Client
+}
+
+// snap takes a snapshot.
+func (m *meter) snap(ctx context.Context) (snapshot, error) {
+	var s snapshot
+	var err error
+	if s.guardianCPU, err = m.g.cpuSeconds(); err != nil {
+		return s, fmt.Errorf("guardian CPU: %w", err)
+	}
+	if s.mallocs, err = m.metric(ctx, "go_memstats_mallocs_total"); err != nil {
+		return s, err
+	}
+	s.selfCPU = selfCPU()
+	if s.redis, err = readRedisStats(ctx, m.rc); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// settle waits, at most five seconds, until guardian's /readyz says its
+// store answers, so that a fallback a previous phase set off does not
+// decide the next phase's first checks.
+func (m *meter) settle(ctx context.Context) {
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+m.g.addr+"/readyz", nil)
+		if err != nil {
+			return
+		}
+		resp, err := m.httpc.Do(req)
+		if err == nil {
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && strings.Contains(string(b), `"ok"`) {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// metric reads one unlabelled sample from guardian's /metrics.
+func (m *meter) metric(ctx context.Context, name string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+m.g.addr+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := m.httpc.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("guardian /metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	v, ok, err := sample(resp.Body, name)
+	if err != nil {
+		return 0, fmt.Errorf("guardian /metrics: %w", err)
+	}
+	if !ok {
+		return 0, fmt.Errorf("guardian /metrics: no %s", name)
+	}
+	return v, nil
+}
+
+// sample finds the unlabelled sample name in Prometheus text r.
+func sample(r io.Reader, name string) (float64, bool, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), name+" ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+		if err != nil {
+			return 0, false, fmt.Errorf("%s: %w", name, err)
+		}
+		return v, true, nil
+	}
+	return 0, false, sc.Err()
+}
+
+// selfCPU is the load generator's own CPU time so far, in seconds.
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// profile fetches CPU and allocation profiles of guardian over d from its
+// pprof listener into dir, as cpu.pprof and allocs.pprof (the allocations
+// made during d, not since start). It returns when both are written.
+func profile(ctx context.Context, pprofAddr string, d time.Duration, dir string) error {
+	secs := strconv.Itoa(max(int(d/time.Second), 1))
+	errs := make(chan error, 2)
+	for _, p := range []struct{ path, file string }{
+		{"/debug/pprof/profile?seconds=" + secs, "cpu.pprof"},
+		{"/debug/pprof/allocs?seconds=" + secs, "allocs.pprof"},
+	} {
+		go func() { errs <- fetch(ctx, "http://"+pprofAddr+p.path, filepath.Join(dir, p.file), d+30*time.Second) }()
+	}
+	var first error
+	for range 2 {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// fetch writes the body of url into file.
+func fetch(ctx context.Context, url, file string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// keySample is the mean MEMORY USAGE of guardian's keys, by rule.
+type keySample struct {
+	Rule  string  `json:"rule"`
+	Keys  int     `json:"keys"`
+	Bytes float64 `json:"bytes"`
+}
+
+// sampleKeys asks Redis for the MEMORY USAGE of up to n of guardian's keys
+// and averages it per rule (the part of a key after its last colon). MEMORY
+// USAGE counts the key, its value and its entry in the keyspace, not its
+// entry in the expiry table.
+func sampleKeys(ctx context.Context, rc *redis.Client, n int) ([]keySample, error) {
+	type acc struct {
+		keys  int
+		bytes int64
+	}
+	by := map[string]*acc{}
+	seen := 0
+	var cursor uint64
+	for range 1000 { // SCAN rounds, bounded
+		ks, next, err := rc.Scan(ctx, cursor, "guardian:v1:*", 200).Result()
+		if err != nil {
+			return nil, fmt.Errorf("redis SCAN: %w", err)
+		}
+		for _, k := range ks {
+			if seen >= n {
+				break
+			}
+			b, err := rc.MemoryUsage(ctx, k, 0).Result()
+			if err == redis.Nil {
+				continue // expired meanwhile
+			}
+			if err != nil {
+				return nil, fmt.Errorf("redis MEMORY USAGE: %w", err)
+			}
+			rule := k[strings.LastIndexByte(k, ':')+1:]
+			a := by[rule]
+			if a == nil {
+				a = &acc{}
+				by[rule] = a
+			}
+			a.keys++
+			a.bytes += b
+			seen++
+		}
+		cursor = next
+		if cursor == 0 || seen >= n {
+			break
+		}
+	}
+	out := make([]keySample, 0, len(by))
+	for rule, a := range by {
+		out = append(out, keySample{Rule: rule, Keys: a.keys, Bytes: float64(a.bytes) / float64(a.keys)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Rule < out[j].Rule })
+	return out, nil
+}
