@@ -289,7 +289,13 @@ func (e *Engine) decide(p *plan, res []store.Result, d *Decision) {
 			d.Degraded = true
 		}
 		action := r.Action
-		if rs.Degraded && !rs.Allowed && r.OnStoreError == rules.Closed {
+		switch {
+		case rs.Degraded && !rs.Allowed && r.OnStoreError == rules.Closed:
+			action = rules.Slow
+		case !rs.Allowed && r.Type == rules.ConsecutiveFailures && rs.RetryAfter > 0:
+			// A count at its limit denies with no wait; one that denies
+			// with a wait met a full store, not the hard stop: slow it,
+			// never block an account for a table's size.
 			action = rules.Slow
 		}
 		retry := rs.RetryAfter

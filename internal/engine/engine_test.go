@@ -16,6 +16,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/shadow"
+	"github.com/guardian-sec/guardian/internal/store"
 	"github.com/guardian-sec/guardian/internal/store/memstore"
 	"github.com/guardian-sec/guardian/internal/store/storetest"
 	"github.com/guardian-sec/guardian/internal/tokens"
@@ -42,7 +43,9 @@ func newHarness(tb testing.TB, rulesYAML string) *harness {
 }
 
 // newHarnessSet is newHarness with a rule set already built.
-func newHarnessSet(tb testing.TB, set *rules.Set) *harness {
+// newHarnessSet is newHarness for a parsed set; newStore, when given, makes
+// the engine's store on the harness's clock instead of the default one.
+func newHarnessSet(tb testing.TB, set *rules.Set, newStore ...func(now func() time.Time) store.Store) *harness {
 	tb.Helper()
 	var holder rules.Holder
 	holder.Store(set)
@@ -61,9 +64,13 @@ func newHarnessSet(tb testing.TB, set *rules.Set) *harness {
 	book.Sync(shadowRules)
 	agg := aggregate.New(aggregate.Config{Now: clock.Now})
 	m := metrics.New(prometheus.NewRegistry())
+	var st store.Store = memstore.New(memstore.Config{Now: clock.Now})
+	for _, f := range newStore {
+		st = f(clock.Now)
+	}
 	eng := engine.New(engine.Config{
 		Rules:     &holder,
-		Store:     memstore.New(memstore.Config{Now: clock.Now}),
+		Store:     st,
 		Hasher:    keys.NewHasher(key),
 		Attempts:  tokens.NewAttempts(key),
 		Devices:   tokens.NewDevices(key, 0),
@@ -435,9 +442,19 @@ func benchmarkLogin(b *testing.B, h *harness, deviceToken string) {
 	for b.Loop() {
 		// Keep every bucket full, so each check is allowed and spends.
 		h.clock.Advance(time.Hour)
-		if _, err := h.eng.Check(ctx, req); err != nil {
+		d, err := h.eng.Check(ctx, req)
+		if err != nil {
 			b.Fatal(err)
 		}
+		if d.Action != rules.Allow {
+			b.Fatalf("check %s, want allow: the benchmark measures allowed checks", d.Action)
+		}
+		// A success resets the hard stop's count, which an hour does not.
+		b.StopTimer()
+		if _, err := h.eng.Report(ctx, d.AttemptID, engine.Success); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
 	}
 }
 
@@ -461,5 +478,61 @@ rules:
 	d := h.check(t, engine.CheckRequest{Flow: rules.Login, IP: "198.51.100.1", Account: "x"})
 	if d.Action != rules.Slow || d.RetryAfter != time.Second {
 		t.Fatalf("decision = %s after %v, want slow after 1s", d.Action, d.RetryAfter)
+	}
+}
+
+// TestFullStoreNeverBlocks: when the embedded store (the fallback during a
+// Redis outage) is full, a new account's consecutive-failure rule is denied
+// as exhausted; that must slow the check, never block the account.
+func TestFullStoreNeverBlocks(t *testing.T) {
+	set, err := rules.Parse("test.yaml", []byte(`version: 1
+rules:
+  - name: hard-stop
+    flows: [login]
+    key: account
+    type: consecutive_failures
+    limit: 100
+`), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessSet(t, set, func(now func() time.Time) store.Store {
+		return memstore.New(memstore.Config{Now: now, MaxKeys: 1, Shards: 1})
+	})
+	if d := h.check(t, engine.CheckRequest{Flow: rules.Login, Account: "first", IP: "192.0.2.1"}); d.Action != rules.Allow {
+		t.Fatalf("first account = %s, want allow", d.Action)
+	}
+	d := h.check(t, engine.CheckRequest{Flow: rules.Login, Account: "second", IP: "192.0.2.1"})
+	if d.Action != rules.Slow || d.RetryAfter <= 0 {
+		t.Fatalf("a new account on a full store = %s after %v, want slow with a wait", d.Action, d.RetryAfter)
+	}
+}
+
+// TestReportOnAFullStoreIsRecorded: when the table that remembers reports
+// is full, a report is recorded, not refused as a repeat.
+func TestReportOnAFullStoreIsRecorded(t *testing.T) {
+	set, err := rules.Parse("test.yaml", []byte(`version: 1
+rules:
+  - name: per-ip
+    flows: [login]
+    key: ip
+    type: rate
+    count: failures
+    limit: 1
+    per: 1h
+    burst: 5
+`), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessSet(t, set, func(now func() time.Time) store.Store {
+		return memstore.New(memstore.Config{Now: now, MaxKeys: 1, Shards: 1})
+	})
+	d := h.check(t, engine.CheckRequest{Flow: rules.Login, IP: "192.0.2.1"})
+	if _, err := h.eng.Report(context.Background(), d.AttemptID, engine.Success); err != nil {
+		t.Fatalf("report on a full store: %v, want it recorded", err)
+	}
+	if d := h.check(t, engine.CheckRequest{Flow: rules.Login, IP: "192.0.2.1"}); d.Limits[0].Remaining != 4 {
+		t.Fatalf("after the recorded success: remaining %d, want 4 (the first unit given back)", d.Limits[0].Remaining)
 	}
 }

@@ -2,12 +2,14 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/loginlimits"
 	"github.com/guardian-sec/guardian/internal/otp"
 	"github.com/guardian-sec/guardian/internal/rules"
+	"github.com/guardian-sec/guardian/internal/store"
 	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
@@ -41,7 +43,14 @@ func (e *Engine) Report(ctx context.Context, attemptID string, outcome Outcome) 
 		return ReportResult{}, err
 	}
 	first, err := e.store.MarkOnce(ctx, keys.StoreKey(at.ID, "reported"), tokens.AttemptTTL)
-	if err != nil {
+	switch {
+	case errors.Is(err, store.ErrFull):
+		// The bounded table that remembers reports is full (the local
+		// fallback during a long outage). Recording the report beats
+		// refusing it: at worst a repeated success gives back twice, and
+		// a key never goes beyond full.
+		first = true
+	case err != nil:
 		return ReportResult{}, fmt.Errorf("engine: store: %w", err)
 	}
 	if !first {

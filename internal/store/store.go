@@ -137,6 +137,11 @@ type Store interface {
 // len(ops). It is a programming error in the caller, never a store failure.
 var ErrBadBatch = errors.New("store: bad batch")
 
+// ErrFull reports that a bounded store has no room for a new key. Do and
+// Peek never return it (an op on a new key is denied instead); MarkOnce
+// does, since it cannot tell "marked before" from "no room".
+var ErrFull = errors.New("store: full")
+
 // ErrBadReply reports a store answer guardian cannot read: a malformed
 // script reply. Implementations wrap it, so that the fail-closed wrapper
 // counts it as a script error.

@@ -577,7 +577,7 @@ func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration) (bo
 		return false, nil
 	}
 	if !found && s.claim(1, []uint32{i}, now, true) == 0 {
-		return false, nil
+		return false, fmt.Errorf("memstore: mark once: %w", store.ErrFull)
 	}
 	exp := now + min(micros(ttl), maxSpan)
 	sh.m[key] = entry{exp: exp}

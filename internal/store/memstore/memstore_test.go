@@ -199,8 +199,8 @@ func TestMaxKeys(t *testing.T) {
 			}
 		}
 	}
-	if ok, err := s.MarkOnce(ctx, "attempt", time.Hour); err != nil || ok {
-		t.Errorf("MarkOnce while full = %v, %v; want false, nil", ok, err)
+	if ok, err := s.MarkOnce(ctx, "attempt", time.Hour); !errors.Is(err, store.ErrFull) || ok {
+		t.Errorf("MarkOnce while full = %v, %v; want false, ErrFull", ok, err)
 	}
 	checkLen(t, s, "still full", 10)
 
