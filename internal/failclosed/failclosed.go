@@ -1,8 +1,9 @@
 // Package failclosed keeps guardian deciding when its store does not answer.
 //
 // A Store wraps the primary store (Redis) with a deadline on every call. A
-// call that errs or times out marks the primary as failing: from then on
-// every op is decided by its rule's on_store_error — the strict local
+// call that errs or times out is decided by its rules' on_store_error, and
+// a few such calls in a row mark the primary as failing: from then on every
+// op is decided that way — the strict local
 // fallback (an embedded store with each limit divided by the fleet size and
 // a bounded number of keys), closed (deny, retry in a second) or open (allow)
 // — until a probe, one at a time, finds the primary answering again. State
@@ -37,6 +38,11 @@ type Config struct {
 	ProbeInterval time.Duration
 	// ProbeTimeout is the deadline of one probe (default 50ms).
 	ProbeTimeout time.Duration
+	// FailAfter is how many calls in a row must fail before the primary
+	// counts as failing and calls stop going to it (default 3). A call that
+	// fails is decided by the fallback either way: one slow answer on a
+	// busy machine costs that call, not every call until the next probe.
+	FailAfter int
 	// FleetSize divides every limit on the local fallback (default 1).
 	FleetSize int
 	// MaxLocalKeys bounds the fallback's keys (default 100,000). When it is
@@ -55,6 +61,8 @@ type Store struct {
 	local   *memstore.Store
 	log     *slog.Logger
 	healthy atomic.Bool
+	// failures counts primary calls that failed in a row.
+	failures atomic.Int64
 	// since is when the current failure began (unix nanoseconds).
 	since atomic.Int64
 }
@@ -75,6 +83,9 @@ func New(cfg Config) *Store {
 	}
 	if cfg.FleetSize < 1 {
 		cfg.FleetSize = 1
+	}
+	if cfg.FailAfter < 1 {
+		cfg.FailAfter = 3
 	}
 	if cfg.MaxLocalKeys <= 0 {
 		cfg.MaxLocalKeys = 100_000
@@ -132,15 +143,23 @@ func (s *Store) primary(ctx context.Context, call func(context.Context) error) e
 	cancel()
 	if err != nil {
 		s.fail(err)
+		return err
 	}
-	return err
+	if s.failures.Swap(0) > 0 && s.healthy.Load() {
+		s.cfg.Metrics.FallbackActive.Set(0)
+	}
+	return nil
 }
 
-// fail counts err and, on the first failure, starts the fallback and the
-// prober.
+// fail counts err; after FailAfter failures in a row it marks the primary
+// failing and starts the prober.
 func (s *Store) fail(err error) {
 	kind := Classify(err)
 	s.cfg.Metrics.StoreErrors.WithLabelValues(kind).Inc()
+	s.cfg.Metrics.FallbackActive.Set(1)
+	if s.failures.Add(1) < int64(s.cfg.FailAfter) {
+		return
+	}
 	if s.healthy.CompareAndSwap(true, false) {
 		s.since.Store(time.Now().UnixNano())
 		s.cfg.Metrics.FallbackActive.Set(1)
@@ -161,6 +180,7 @@ func (s *Store) probe() {
 		if err != nil {
 			continue
 		}
+		s.failures.Store(0)
 		s.healthy.Store(true)
 		s.cfg.Metrics.FallbackActive.Set(0)
 		s.log.Warn("store answering again: fallback ended", "after", time.Since(time.Unix(0, s.since.Load())).Round(time.Millisecond).String())

@@ -101,6 +101,7 @@ func newFixture(t *testing.T, fleet int) *fixture {
 		},
 		Timeout:       5 * time.Millisecond,
 		ProbeInterval: 10 * time.Millisecond,
+		FailAfter:     1,
 		FleetSize:     fleet,
 		Metrics:       f.metrics,
 	})
@@ -156,7 +157,7 @@ func TestEachRuleFallsBackByItsOnStoreError(t *testing.T) {
 			if n := testutil.ToFloat64(f.metrics.StoreErrors.WithLabelValues("unreachable")); n != 1 {
 				t.Fatalf("store errors = %v, want 1", n)
 			}
-			if !f.store.Healthy() == false || testutil.ToFloat64(f.metrics.FallbackActive) != 1 {
+			if f.store.Healthy() || testutil.ToFloat64(f.metrics.FallbackActive) != 1 {
 				t.Fatal("fallback not active after a failed call")
 			}
 		})
@@ -338,3 +339,45 @@ type replyError string
 
 func (e replyError) Error() string { return string(e) }
 func (replyError) RedisError()     {}
+
+// TestIsolatedFailuresDoNotStopThePrimary: with FailAfter 3, a failure
+// between successes falls back for that call only; three in a row mark the
+// primary failing.
+func TestIsolatedFailuresDoNotStopThePrimary(t *testing.T) {
+	p := newFlaky()
+	m := metrics.New(prometheus.NewRegistry())
+	s := New(Config{Primary: p, Probe: p.ping, Metrics: m, ProbeInterval: time.Hour})
+	call := func() store.Result {
+		t.Helper()
+		res := make([]store.Result, 1)
+		if err := s.Do(context.Background(), []store.Op{op("k", 100, store.OnErrorLocal)}, res); err != nil {
+			t.Fatal(err)
+		}
+		return res[0]
+	}
+	for i := range 5 {
+		p.setErr(errDown)
+		if r := call(); !r.Degraded {
+			t.Fatalf("round %d: a failed call = %+v, want decided by the fallback", i, r)
+		}
+		p.setErr(nil)
+		if r := call(); r.Degraded {
+			t.Fatalf("round %d: the call after an isolated failure = %+v, want the primary", i, r)
+		}
+		if got := testutil.ToFloat64(m.FallbackActive); got != 0 {
+			t.Fatalf("round %d: fallback_active = %v after a success, want 0", i, got)
+		}
+	}
+	p.setErr(errDown)
+	for range 3 {
+		call()
+	}
+	if s.Healthy() {
+		t.Fatal("healthy after three failures in a row")
+	}
+	before := p.calls.Load()
+	p.setErr(nil)
+	if r := call(); !r.Degraded || p.calls.Load() != before {
+		t.Fatalf("after three failures in a row = %+v, want the fallback without calling the primary", r)
+	}
+}
