@@ -151,6 +151,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	fs.DurationVar(&cfg.StoreTimeout, "store-timeout", 5*time.Millisecond, "deadline of one store call")
 	fs.IntVar(&cfg.FleetSize, "fleet-size", 1, "how many guardian instances share the store; the local fallback divides limits by it")
 	fs.StringVar(&logFormat, "log-format", "json", "log format: json or text")
+	fs.StringVar(&cfg.PprofAddr, "pprof", "", "serve Go pprof profiles on this address (e.g. 127.0.0.1:6060), apart from the API; empty: off")
 	fs.StringVar(&decisionLog, "decision-log", "", "append a decision log (one JSON line per check and report, in the replay format, identifiers pseudonymised) to this file, or - for stdout; empty: none")
 	if err := parse(fs, args, getenv); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

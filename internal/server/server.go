@@ -72,6 +72,9 @@ type Config struct {
 	// (package decisionlog). Shutdown writes what is buffered; closing the
 	// writer is the caller's.
 	DecisionLog io.Writer
+	// PprofAddr, when set, serves Go's pprof profiles on its own listener,
+	// apart from the API (bind it to loopback). Empty: off.
+	PprofAddr string
 }
 
 // Server is one running guardian instance.
@@ -86,7 +89,8 @@ type Server struct {
 	api      *httpapi.API
 	http     *http.Server
 
-	closers []func() error
+	closers   []func() error
+	pprofAddr string
 
 	reloadMu sync.Mutex
 	ln       net.Listener
@@ -211,6 +215,12 @@ func (s *Server) Start() error {
 		return fmt.Errorf("server: %w", err)
 	}
 	s.ln = ln
+	if s.cfg.PprofAddr != "" {
+		if s.pprofAddr, err = s.startPprof(s.cfg.PprofAddr); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	s.done = make(chan struct{})
 	s.agg.Start()
 	go func() {
@@ -223,6 +233,10 @@ func (s *Server) Start() error {
 	s.log.Info("guardian started", "addr", ln.Addr().String(), "rules", set.Source, "rule_count", len(set.Rules), "fleet_size", s.cfg.FleetSize)
 	return nil
 }
+
+// PprofAddr is the address profiles are served on, once started with
+// Config.PprofAddr; empty otherwise.
+func (s *Server) PprofAddr() string { return s.pprofAddr }
 
 // Addr is the address the instance listens on, once started.
 func (s *Server) Addr() string {
