@@ -7,30 +7,13 @@ import (
 	"time"
 
 	"github.com/guardian-sec/guardian/client"
+	"github.com/guardian-sec/guardian/internal/store/storetest"
 )
 
-// clock is a settable clock for the Local policy.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
-
 // localClient is a Local-policy client whose guardian never answers.
-func localClient(t *testing.T, limits client.LocalLimits, clk *clock) *client.Client {
+func localClient(t *testing.T, limits client.LocalLimits, clk *storetest.Clock) *client.Client {
 	t.Helper()
-	return newClient(t, client.Config{BaseURL: closedURL(t), OnUnavailable: client.Local, Local: limits, Now: clk.now})
+	return newClient(t, client.Config{BaseURL: closedURL(t), OnUnavailable: client.Local, Local: limits, Now: clk.Now})
 }
 
 var (
@@ -88,10 +71,10 @@ func TestLocalPolicy(t *testing.T) {
 		{t0, client.CheckRequest{Flow: client.FlowOTPSend, Recipient: "+15550100000", IP: "192.0.2.2"}, "", 0},
 		{t0, client.CheckRequest{Flow: client.FlowOTPSend, Recipient: "+15550100000", IP: "192.0.2.3"}, client.RuleLocalAccount, time.Minute},
 	}
-	clk := &clock{}
+	clk := storetest.NewClock(time.Time{})
 	c := localClient(t, limits, clk)
 	for i, s := range steps {
-		clk.set(s.at)
+		clk.Set(s.at)
 		d, err := c.Check(t.Context(), s.req)
 		if err != nil {
 			t.Fatal(err)
@@ -128,7 +111,7 @@ func TestLocalPolicySuccessGivesBack(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := localClient(t, limits, &clock{t: t0})
+			c := localClient(t, limits, storetest.NewClock(t0))
 			var got []client.Action
 			for i := range len(tt.want) {
 				d, err := c.Check(t.Context(), req(client.FlowLogin, "alice", "198.51.100.1"))
@@ -158,7 +141,7 @@ func actions(as []client.Action) []string {
 }
 
 func TestLocalPolicyReportsOnceOnly(t *testing.T) {
-	c := localClient(t, client.LocalLimits{Account: client.Rate{Burst: 1, Every: time.Minute}}, &clock{t: t0})
+	c := localClient(t, client.LocalLimits{Account: client.Rate{Burst: 1, Every: time.Minute}}, storetest.NewClock(t0))
 	d, err := c.Check(t.Context(), req(client.FlowLogin, "alice", "198.51.100.1"))
 	if err != nil {
 		t.Fatal(err)
@@ -184,7 +167,7 @@ func TestLocalPolicyReportsOnceOnly(t *testing.T) {
 }
 
 func TestLocalPolicyIsBounded(t *testing.T) {
-	clk := &clock{t: t0}
+	clk := storetest.NewClock(t0)
 	c := localClient(t, client.LocalLimits{Account: client.Rate{Burst: 5, Every: time.Minute}, MaxKeys: 2}, clk)
 	steps := []struct {
 		at       time.Time
@@ -201,7 +184,7 @@ func TestLocalPolicyIsBounded(t *testing.T) {
 		{t0.Add(2 * time.Minute), "c", ""},
 	}
 	for i, s := range steps {
-		clk.set(s.at)
+		clk.Set(s.at)
 		d, err := c.Check(t.Context(), req(client.FlowLogin, s.account, "198.51.100.1"))
 		if err != nil {
 			t.Fatal(err)
@@ -214,7 +197,7 @@ func TestLocalPolicyIsBounded(t *testing.T) {
 
 func TestLocalPolicyUnderConcurrency(t *testing.T) {
 	const callers, budget = 50, 20
-	c := localClient(t, client.LocalLimits{Account: client.Rate{Burst: budget, Every: time.Hour}, IP: client.Rate{Burst: 1000, Every: time.Second}}, &clock{t: t0})
+	c := localClient(t, client.LocalLimits{Account: client.Rate{Burst: budget, Every: time.Hour}, IP: client.Rate{Burst: 1000, Every: time.Second}}, storetest.NewClock(t0))
 	var wg sync.WaitGroup
 	got := make([]client.Action, callers)
 	for i := range callers {

@@ -11,7 +11,6 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,29 +20,9 @@ import (
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/server"
 	"github.com/guardian-sec/guardian/internal/store/memstore"
+	"github.com/guardian-sec/guardian/internal/store/storetest"
 	"github.com/guardian-sec/guardian/internal/tokens"
 )
-
-// storeClock is the clock of guardian's store in this test. guardian runs
-// its built-in rules, which let an account fail once a minute after a burst
-// of 5: reaching the 100-failure hard stop takes 95 minutes of store time,
-// which the test moves forward instead of waiting for.
-type storeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *storeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *storeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // testIPHeader carries the client address in these tests only: every request
 // comes from 127.0.0.1, and the attacker's many addresses (which keep it
@@ -56,7 +35,11 @@ const testIPHeader = "X-Test-Client-IP"
 type world struct {
 	login *httptest.Server
 	admin *client.Client
-	clock *storeClock
+	// clock is guardian's store clock. guardian runs its built-in rules,
+	// which let an account fail once a minute after a burst of 5: reaching
+	// the 100-failure hard stop takes 95 minutes of store time, which the
+	// test moves forward instead of waiting for.
+	clock *storetest.Clock
 }
 
 func newWorld(t *testing.T) *world {
@@ -65,12 +48,12 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := &storeClock{t: time.Now()}
+	clock := storetest.NewClock(time.Now())
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	// The built-in rules (no RulesPath), on the embedded store, whose clock
 	// the test moves.
 	g, err := server.New(server.Config{Addr: "127.0.0.1:0", SigningKey: key, Logger: quiet,
-		Store: memstore.New(memstore.Config{Now: clock.now})})
+		Store: memstore.New(memstore.Config{Now: clock.Now})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,13 +247,13 @@ func TestBruteForceAgainstOneAccount(t *testing.T) {
 			if err != nil || secs < 1 {
 				t.Fatalf("slowed guess with Retry-After %q", r.retryAfter)
 			}
-			w.clock.advance(time.Duration(secs) * time.Second)
+			w.clock.Advance(time.Duration(secs) * time.Second)
 		default:
 			t.Fatalf("after %d failures: status %d %v, want 401 or 429", failures, r.status, r.body)
 		}
 	}
 	attacker().want(t, "guess after 100 failures", http.StatusForbidden, lockedOut)
-	w.clock.advance(time.Hour)
+	w.clock.Advance(time.Hour)
 	attacker().want(t, "guess an hour later", http.StatusForbidden, lockedOut)
 
 	// guardian holds the account blocked; the right password from an

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/guardian-sec/guardian/internal/redistest"
+	"github.com/guardian-sec/guardian/internal/store/storetest"
 )
 
 // BenchmarkFleetCommands reports failures of login to an Aggregate sharing
@@ -19,14 +20,14 @@ func BenchmarkFleetCommands(b *testing.B) {
 	c := srv.Client(b)
 	for _, rate := range []int{100, 10000} {
 		b.Run(fmt.Sprintf("failures_per_s=%d", rate), func(b *testing.B) {
-			clk := newClock()
+			clk := storetest.NewClock(t0)
 			a := newAgg(c, clk, 1)
 			step := time.Second / time.Duration(rate)
 			before := commandStats(b, c)
 			var at time.Duration
 			for b.Loop() {
 				at += step
-				clk.at(at)
+				clk.Set(t0.Add(at))
 				a.Add("login", 1)
 				tick(b, a, at, step)
 			}

@@ -8,7 +8,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 
 	"github.com/guardian-sec/guardian/internal/aggregate"
 	"github.com/guardian-sec/guardian/internal/aggregate/redisagg"
+	"github.com/guardian-sec/guardian/internal/store/storetest"
 )
 
 func TestMain(m *testing.M) {
@@ -38,31 +38,10 @@ var t0 = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// clock is a settable clock, safe for concurrent use.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: t0} }
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// at sets the clock to t0+d.
-func (c *clock) at(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t0.Add(d)
-}
-
 // newAgg returns an Aggregate with 1s buckets over a minute, sharing
 // through c, watching login over a minute.
-func newAgg(c redis.UniversalClient, clk *clock, fleetSize int) *aggregate.Aggregate {
-	a := aggregate.New(aggregate.Config{Now: clk.now, Bucket: time.Second, Window: time.Minute,
+func newAgg(c redis.UniversalClient, clk *storetest.Clock, fleetSize int) *aggregate.Aggregate {
+	a := aggregate.New(aggregate.Config{Now: clk.Now, Bucket: time.Second, Window: time.Minute,
 		Shared: redisagg.New(c), FleetSize: fleetSize, Logger: quiet})
 	a.Watch("login", time.Minute)
 	return a
@@ -111,12 +90,12 @@ func ran(before, after map[string]int64) (cmds, calls int64) {
 // drive reports rate failures of login a second to a for d of simulated
 // time from t0, flushing every 100ms and refreshing every 500ms as the
 // loop does; it returns how many failures it reported.
-func drive(tb testing.TB, a *aggregate.Aggregate, clk *clock, rate int, d time.Duration) int {
+func drive(tb testing.TB, a *aggregate.Aggregate, clk *storetest.Clock, rate int, d time.Duration) int {
 	tb.Helper()
 	step := time.Second / time.Duration(rate)
 	n := 0
 	for at := step; at <= d; at += step {
-		clk.at(at)
+		clk.Set(t0.Add(at))
 		a.Add("login", 1)
 		n++
 		tick(tb, a, at, step)

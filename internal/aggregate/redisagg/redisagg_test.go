@@ -14,6 +14,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/aggregate/redisagg"
 	"github.com/guardian-sec/guardian/internal/redistest"
 	"github.com/guardian-sec/guardian/internal/store/redisstore"
+	"github.com/guardian-sec/guardian/internal/store/storetest"
 )
 
 // TestRedis runs everything that needs a single Redis against one
@@ -155,17 +156,17 @@ func testFleet(t *testing.T, r *redisEnv) {
 	c := r.guardian
 	// Three instances, one clock each; 31 failures round-robin, no instance
 	// seeing more than 11.
-	clocks := []*clock{newClock(), newClock(), newClock()}
+	clocks := []*storetest.Clock{storetest.NewClock(t0), storetest.NewClock(t0), storetest.NewClock(t0)}
 	aggs := make([]*aggregate.Aggregate, 3)
 	for i := range aggs {
 		aggs[i] = newAgg(c, clocks[i], 3)
 	}
 	for i := range 31 {
-		clocks[i%3].at(time.Second + time.Duration(i)*50*time.Millisecond)
+		clocks[i%3].Set(t0.Add(time.Second + time.Duration(i)*50*time.Millisecond))
 		aggs[i%3].Add("login", 1)
 	}
 	for _, clk := range clocks {
-		clk.at(3 * time.Second)
+		clk.Set(t0.Add(3 * time.Second))
 	}
 	for _, a := range aggs {
 		if err := a.Flush(context.Background()); err != nil {
@@ -185,11 +186,11 @@ func testFleet(t *testing.T, r *redisEnv) {
 func testLateFlush(t *testing.T, r *redisEnv) {
 	ctx := context.Background()
 	c := r.plain
-	ca, cb := newClock(), newClock()
+	ca, cb := storetest.NewClock(t0), storetest.NewClock(t0)
 	a, b := newAgg(r.guardian, ca, 2), newAgg(r.guardian, cb, 2)
-	ca.at(950 * time.Millisecond)
+	ca.Set(t0.Add(950 * time.Millisecond))
 	a.Add("login", 3)
-	ca.at(1050 * time.Millisecond)
+	ca.Set(t0.Add(1050 * time.Millisecond))
 	if err := a.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +204,7 @@ func testLateFlush(t *testing.T, r *redisEnv) {
 			t.Errorf("GET %s = %q, want %q", key, got, k.want)
 		}
 	}
-	cb.at(1100 * time.Millisecond)
+	cb.Set(t0.Add(1100 * time.Millisecond))
 	if err := b.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +215,7 @@ func testLateFlush(t *testing.T, r *redisEnv) {
 		{time.Second, time.Second, 3},
 		{1100 * time.Millisecond, 100 * time.Millisecond, 0},
 	} {
-		cb.at(k.at)
+		cb.Set(t0.Add(k.at))
 		if got := b.Count([]string{"login"}, k.per); got != k.want {
 			t.Errorf("B at t0+%v: Count(per %v) = %d, want %d", k.at, k.per, got, k.want)
 		}
@@ -231,7 +232,7 @@ func testCommandsIndependentOfTraffic(t *testing.T, r *redisEnv) {
 		if err := c.FlushAll(context.Background()).Err(); err != nil {
 			t.Fatal(err)
 		}
-		clk := newClock()
+		clk := storetest.NewClock(t0)
 		a := newAgg(c, clk, 1)
 		before := commandStats(t, c)
 		n := drive(t, a, clk, rate, 10*time.Second)
@@ -253,7 +254,7 @@ func testCommandsIndependentOfTraffic(t *testing.T, r *redisEnv) {
 func testEveryKeyExpires(t *testing.T, r *redisEnv) {
 	ctx := context.Background()
 	c := r.plain
-	clk := newClock()
+	clk := storetest.NewClock(t0)
 	a := newAgg(r.guardian, clk, 1)
 	drive(t, a, clk, 50, 3*time.Second)
 	keys, err := c.Keys(ctx, "*").Result()
@@ -277,11 +278,11 @@ func testEveryKeyExpires(t *testing.T, r *redisEnv) {
 func testPaused(t *testing.T, r *redisEnv) {
 	ctx := context.Background()
 	c, srv := r.plain, r.srv
-	ca, cb := newClock(), newClock()
+	ca, cb := storetest.NewClock(t0), storetest.NewClock(t0)
 	a, b := newAgg(r.guardian, ca, 3), newAgg(r.guardian, cb, 3)
 	count := func(x *aggregate.Aggregate) int64 { return x.Count([]string{"login"}, time.Minute) }
 
-	ca.at(time.Second)
+	ca.Set(t0.Add(time.Second))
 	a.Add("login", 2)
 	if err := a.Refresh(ctx); err != nil {
 		t.Fatal(err)
@@ -290,7 +291,7 @@ func testPaused(t *testing.T, r *redisEnv) {
 	// A stalled Redis: the call times out, perhaps after Redis has taken
 	// it, and runs when Redis resumes.
 	srv.Pause(t)
-	ca.at(2 * time.Second)
+	ca.Set(t0.Add(2 * time.Second))
 	a.Add("login", 3)
 	start := time.Now()
 	err := a.Refresh(ctx)
@@ -310,7 +311,7 @@ func testPaused(t *testing.T, r *redisEnv) {
 	}
 	srv.Unpause(t)
 
-	ca.at(3 * time.Second)
+	ca.Set(t0.Add(3 * time.Second))
 	if err := a.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +321,7 @@ func testPaused(t *testing.T, r *redisEnv) {
 	if got := c.Get(ctx, redisagg.Key("login", time.Second, t0.Unix()+1)).Val(); got != "3" {
 		t.Errorf("fleet total of (t0+1s, t0+2s] = %q, want 3: the outage's failures counted once, in their bucket", got)
 	}
-	cb.at(3 * time.Second)
+	cb.Set(t0.Add(3 * time.Second))
 	if err := b.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -337,14 +338,14 @@ func TestCluster(t *testing.T) {
 	}
 	// Every bucket of every flow in one slot: one script call, no
 	// CROSSSLOT.
-	ca, cb := newClock(), newClock()
+	ca, cb := storetest.NewClock(t0), storetest.NewClock(t0)
 	a, b := newAgg(c, ca, 2), newAgg(c, cb, 2)
 	a.Watch("otp_verify", time.Minute)
 	b.Watch("otp_verify", time.Minute)
-	ca.at(time.Second)
+	ca.Set(t0.Add(time.Second))
 	a.Add("login", 4)
 	a.Add("otp_verify", 1)
-	cb.at(time.Second)
+	cb.Set(t0.Add(time.Second))
 	b.Add("login", 2)
 	for _, x := range []*aggregate.Aggregate{a, b, a} {
 		if err := x.Refresh(context.Background()); err != nil {

@@ -95,8 +95,8 @@ func TestCluster(t *testing.T) {
 // computes, so no script ever touches two slots.
 func testSlotMatchesKeyslot(t *testing.T, c redis.UniversalClient) {
 	ctx := context.Background()
-	clk := &clock{t: t0}
-	s := redisstore.New(c, redisstore.Config{Now: clk.now})
+	clk := storetest.NewClock(t0)
+	s := redisstore.New(c, redisstore.Config{Now: clk.Now})
 	// Ten subjects, each with two rules, in one batch: the store must split
 	// it by slot or Redis refuses the script with CROSSSLOT.
 	var ops []store.Op
@@ -138,8 +138,8 @@ func testSlotMatchesKeyslot(t *testing.T, c redis.UniversalClient) {
 // leaves the account's keys exactly as they were, and reports them as found.
 func testCrossSlotDenied(t *testing.T, c redis.UniversalClient) {
 	ctx := context.Background()
-	clk := &clock{t: t0}
-	s := redisstore.New(c, redisstore.Config{Now: clk.now})
+	clk := storetest.NewClock(t0)
+	s := redisstore.New(c, redisstore.Config{Now: clk.Now})
 
 	// The account has some history; the IP prefix is out of budget.
 	do(t, s, rate(acctRate, 2, time.Minute, 5), counter(acctCounter, 3, 100, time.Hour))
@@ -153,7 +153,7 @@ func testCrossSlotDenied(t *testing.T, c redis.UniversalClient) {
 		before[k] = v
 	}
 
-	clk.set(t0.Add(time.Second))
+	clk.Set(t0.Add(time.Second))
 	batch := []store.Op{
 		rate(acctRate, 1, time.Minute, 5),
 		counter(acctCounter, 1, 100, time.Hour),
@@ -252,8 +252,8 @@ func testCrossSlotOneRoundTrip(t *testing.T, cl *redistest.Cluster) {
 // batch still runs, and is decided once.
 func testClusterScriptFlush(t *testing.T, c redis.UniversalClient) {
 	ctx := context.Background()
-	clk := &clock{t: t0}
-	s := redisstore.New(c, redisstore.Config{Now: clk.now})
+	clk := storetest.NewClock(t0)
+	s := redisstore.New(c, redisstore.Config{Now: clk.Now})
 	batch := []store.Op{rate(acctRate, 1, time.Minute, 5), rate(ipRate, 1, time.Minute, 5)}
 	do(t, s, batch...)
 	forEachNode(t, c, func(n *redis.Client) {
@@ -332,8 +332,8 @@ func testConcurrentCrossSlot(t *testing.T, cl *redistest.Cluster) {
 // testClusterDeleteRefund: Delete and Refund take keys of many slots at once.
 func testClusterDeleteRefund(t *testing.T, c redis.UniversalClient) {
 	ctx := context.Background()
-	clk := &clock{t: t0}
-	s := redisstore.New(c, redisstore.Config{Now: clk.now})
+	clk := storetest.NewClock(t0)
+	s := redisstore.New(c, redisstore.Config{Now: clk.Now})
 	var keys []string
 	var refunds []store.Refund
 	for i := range 8 {

@@ -33,24 +33,6 @@ func TestMain(m *testing.M) {
 // t0 is the instant the tests with an overridden clock start at.
 var t0 = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 
-// clock is a settable clock for a Store's Config.Now.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
-
 // rate returns a Rate op on key.
 func rate(key string, cost int64, interval time.Duration, burst int64) store.Op {
 	return store.Op{Key: key, Kind: store.Rate, Cost: cost, Interval: interval, Burst: burst}

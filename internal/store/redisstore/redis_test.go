@@ -112,8 +112,8 @@ func testOneCallPerBatch(t *testing.T, node *redis.Client) {
 // again and every call still works.
 func testScriptFlush(t *testing.T, node *redis.Client) {
 	ctx := context.Background()
-	clk := &clock{t: t0}
-	s := redisstore.New(node, redisstore.Config{Now: clk.now})
+	clk := storetest.NewClock(t0)
+	s := redisstore.New(node, redisstore.Config{Now: clk.Now})
 	op := rate("guardian:v1:{acct}:login-account", 1, time.Minute, 5)
 	cnt := counter("guardian:v1:{acct}:hard-stop", 1, 100, time.Hour)
 
