@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -20,11 +18,9 @@ import (
 	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
-	"github.com/getkin/kin-openapi/openapi3filter"
-	"github.com/getkin/kin-openapi/routers"
-	"github.com/getkin/kin-openapi/routers/legacy"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/guardian-sec/guardian/internal/apitest"
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/failclosed"
 	"github.com/guardian-sec/guardian/internal/keys"
@@ -41,110 +37,26 @@ const specPath = "../../api/openapi.yaml"
 // document, its examples included.
 func loadSpec(tb testing.TB) *openapi3.T {
 	tb.Helper()
-	doc, err := openapi3.NewLoader().LoadFromFile(specPath)
-	if err != nil {
-		tb.Fatalf("load %s: %v", specPath, err)
-	}
-	if err := doc.Validate(context.Background(), openapi3.EnableMultiError()); err != nil {
-		tb.Fatalf("%s is not valid OpenAPI: %v", specPath, err)
-	}
-	return doc
+	return apitest.Load(tb, specPath).Doc
 }
 
 // contract is api/openapi.yaml with a router over its operations, for
 // checking real requests and answers against it.
 type contract struct {
-	doc    *openapi3.T
-	router routers.Router
+	*apitest.Contract
+	doc *openapi3.T
 }
 
 func loadContract(tb testing.TB) *contract {
 	tb.Helper()
-	doc := loadSpec(tb)
-	// Requests in tests go to no particular host: route on the path alone.
-	doc.Servers = nil
-	r, err := legacy.NewRouter(doc)
-	if err != nil {
-		tb.Fatalf("route %s: %v", specPath, err)
-	}
-	return &contract{doc: doc, router: r}
+	c := apitest.Load(tb, specPath)
+	return &contract{Contract: c, doc: c.Doc}
 }
 
-// checkAnswer fails tb unless rec is an answer the contract allows to req:
-// for an operation it lists, one of the operation's statuses with headers
-// and a body matching it; for a path or a method it does not list, its
-// NotFound or MethodNotAllowed response.
+// checkAnswer fails tb unless rec is an answer the contract allows to req.
 func (c *contract) checkAnswer(tb testing.TB, req *http.Request, rec *httptest.ResponseRecorder) {
 	tb.Helper()
-	route, params, err := c.router.FindRoute(req)
-	if err != nil {
-		c.checkUnrouted(tb, req, rec, err)
-		return
-	}
-	in := &openapi3filter.ResponseValidationInput{
-		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route},
-		Status:                 rec.Code,
-		Header:                 rec.Header(),
-		Body:                   io.NopCloser(bytes.NewReader(rec.Body.Bytes())),
-		Options:                &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
-	}
-	if err := openapi3filter.ValidateResponse(context.Background(), in); err != nil {
-		tb.Errorf("%s %s: answer %d %s does not match %s: %v", req.Method, req.URL.Path, rec.Code, rec.Body.Bytes(), specPath, err)
-	}
-}
-
-// checkUnrouted checks the answer to a request the contract has no
-// operation for against the shared response for that case.
-func (c *contract) checkUnrouted(tb testing.TB, req *http.Request, rec *httptest.ResponseRecorder, routeErr error) {
-	tb.Helper()
-	var name string
-	var status int
-	switch routeErr.Error() {
-	case routers.ErrPathNotFound.Error():
-		name, status = "NotFound", http.StatusNotFound
-	case routers.ErrMethodNotAllowed.Error():
-		name, status = "MethodNotAllowed", http.StatusMethodNotAllowed
-	default:
-		tb.Fatalf("%s %s: route: %v", req.Method, req.URL.Path, routeErr)
-	}
-	if rec.Code != status {
-		tb.Errorf("%s %s: status %d, want %d (components.responses.%s)", req.Method, req.URL.Path, rec.Code, status, name)
-	}
-	resp := c.doc.Components.Responses[name].Value
-	for h, ref := range resp.Headers {
-		if ref.Value.Required && rec.Header().Get(h) == "" {
-			tb.Errorf("%s %s: no %s header, which components.responses.%s requires", req.Method, req.URL.Path, h, name)
-		}
-	}
-	mt := resp.Content.Get(rec.Header().Get("Content-Type"))
-	if mt == nil {
-		tb.Fatalf("%s %s: Content-Type %q is not one of components.responses.%s", req.Method, req.URL.Path, rec.Header().Get("Content-Type"), name)
-	}
-	var body any
-	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
-		tb.Fatalf("%s %s: body %q: %v", req.Method, req.URL.Path, rec.Body.Bytes(), err)
-	}
-	if err := mt.Schema.Value.VisitJSON(body, openapi3.EnableJSONSchema2020()); err != nil {
-		tb.Errorf("%s %s: body %s does not match components.responses.%s: %v", req.Method, req.URL.Path, rec.Body.Bytes(), name, err)
-	}
-}
-
-// requestErr is the contract's verdict on a request: nil when it accepts
-// the body and parameters, the reason otherwise.
-func (c *contract) requestErr(tb testing.TB, method, target string, body []byte) error {
-	tb.Helper()
-	req := httptest.NewRequest(method, target, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	route, params, err := c.router.FindRoute(req)
-	if err != nil {
-		tb.Fatalf("%s %s: route: %v", method, target, err)
-	}
-	return openapi3filter.ValidateRequest(context.Background(), &openapi3filter.RequestValidationInput{
-		Request:    req,
-		PathParams: params,
-		Route:      route,
-		Options:    &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc},
-	})
+	c.CheckAnswer(tb, req, rec)
 }
 
 // specRoutes lists the operations of doc as "METHOD /path".
@@ -961,7 +873,7 @@ func TestSpecJudgesRequestsLikeHandlers(t *testing.T) {
 				t.Fatalf("handlers: got %d %s, want code %q", rec.Code, rec.Body.Bytes(), tt.wantCode)
 			}
 			c.checkAnswer(t, req, rec)
-			err := c.requestErr(t, tt.method, tt.path, []byte(tt.body))
+			err := c.RequestErr(t, tt.method, tt.path, []byte(tt.body))
 			if got, want := err == nil, tt.wantCode == ""; got != want {
 				t.Errorf("contract accepts: got %v, want %v (%v)", got, want, err)
 			}

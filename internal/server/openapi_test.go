@@ -1,8 +1,6 @@
 package server_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -15,11 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/getkin/kin-openapi/openapi3"
-	"github.com/getkin/kin-openapi/openapi3filter"
-	"github.com/getkin/kin-openapi/routers"
-	"github.com/getkin/kin-openapi/routers/legacy"
-
+	"github.com/guardian-sec/guardian/internal/apitest"
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/server"
 	"github.com/guardian-sec/guardian/internal/tokens"
@@ -29,81 +23,11 @@ import (
 const oasPath = "../../api/openapi.yaml"
 
 // oasContract is api/openapi.yaml with a router over its operations.
-type oasContract struct {
-	doc    *openapi3.T
-	router routers.Router
-}
+type oasContract = apitest.Contract
 
 func loadOASContract(tb testing.TB) *oasContract {
 	tb.Helper()
-	doc, err := openapi3.NewLoader().LoadFromFile(oasPath)
-	if err != nil {
-		tb.Fatalf("load %s: %v", oasPath, err)
-	}
-	// Requests in tests go to no particular host: route on the path alone.
-	doc.Servers = nil
-	r, err := legacy.NewRouter(doc)
-	if err != nil {
-		tb.Fatalf("%s: %v", oasPath, err)
-	}
-	return &oasContract{doc: doc, router: r}
-}
-
-// checkAnswer fails tb unless rec is an answer the contract allows to req:
-// for an operation it lists, one of the operation's statuses with headers
-// and a body matching it; for a path or method it does not list, its
-// NotFound or MethodNotAllowed response.
-func (c *oasContract) checkAnswer(tb testing.TB, req *http.Request, rec *httptest.ResponseRecorder) {
-	tb.Helper()
-	route, params, err := c.router.FindRoute(req)
-	if err != nil {
-		c.checkUnrouted(tb, req, rec, err)
-		return
-	}
-	in := &openapi3filter.ResponseValidationInput{
-		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route},
-		Status:                 rec.Code,
-		Header:                 rec.Header(),
-		Body:                   io.NopCloser(bytes.NewReader(rec.Body.Bytes())),
-		Options:                &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
-	}
-	if err := openapi3filter.ValidateResponse(context.Background(), in); err != nil {
-		tb.Errorf("%s %s: answer %d %s does not match %s: %v", req.Method, req.URL.Path, rec.Code, rec.Body.Bytes(), oasPath, err)
-	}
-}
-
-func (c *oasContract) checkUnrouted(tb testing.TB, req *http.Request, rec *httptest.ResponseRecorder, routeErr error) {
-	tb.Helper()
-	var name string
-	var status int
-	switch routeErr.Error() {
-	case routers.ErrPathNotFound.Error():
-		name, status = "NotFound", http.StatusNotFound
-	case routers.ErrMethodNotAllowed.Error():
-		name, status = "MethodNotAllowed", http.StatusMethodNotAllowed
-	default:
-		tb.Fatalf("%s %s: route: %v", req.Method, req.URL.Path, routeErr)
-	}
-	if rec.Code != status {
-		tb.Errorf("%s %s: status %d, want %d (components.responses.%s)", req.Method, req.URL.Path, rec.Code, status, name)
-	}
-	resp := c.doc.Components.Responses[name].Value
-	for h, ref := range resp.Headers {
-		if ref.Value.Required && rec.Header().Get(h) == "" {
-			tb.Errorf("%s %s: no %s header, which components.responses.%s requires", req.Method, req.URL.Path, h, name)
-		}
-	}
-	mt := resp.Content.Get(rec.Header().Get("Content-Type"))
-	if mt == nil {
-		tb.Fatalf("%s %s: Content-Type %q is not one of components.responses.%s", req.Method, req.URL.Path, rec.Header().Get("Content-Type"), name)
-	}
-	var body any
-	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
-		tb.Fatalf("%s %s: body %q: %v", req.Method, req.URL.Path, rec.Body.Bytes(), err)
-	}
-	if err := mt.Schema.Value.VisitJSON(body, openapi3.EnableJSONSchema2020()); err != nil {
-		tb.Errorf("%s %s: body %s does not match components.responses.%s: %v", req.Method, req.URL.Path, rec.Body.Bytes(), name, err)
-	}
+	return apitest.Load(tb, oasPath)
 }
 
 // oasServer is a real guardian, called through its handler, with tokens of
@@ -212,7 +136,7 @@ func (s *oasServer) run(t *testing.T, c *oasContract, steps []oasStep) {
 			if code != st.wantCode {
 				t.Errorf("code: got %q, want %q (body %s)", code, st.wantCode, rec.Body.Bytes())
 			}
-			c.checkAnswer(t, req, rec)
+			c.CheckAnswer(t, req, rec)
 			if st.then != nil {
 				st.then(t, rec, got)
 			}
