@@ -122,10 +122,6 @@ func TestExpiredRemovedOnAccess(t *testing.T) {
 	if got := peek(t, s, a)[0]; got != (store.Result{Allowed: true, Remaining: 5}) {
 		t.Errorf("expired key reads %+v, want full", got)
 	}
-	if got := do(t, s, b)[0]; got != (store.Result{Allowed: true, Spent: true, Remaining: 4, ResetAfter: time.Minute}) {
-		t.Errorf("Do on an expired key = %+v, want a fresh spend", got)
-	}
-	checkLen(t, s, "after Do on an expired key", 4)
 	if err := s.Refund(ctx, []store.Refund{{Key: r.Key, Kind: store.Rate, Amount: time.Second}}); err != nil {
 		t.Fatal(err)
 	}
@@ -138,6 +134,12 @@ func TestExpiredRemovedOnAccess(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkLen(t, s, "after Delete of an expired key", 2)
+	// Last, so that the few entries an insert sweeps on the way hold no
+	// other expired key to make the count depend on the sample.
+	if got := do(t, s, b)[0]; got != (store.Result{Allowed: true, Spent: true, Remaining: 4, ResetAfter: time.Minute}) {
+		t.Errorf("Do on an expired key = %+v, want a fresh spend", got)
+	}
+	checkLen(t, s, "after Do on an expired key", 2)
 }
 
 func TestInsertSweepsAFewEntries(t *testing.T) {
