@@ -45,6 +45,12 @@ type Devices struct {
 	badAud  error
 	badSub  error
 	badDID  error
+	cache   verified[device]
+}
+
+// device is what a verified device token says: whose it is, and its id.
+type device struct {
+	account, id string
 }
 
 // NewDevices returns a Devices signing with a key derived from k, issuing
@@ -63,6 +69,7 @@ func NewDevices(k secret.Key, ttl time.Duration, previous ...secret.Key) *Device
 		badAud:  wrap(ErrInvalidDevice, "not a device token"),
 		badSub:  wrap(ErrInvalidDevice, "issued to another account"),
 		badDID:  wrap(ErrInvalidDevice, "malformed device id"),
+		cache:   newVerified[device](maxCached),
 	}
 	d.keyFunc = keyFunc(devicePurpose, d.key, previous)
 	return d
@@ -100,27 +107,47 @@ func (d *Devices) Issue(account string, now time.Time) (token, deviceID string, 
 // account, with exp later than now. Errors wrap ErrInvalidDevice; a check
 // treats them all alike, as an untrusted device.
 func (d *Devices) Verify(token, account string, now time.Time) (string, error) {
+	e, ok := d.cache.get(token)
+	if !ok {
+		var err error
+		if e, err = d.verify(token); err != nil {
+			return "", err
+		}
+		d.cache.put(token, e, now)
+	}
+	if err := d.reasons.times(e.exp, e.nbf, now); err != nil {
+		return "", err
+	}
+	if account == "" || e.val.account != account {
+		return "", d.badSub
+	}
+	return e.val.id, nil
+}
+
+// verify checks everything of a device token but its times and its
+// account, which Verify checks on every call, cached or not.
+func (d *Devices) verify(token string) (cacheEntry[device], error) {
 	if len(token) > maxJWTLen {
-		return "", d.reasons.tooLong
+		return cacheEntry[device]{}, d.reasons.tooLong
 	}
 	var c deviceClaims
 	tok, err := d.parser.ParseWithClaims(token, &c, d.keyFunc)
 	if err != nil {
-		return "", d.reasons.parseError(tok, err)
+		return cacheEntry[device]{}, d.reasons.parseError(tok, err)
 	}
-	if err := d.reasons.times(c.ExpiresAt, c.NotBefore, now); err != nil {
-		return "", err
+	if c.ExpiresAt == nil {
+		return cacheEntry[device]{}, d.reasons.noExpiry
 	}
 	if tok.Header["typ"] != deviceType || c.Issuer != issuer || !slices.Equal(c.Audience, jwt.ClaimStrings{deviceType}) {
-		return "", d.badAud
+		return cacheEntry[device]{}, d.badAud
 	}
-	if account == "" || c.Subject != account {
-		return "", d.badSub
+	if c.Subject == "" {
+		return cacheEntry[device]{}, d.badSub
 	}
 	if !validID(c.DeviceID) {
-		return "", d.badDID
+		return cacheEntry[device]{}, d.badDID
 	}
-	return c.DeviceID, nil
+	return cacheEntry[device]{val: device{account: c.Subject, id: c.DeviceID}, exp: c.ExpiresAt, nbf: c.NotBefore}, nil
 }
 
 // newID returns 16 random bytes in unpadded base64url.

@@ -69,3 +69,39 @@ func TestRotation(t *testing.T) {
 		}
 	})
 }
+
+// TestDeviceCache: a device token verified once is answered from the cache,
+// which still checks the account and the expiry on every call.
+func TestDeviceCache(t *testing.T) {
+	k, err := secret.New([]byte("guardian-device-cache-key-0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	d := NewDevices(k, time.Hour)
+	tok, id, err := d.Issue("acct", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		account string
+		at      time.Time
+		wantID  string
+		wantErr error
+	}{
+		{"first, verified", "acct", now, id, nil},
+		{"again, from the cache", "acct", now.Add(time.Minute), id, nil},
+		{"another account, from the cache", "other", now, "", ErrInvalidDevice},
+		{"expired, from the cache", "acct", now.Add(time.Hour), "", ErrInvalidDevice},
+	}
+	for _, tt := range tests {
+		got, err := d.Verify(tok, tt.account, tt.at)
+		if got != tt.wantID || !errors.Is(err, tt.wantErr) {
+			t.Errorf("%s: Verify = %q, %v; want %q, %v", tt.name, got, err, tt.wantID, tt.wantErr)
+		}
+	}
+	if hits := d.cache.hits.Load(); hits != 3 {
+		t.Errorf("cache hits = %d, want 3", hits)
+	}
+}

@@ -2,8 +2,6 @@ package tokens
 
 import (
 	"errors"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -48,7 +46,7 @@ type Service struct {
 	reasons jwtReasons
 	badIss  error
 	badScp  error
-	cache   verified
+	cache   verified[Claims]
 }
 
 // NewService returns a Service signing with a key derived from k. Tokens
@@ -61,7 +59,7 @@ func NewService(k secret.Key, previous ...secret.Key) *Service {
 		reasons: newJWTReasons(ErrInvalidToken),
 		badIss:  wrap(ErrInvalidToken, "wrong issuer"),
 		badScp:  wrap(ErrInvalidToken, "bad scope"),
-		cache:   verified{max: maxCached, m: make(map[string]cacheEntry)},
+		cache:   newVerified[Claims](maxCached),
 	}
 	s.keyFunc = keyFunc(servicePurpose, s.key, previous)
 	return s
@@ -100,85 +98,35 @@ func (s *Service) Verify(token string, now time.Time) (Claims, error) {
 		if err := s.reasons.times(e.exp, e.nbf, now); err != nil {
 			return Claims{}, err
 		}
-		return e.claims, nil
+		return e.val, nil
 	}
 	e, err := s.verify(token, now)
 	if err != nil {
 		return Claims{}, err
 	}
 	s.cache.put(token, e, now)
-	return e.claims, nil
+	return e.val, nil
 }
 
 // verify is Verify without the cache.
-func (s *Service) verify(token string, now time.Time) (cacheEntry, error) {
+func (s *Service) verify(token string, now time.Time) (cacheEntry[Claims], error) {
 	if len(token) > maxJWTLen {
-		return cacheEntry{}, s.reasons.tooLong
+		return cacheEntry[Claims]{}, s.reasons.tooLong
 	}
 	var c serviceClaims
 	tok, err := s.parser.ParseWithClaims(token, &c, s.keyFunc)
 	if err != nil {
-		return cacheEntry{}, s.reasons.parseError(tok, err)
+		return cacheEntry[Claims]{}, s.reasons.parseError(tok, err)
 	}
 	if err := s.reasons.times(c.ExpiresAt, c.NotBefore, now); err != nil {
-		return cacheEntry{}, err
+		return cacheEntry[Claims]{}, err
 	}
 	if c.Issuer != issuer {
-		return cacheEntry{}, s.badIss
+		return cacheEntry[Claims]{}, s.badIss
 	}
 	if !c.Scope.Valid() {
-		return cacheEntry{}, s.badScp
+		return cacheEntry[Claims]{}, s.badScp
 	}
 	claims := Claims{Subject: c.Subject, Scope: c.Scope, ExpiresAt: c.ExpiresAt.Time}
-	return cacheEntry{claims: claims, exp: c.ExpiresAt, nbf: c.NotBefore}, nil
-}
-
-// verified remembers verified service tokens, keyed by the token itself.
-// Only a token whose signature and claims were checked is ever put in, so a
-// hit only has to check the token's times again.
-type verified struct {
-	mu   sync.RWMutex
-	m    map[string]cacheEntry
-	max  int
-	hits atomic.Uint64 // for tests: how many Verify calls the cache answered
-}
-
-// cacheEntry is one verified token.
-type cacheEntry struct {
-	claims Claims
-	exp    *jwt.NumericDate
-	nbf    *jwt.NumericDate
-}
-
-// get returns the entry for token, if there is one.
-func (v *verified) get(token string) (cacheEntry, bool) {
-	v.mu.RLock()
-	e, ok := v.m[token]
-	v.mu.RUnlock()
-	if ok {
-		v.hits.Add(1)
-	}
-	return e, ok
-}
-
-// put remembers a verified token. When the cache is full it first drops
-// every expired token, then, if that was not enough, an arbitrary eighth of
-// the entries, so that the cost of a sweep is spread over many puts.
-func (v *verified) put(token string, e cacheEntry, now time.Time) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if len(v.m) >= v.max {
-		for k, old := range v.m {
-			if !now.Before(old.exp.Time) {
-				delete(v.m, k)
-			}
-		}
-		for k := range v.m {
-			if len(v.m) < v.max-v.max/8 {
-				break
-			}
-			delete(v.m, k)
-		}
-	}
-	v.m[token] = e
+	return cacheEntry[Claims]{val: claims, exp: c.ExpiresAt, nbf: c.NotBefore}, nil
 }
