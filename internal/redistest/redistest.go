@@ -280,6 +280,14 @@ func waitPing(ctx context.Context, addr string) error {
 	}
 }
 
+// Main runs a test binary whose tests start containers: it sets the
+// testcontainers settings this package needs before any test runs (they are
+// read once), then runs m and exits. Call it from TestMain.
+func Main(m *testing.M) {
+	setEnv()
+	os.Exit(m.Run())
+}
+
 // setEnv sets the testcontainers settings this package needs: the loopback
 // address as the host of every mapped port (ports are published on
 // 127.0.0.1 only), and, unless the environment says otherwise, no Ryuk

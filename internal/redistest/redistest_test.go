@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -15,10 +14,7 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 )
 
-func TestMain(m *testing.M) {
-	setEnv()
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { Main(m) }
 
 func TestStartBuildsMissingImage(t *testing.T) {
 	ctx := context.Background()

@@ -16,17 +16,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/guardian-sec/guardian/internal/redistest"
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/server"
 	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
-func TestMain(m *testing.M) {
-	// testcontainers reads these once, before the first container.
-	os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
-	os.Setenv("TESTCONTAINERS_HOST_OVERRIDE", "127.0.0.1")
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { redistest.Main(m) }
 
 // signingKey is shared by every instance of a fleet, as in production.
 var signingKey = func() secret.Key {

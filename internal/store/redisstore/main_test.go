@@ -2,8 +2,6 @@ package redisstore_test
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,23 +10,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/guardian-sec/guardian/internal/redistest"
 	"github.com/guardian-sec/guardian/internal/store"
 )
 
-func TestMain(m *testing.M) {
-	// testcontainers reads these once: no Ryuk sidecar (every container is
-	// terminated by its test), and mapped ports on the loopback address.
-	for k, v := range map[string]string{
-		"TESTCONTAINERS_RYUK_DISABLED": "true",
-		"TESTCONTAINERS_HOST_OVERRIDE": "127.0.0.1",
-	} {
-		if err := os.Setenv(k, v); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
-		}
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { redistest.Main(m) }
 
 // t0 is the instant the tests with an overridden clock start at.
 var t0 = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
