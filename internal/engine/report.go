@@ -42,7 +42,14 @@ func (e *Engine) Report(ctx context.Context, attemptID string, outcome Outcome) 
 	if err != nil {
 		return ReportResult{}, err
 	}
-	first, err := e.store.MarkOnce(ctx, keys.StoreKey(at.ID, "reported"), tokens.AttemptTTL)
+	// A success that settles gives back what its check spent in the same
+	// store call that accepts the report, one round trip for both.
+	settles := outcome == Success && otp.Settles(rules.Flow(at.Flow))
+	var refunds []store.Refund
+	if settles {
+		refunds = loginlimits.Refunds(&at)
+	}
+	first, err := e.store.MarkOnce(ctx, keys.StoreKey(at.ID, "reported"), tokens.AttemptTTL, refunds...)
 	switch {
 	case errors.Is(err, store.ErrFull):
 		// The bounded table that remembers reports is full (the local
@@ -50,7 +57,13 @@ func (e *Engine) Report(ctx context.Context, attemptID string, outcome Outcome) 
 		// refusing it: at worst a repeated success gives back twice, and
 		// a key never goes beyond full.
 		first = true
-	case err != nil:
+		if len(refunds) > 0 {
+			err = e.store.Refund(ctx, refunds)
+		} else {
+			err = nil
+		}
+	}
+	if err != nil {
 		return ReportResult{}, fmt.Errorf("engine: store: %w", err)
 	}
 	if !first {
@@ -61,13 +74,8 @@ func (e *Engine) Report(ctx context.Context, attemptID string, outcome Outcome) 
 		e.aggregate.Add(at.Flow, 1)
 		return ReportResult{}, nil
 	}
-	if !otp.Settles(rules.Flow(at.Flow)) {
+	if !settles {
 		return ReportResult{}, nil
-	}
-	if refunds := loginlimits.Refunds(&at); len(refunds) > 0 {
-		if err := e.store.Refund(ctx, refunds); err != nil {
-			return ReportResult{}, fmt.Errorf("engine: store: %w", err)
-		}
 	}
 	tok, err := e.login.DeviceToken(&at, now)
 	if err != nil {

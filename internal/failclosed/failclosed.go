@@ -251,14 +251,7 @@ func (s *Store) scale(op store.Op) store.Op {
 // Local, the primary for the rest. A refund the failing primary cannot take
 // is dropped — the attempt stays counted, the strict side of the error.
 func (s *Store) Refund(ctx context.Context, refunds []store.Refund) error {
-	var local, primary []store.Refund
-	for _, r := range refunds {
-		if r.Local {
-			local = append(local, r)
-		} else {
-			primary = append(primary, r)
-		}
-	}
+	local, primary := splitRefunds(refunds)
 	if len(local) > 0 {
 		if err := s.local.Refund(ctx, local); err != nil {
 			return fmt.Errorf("failclosed: local fallback: %w", err)
@@ -268,6 +261,19 @@ func (s *Store) Refund(ctx context.Context, refunds []store.Refund) error {
 		_ = s.primary(ctx, func(ctx context.Context) error { return s.cfg.Primary.Refund(ctx, primary) })
 	}
 	return nil
+}
+
+// splitRefunds separates the refunds of spends the fallback made from those
+// the primary made.
+func splitRefunds(refunds []store.Refund) (local, primary []store.Refund) {
+	for _, r := range refunds {
+		if r.Local {
+			local = append(local, r)
+		} else {
+			primary = append(primary, r)
+		}
+	}
+	return local, primary
 }
 
 // ErrUnavailable reports an admin change the failing primary could not take.
@@ -289,20 +295,29 @@ func (s *Store) Delete(ctx context.Context, keys ...string) error {
 }
 
 // MarkOnce marks on the primary, or on the fallback while the primary fails:
-// during an outage an attempt id is accepted once per instance.
-func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration) (bool, error) {
+// during an outage an attempt id is accepted once per instance. When the
+// mark is new, refunds are given back where they were spent, like Refund:
+// the primary's with the mark, in its one call; those the failing primary
+// cannot take are dropped.
+func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration, refunds ...store.Refund) (bool, error) {
+	local, primary := splitRefunds(refunds)
 	if s.healthy.Load() {
 		var first bool
 		err := s.primary(ctx, func(ctx context.Context) error {
 			var err error
-			first, err = s.cfg.Primary.MarkOnce(ctx, key, ttl)
+			first, err = s.cfg.Primary.MarkOnce(ctx, key, ttl, primary...)
 			return err
 		})
 		if err == nil {
+			if first && len(local) > 0 {
+				if err := s.local.Refund(ctx, local); err != nil {
+					return true, fmt.Errorf("failclosed: local fallback: %w", err)
+				}
+			}
 			return first, nil
 		}
 	}
-	return s.local.MarkOnce(ctx, key, ttl)
+	return s.local.MarkOnce(ctx, key, ttl, local...)
 }
 
 // Classify names the kind of a store error for guardian_store_errors_total:

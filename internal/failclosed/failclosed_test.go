@@ -57,11 +57,11 @@ func (f *flakyStore) Do(ctx context.Context, ops []store.Op, res []store.Result)
 	return f.Store.Do(ctx, ops, res)
 }
 
-func (f *flakyStore) MarkOnce(ctx context.Context, key string, ttl time.Duration) (bool, error) {
+func (f *flakyStore) MarkOnce(ctx context.Context, key string, ttl time.Duration, refunds ...store.Refund) (bool, error) {
 	if err := f.fault(ctx); err != nil {
 		return false, err
 	}
-	return f.Store.MarkOnce(ctx, key, ttl)
+	return f.Store.MarkOnce(ctx, key, ttl, refunds...)
 }
 
 func (f *flakyStore) Delete(ctx context.Context, keys ...string) error {
@@ -296,6 +296,34 @@ func TestRefundGoesToTheStoreThatSpent(t *testing.T) {
 	}
 	if res := f.do(t, k); !res[0].Spent {
 		t.Fatalf("after a local refund = %+v, want spent", res[0])
+	}
+}
+
+func TestMarkOnceRefundsWhereSpent(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, 1)
+	p := op("p", 1, store.OnErrorLocal)
+	f.do(t, p)
+	first, err := f.store.MarkOnce(ctx, "attempt-1", time.Minute, store.Refund{Key: "p", Kind: store.Rate, Amount: time.Hour})
+	if err != nil || !first {
+		t.Fatalf("MarkOnce on the primary = %v, %v; want true", first, err)
+	}
+	if res := f.do(t, p); !res[0].Spent || res[0].Degraded {
+		t.Fatalf("after the primary's refund = %+v, want spent by the primary", res[0])
+	}
+
+	f.primary.setErr(errDown)
+	k := op("k", 1, store.OnErrorLocal)
+	f.do(t, k)
+	refund := store.Refund{Key: "k", Kind: store.Rate, Amount: time.Hour, Local: true}
+	for i, want := range []bool{true, false} {
+		first, err := f.store.MarkOnce(ctx, "attempt-2", time.Minute, refund)
+		if err != nil || first != want {
+			t.Fatalf("MarkOnce %d on the fallback = %v, %v; want %v", i, first, err, want)
+		}
+		if res := f.do(t, k); res[0].Spent != want {
+			t.Fatalf("spend after MarkOnce %d = %+v, want spent %v (refunded only by the first)", i, res[0], want)
+		}
 	}
 }
 

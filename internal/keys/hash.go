@@ -12,9 +12,11 @@ import (
 	"github.com/guardian-sec/guardian/internal/secret"
 )
 
-// KeyPrefix starts every store key guardian writes. The version lets a
-// future key layout live beside this one.
-const KeyPrefix = "guardian:v1:"
+// KeyPrefix starts every store key guardian writes. The version names the
+// layout of limit state in Redis, so that a new layout lives beside an old
+// one; v2 keeps subjects together in hashes (package redisstore), v1 kept a
+// Redis key per subject and rule.
+const KeyPrefix = "guardian:v2:"
 
 // hashPurpose is the secret.Key purpose of the subject hashing key.
 const hashPurpose = "guardian keys v1"

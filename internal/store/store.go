@@ -13,6 +13,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -128,8 +129,10 @@ type Store interface {
 	// Delete removes keys; absent keys are ignored.
 	Delete(ctx context.Context, keys ...string) error
 	// MarkOnce sets key for ttl if it is not set, and reports whether this
-	// call set it. It is how an attempt id is accepted only once.
-	MarkOnce(ctx context.Context, key string, ttl time.Duration) (bool, error)
+	// call set it; when it did, it applies refunds as Refund does. It is how
+	// an attempt id is accepted only once, and how a success report gives
+	// back what its check spent without a second round trip.
+	MarkOnce(ctx context.Context, key string, ttl time.Duration, refunds ...Refund) (bool, error)
 }
 
 // ErrBadBatch reports ops that no store can evaluate: an unknown kind, a
@@ -146,6 +149,18 @@ var ErrFull = errors.New("store: full")
 // script reply. Implementations wrap it, so that the fail-closed wrapper
 // counts it as a script error.
 var ErrBadReply = errors.New("store: bad reply")
+
+// ValidateRefunds checks refunds for what ErrBadBatch names: an empty key,
+// a negative amount or an unknown kind.
+func ValidateRefunds(refunds []Refund) error {
+	for i := range refunds {
+		r := &refunds[i]
+		if r.Key == "" || r.Amount < 0 || (r.Kind != Rate && r.Kind != Counter) {
+			return fmt.Errorf("refund %d: %w", i, ErrBadBatch)
+		}
+	}
+	return nil
+}
 
 // Validate checks ops and res for the errors ErrBadBatch names. Stores call
 // it before touching any state.

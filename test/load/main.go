@@ -354,6 +354,10 @@ func memoryPhase(ctx context.Context, d *driver, m *meter, cfg *config) (*memory
 	if err != nil {
 		return nil, err
 	}
+	keysBefore, _, err := trackedKeys(ctx, m.rc, 0)
+	if err != nil {
+		return nil, err
+	}
 	// Two connections: few enough that a check rarely outlasts the store
 	// timeout and goes to the fallback, which adds no key to Redis. Bounded
 	// in time as well: even a slow machine ends in ten minutes.
@@ -362,19 +366,22 @@ func memoryPhase(ctx context.Context, d *driver, m *meter, cfg *config) (*memory
 	if err != nil {
 		return nil, err
 	}
+	keysAfter, sample, err := trackedKeys(ctx, m.rc, 600)
+	if err != nil {
+		return nil, err
+	}
 	mr := &memoryResult{
 		Checks:          int64(t.checks),
 		Errors:          t.errors,
 		Degraded:        t.degraded,
 		Seconds:         elapsed.Seconds(),
-		Keys:            after.redis.keys - before.redis.keys,
+		Keys:            keysAfter - keysBefore,
+		RedisKeys:       after.redis.keys - before.redis.keys,
 		UsedMemoryDelta: after.redis.usedMemory - before.redis.usedMemory,
+		Sample:          sample,
 	}
 	if mr.Keys > 0 {
 		mr.BytesPerKey = float64(mr.UsedMemoryDelta) / float64(mr.Keys)
-	}
-	if mr.Sample, err = sampleKeys(ctx, m.rc, 600); err != nil {
-		return nil, err
 	}
 	return mr, nil
 }

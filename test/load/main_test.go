@@ -71,8 +71,11 @@ func TestBenchEndToEnd(t *testing.T) {
 	// Every new user's check adds its account's rate and hard-stop keys and
 	// its address's rate key.
 	m := res.Memory
-	if m.Checks != 300 || m.Keys < 3*300-5 || m.Keys > 3*300+5 || m.BytesPerKey < 50 || m.BytesPerKey > 1000 {
+	if m.Checks != 300 || m.Keys < 3*300-5 || m.Keys > 3*300+5 || m.BytesPerKey < 20 || m.BytesPerKey > 1000 {
 		t.Errorf("memory: %d checks added %d keys at %.1f bytes each; want 300 checks, about 900 keys", m.Checks, m.Keys, m.BytesPerKey)
+	}
+	if m.RedisKeys <= 0 || m.RedisKeys > m.Keys || len(m.Sample) == 0 {
+		t.Errorf("memory: %d Redis hashes for %d tracked keys, sample %v; want at most one hash per key, and a sample", m.RedisKeys, m.Keys, m.Sample)
 	}
 	for _, f := range []string{"cpu.pprof", "allocs.pprof"} {
 		if fi, err := os.Stat(filepath.Join(prof, f)); err != nil || fi.Size() == 0 {

@@ -167,40 +167,56 @@ func fetch(ctx context.Context, url, file string, timeout time.Duration) error {
 	return f.Close()
 }
 
-// keySample is the mean MEMORY USAGE of guardian's keys, by rule.
+// limitHashes matches the Redis hashes that hold guardian's limit state:
+// each holds the tracked keys (one rule's state for one subject) of the
+// subjects whose hashed name starts alike, a field each.
+const limitHashes = "guardian:v2:*"
+
+// keySample is the MEMORY USAGE of a rule's hashes over the tracked keys
+// they hold.
 type keySample struct {
-	Rule  string  `json:"rule"`
-	Keys  int     `json:"keys"`
-	Bytes float64 `json:"bytes"`
+	Rule   string  `json:"rule"`
+	Hashes int     `json:"hashes"`
+	Keys   int64   `json:"keys"`
+	Bytes  float64 `json:"bytes"`
 }
 
-// sampleKeys asks Redis for the MEMORY USAGE of up to n of guardian's keys
-// and averages it per rule (the part of a key after its last colon). MEMORY
-// USAGE counts the key, its value and its entry in the keyspace, not its
-// entry in the expiry table.
-func sampleKeys(ctx context.Context, rc *redis.Client, n int) ([]keySample, error) {
+// trackedKeys counts the tracked keys in Redis, the fields of guardian's
+// limit hashes, and samples MEMORY USAGE per rule (the part of a hash's name
+// after its last colon) over up to n hashes. MEMORY USAGE counts a hash, its
+// fields and its entry in the keyspace, not its entry in the expiry table.
+func trackedKeys(ctx context.Context, rc *redis.Client, n int) (int64, []keySample, error) {
 	type acc struct {
-		keys  int
-		bytes int64
+		hashes      int
+		keys, bytes int64
 	}
 	by := map[string]*acc{}
-	seen := 0
+	var total int64
+	sampled := 0
 	var cursor uint64
-	for range 1000 { // SCAN rounds, bounded
-		ks, next, err := rc.Scan(ctx, cursor, "guardian:v1:*", 200).Result()
+	for range 100_000 { // SCAN rounds, bounded
+		ks, next, err := rc.Scan(ctx, cursor, limitHashes, 1000).Result()
 		if err != nil {
-			return nil, fmt.Errorf("redis SCAN: %w", err)
+			return 0, nil, fmt.Errorf("redis SCAN: %w", err)
 		}
-		for _, k := range ks {
-			if seen >= n {
-				break
+		pipe := rc.Pipeline()
+		lens := make([]*redis.IntCmd, len(ks))
+		usage := make([]*redis.IntCmd, len(ks))
+		for i, k := range ks {
+			lens[i] = pipe.HLen(ctx, k)
+			if sampled < n {
+				usage[i] = pipe.MemoryUsage(ctx, k, 0)
+				sampled++
 			}
-			b, err := rc.MemoryUsage(ctx, k, 0).Result()
-			if err == redis.Nil {
-				continue // expired meanwhile
-			}
-			if err != nil {
-				return nil, fmt.Errorf("redis MEMORY USAGE: %w", err)
+		}
+		if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+			return 0, nil, fmt.Errorf("redis HLEN, MEMORY USAGE: %w", err)
+		}
+		for i, k := range ks {
+			fields := lens[i].Val()
+			total += fields
+			if usage[i] == nil || usage[i].Err() != nil || fields == 0 {
+				continue // not sampled, or expired meanwhile
 			}
 			rule := k[strings.LastIndexByte(k, ':')+1:]
 			a := by[rule]
@@ -208,19 +224,19 @@ func sampleKeys(ctx context.Context, rc *redis.Client, n int) ([]keySample, erro
 				a = &acc{}
 				by[rule] = a
 			}
-			a.keys++
-			a.bytes += b
-			seen++
+			a.hashes++
+			a.keys += fields
+			a.bytes += usage[i].Val()
 		}
 		cursor = next
-		if cursor == 0 || seen >= n {
+		if cursor == 0 {
 			break
 		}
 	}
 	out := make([]keySample, 0, len(by))
 	for rule, a := range by {
-		out = append(out, keySample{Rule: rule, Keys: a.keys, Bytes: float64(a.bytes) / float64(a.keys)})
+		out = append(out, keySample{Rule: rule, Hashes: a.hashes, Keys: a.keys, Bytes: float64(a.bytes) / float64(a.keys)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Rule < out[j].Rule })
-	return out, nil
+	return total, out, nil
 }

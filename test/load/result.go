@@ -161,15 +161,20 @@ type memoryResult struct {
 	Errors uint64 `json:"errors"`
 	// Degraded counts checks the fallback decided: they added no key to
 	// Redis, so the keys added are fewer, and the figure per key stands.
-	Degraded        uint64  `json:"degraded"`
-	Seconds         float64 `json:"seconds"`
-	Keys            int64   `json:"keys_added"`
-	UsedMemoryDelta int64   `json:"used_memory_delta_bytes"`
-	// BytesPerKey is the used_memory delta over the DBSIZE delta: the whole
-	// cost of a key, its expiry entry and its share of the hash tables
-	// included.
+	Degraded uint64  `json:"degraded"`
+	Seconds  float64 `json:"seconds"`
+	// Keys counts the tracked keys added: one rule's state for one subject,
+	// a field of one of guardian's limit hashes.
+	Keys int64 `json:"keys_added"`
+	// RedisKeys is the DBSIZE delta: the hashes that hold them.
+	RedisKeys       int64 `json:"redis_keys_added"`
+	UsedMemoryDelta int64 `json:"used_memory_delta_bytes"`
+	// BytesPerKey is the used_memory delta over the tracked keys added: the
+	// whole cost of a tracked key, its share of its hash, of the hash's
+	// expiry entry and of the keyspace's tables included.
 	BytesPerKey float64 `json:"bytes_per_key"`
-	// Sample is MEMORY USAGE averaged per rule over a sample of keys.
+	// Sample is MEMORY USAGE of a sample of hashes over the tracked keys
+	// they hold, per rule.
 	Sample []keySample `json:"memory_usage_sample"`
 }
 
@@ -313,10 +318,10 @@ func printText(w io.Writer, r *result) {
 		fmt.Fprintf(w, "\nceiling: %.0f checks/s ÷ %.0f healthz/s = %.2f\n", c.ChecksPerSec, c.HealthzPerSec, c.Ratio)
 	}
 	if m := r.Memory; m != nil {
-		fmt.Fprintf(w, "\nmemory: %d checks of new users in %.1f s (%d errors, %d decided by the fallback) added %d keys and %d bytes: %.1f bytes per key\n",
-			m.Checks, m.Seconds, m.Errors, m.Degraded, m.Keys, m.UsedMemoryDelta, m.BytesPerKey)
+		fmt.Fprintf(w, "\nmemory: %d checks of new users in %.1f s (%d errors, %d decided by the fallback) added %d tracked keys in %d Redis hashes and %d bytes: %.1f bytes per tracked key\n",
+			m.Checks, m.Seconds, m.Errors, m.Degraded, m.Keys, m.RedisKeys, m.UsedMemoryDelta, m.BytesPerKey)
 		for _, s := range m.Sample {
-			fmt.Fprintf(w, "  MEMORY USAGE %-24s %6.1f bytes (mean of %d keys; without the expiry entry)\n", s.Rule, s.Bytes, s.Keys)
+			fmt.Fprintf(w, "  MEMORY USAGE %-24s %6.1f bytes per tracked key (%d keys in %d hashes; without the expiry entry)\n", s.Rule, s.Bytes, s.Keys, s.Hashes)
 		}
 	}
 	if len(r.Micro) > 0 {

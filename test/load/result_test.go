@@ -85,8 +85,8 @@ func TestPrintText(t *testing.T) {
 			{Name: "max", Model: "max", Conns: 8, ChecksPerSec: 7_000, Checks: 70_000, ScriptCallsPerCheck: 1, ScriptMicros: 41.5,
 				Decisions: map[string]uint64{"allow": 63_000, "slow": 7_000}},
 		},
-		Memory: &memoryResult{Checks: 50_000, Keys: 150_000, UsedMemoryDelta: 28_500_000, BytesPerKey: 190,
-			Sample: []keySample{{Rule: "login-account", Keys: 200, Bytes: 104}}},
+		Memory: &memoryResult{Checks: 50_000, Keys: 150_000, RedisKeys: 12_288, UsedMemoryDelta: 28_500_000, BytesPerKey: 190,
+			Sample: []keySample{{Rule: "login-account", Hashes: 20, Keys: 200, Bytes: 104}}},
 	}
 	r.evaluate()
 	var b strings.Builder
@@ -96,7 +96,7 @@ func TestPrintText(t *testing.T) {
 		"Redis 7.0.15",
 		"ceiling: 7000 checks/s ÷ 20000 healthz/s = 0.35",
 		"max decisions: allow 63000, slow 7000",
-		"150000 keys and 28500000 bytes: 190.0 bytes per key",
+		"150000 tracked keys in 12288 Redis hashes and 28500000 bytes: 190.0 bytes per tracked key",
 		"MEMORY USAGE login-account",
 		"NOT MET  max checks/s ÷ healthz/s",
 		"MET      Redis script calls per check",

@@ -503,11 +503,8 @@ func addShard(set []uint32, i uint32) []uint32 {
 // unknown kind or a negative amount is store.ErrBadBatch, and then no refund
 // is applied.
 func (s *Store) Refund(ctx context.Context, refunds []store.Refund) error {
-	for i := range refunds {
-		r := &refunds[i]
-		if r.Key == "" || r.Amount < 0 || (r.Kind != store.Rate && r.Kind != store.Counter) {
-			return fmt.Errorf("memstore: refund %d: %w", i, store.ErrBadBatch)
-		}
+	if err := store.ValidateRefunds(refunds); err != nil {
+		return fmt.Errorf("memstore: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memstore: %w", err)
@@ -557,16 +554,31 @@ func (s *Store) Delete(ctx context.Context, keys ...string) error {
 	return nil
 }
 
-// MarkOnce sets key for ttl if it is not set, and reports whether this call
-// set it. While the store is full it sets nothing and reports false. An
-// empty key or a ttl that is not positive is store.ErrBadBatch.
-func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration) (bool, error) {
+// MarkOnce sets key for ttl if it is not set, reports whether this call set
+// it and, when it did, applies refunds. While the store is full it sets
+// nothing and is store.ErrFull. An empty key, a ttl that is not positive or
+// a bad refund is store.ErrBadBatch.
+func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration, refunds ...store.Refund) (bool, error) {
 	if key == "" || ttl <= 0 {
 		return false, fmt.Errorf("memstore: mark once: %w", store.ErrBadBatch)
+	}
+	if err := store.ValidateRefunds(refunds); err != nil {
+		return false, fmt.Errorf("memstore: mark once: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("memstore: %w", err)
 	}
+	first, err := s.mark(key, ttl)
+	if first {
+		for i := range refunds {
+			s.refund(&refunds[i])
+		}
+	}
+	return first, err
+}
+
+// mark sets key for ttl if it is not set, and reports whether it did.
+func (s *Store) mark(key string, ttl time.Duration) (bool, error) {
 	i := s.shardOf(key)
 	sh := &s.shards[i]
 	sh.mu.Lock()

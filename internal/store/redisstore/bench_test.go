@@ -18,9 +18,9 @@ import (
 // account's hard stop.
 func loginBatch(interval time.Duration, burst int64) []store.Op {
 	return []store.Op{
-		rate("guardian:v1:{acct1}:login-account", 1, interval, burst),
-		rate("guardian:v1:{ip2}:login-ip", 1, interval, burst),
-		counter("guardian:v1:{acct1}:hard-stop", 0, 100, 90*24*time.Hour),
+		rate("guardian:v2:{acct1}:login-account", 1, interval, burst),
+		rate("guardian:v2:{ip2}:login-ip", 1, interval, burst),
+		counter("guardian:v2:{acct1}:hard-stop", 0, 100, 90*24*time.Hour),
 	}
 }
 

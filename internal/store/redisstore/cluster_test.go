@@ -19,10 +19,10 @@ import (
 // Keys of two subjects, an account and an IP prefix, as one login check
 // carries them: each subject's keys share a slot, the two slots differ.
 const (
-	acctRate    = "guardian:v1:{acct1}:login-account"
-	acctCounter = "guardian:v1:{acct1}:hard-stop"
-	ipRate      = "guardian:v1:{ip2}:login-ip"
-	newRule     = "guardian:v1:{ip4}:new-rule"
+	acctRate    = "guardian:v2:{acct1}:login-account"
+	acctCounter = "guardian:v2:{acct1}:hard-stop"
+	ipRate      = "guardian:v2:{ip2}:login-ip"
+	newRule     = "guardian:v2:{ip4}:new-rule"
 )
 
 // TestCluster runs everything that needs Redis Cluster against one
@@ -103,8 +103,8 @@ func testSlotMatchesKeyslot(t *testing.T, c redis.UniversalClient) {
 	for i := range 10 {
 		tag := fmt.Sprintf("subject-%d", i)
 		ops = append(ops,
-			rate("guardian:v1:{"+tag+"}:a", 1, time.Minute, 5),
-			counter("guardian:v1:{"+tag+"}:b", 1, 5, time.Hour))
+			rate("guardian:v2:{"+tag+"}:a", 1, time.Minute, 5),
+			counter("guardian:v2:{"+tag+"}:b", 1, 5, time.Hour))
 	}
 	for i, r := range do(t, s, ops...) {
 		if !r.Spent {
@@ -115,7 +115,7 @@ func testSlotMatchesKeyslot(t *testing.T, c redis.UniversalClient) {
 	// The slot the store computes is the one Redis computes, for keys with
 	// and without hash tags, and for the odd cases of the tag rules.
 	rnd := rand.New(rand.NewPCG(1, 2))
-	keys := []string{"", "{", "}", "{}", "{}{x}", "{{x}}", "x{}", "{x", "x}", "guardian:v1:{}:r"}
+	keys := []string{"", "{", "}", "{}", "{}{x}", "{{x}}", "x{}", "{x", "x}", "guardian:v2:{}:r"}
 	for range 500 {
 		b := make([]byte, rnd.IntN(24))
 		for i := range b {
@@ -137,7 +137,6 @@ func testSlotMatchesKeyslot(t *testing.T, c redis.UniversalClient) {
 // testCrossSlotDenied: a batch over two masters whose IP budget is spent
 // leaves the account's keys exactly as they were, and reports them as found.
 func testCrossSlotDenied(t *testing.T, c redis.UniversalClient) {
-	ctx := context.Background()
 	clk := storetest.NewClock(t0)
 	s := redisstore.New(c, redisstore.Config{Now: clk.Now})
 
@@ -146,11 +145,7 @@ func testCrossSlotDenied(t *testing.T, c redis.UniversalClient) {
 	do(t, s, rate(ipRate, 2, time.Minute, 2))
 	before := map[string]string{}
 	for _, k := range []string{acctRate, acctCounter} {
-		v, err := c.Get(ctx, k).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		before[k] = v
+		before[k], _ = state(t, c, k)
 	}
 
 	clk.Set(t0.Add(time.Second))
@@ -167,10 +162,7 @@ func testCrossSlotDenied(t *testing.T, c redis.UniversalClient) {
 		{Allowed: true, Spent: true, Remaining: 4, ResetAfter: time.Minute},
 	})
 	for k, want := range before {
-		got, err := c.Get(ctx, k).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
+		got, _ := state(t, c, k)
 		// The counter keeps its count; its deadline moved to the give-back's.
 		if k == acctCounter {
 			got, _, _ = strings.Cut(got, ":")
@@ -187,13 +179,13 @@ func testCrossSlotDenied(t *testing.T, c redis.UniversalClient) {
 	})
 
 	// A fresh account denied by the IP leaves no key behind.
-	fresh := rate("guardian:v1:{acct-fresh}:login-account", 1, time.Minute, 5)
+	fresh := rate("guardian:v2:{acct-fresh}:login-account", 1, time.Minute, 5)
 	checkResults(t, "fresh account", do(t, s, fresh, rate(ipRate, 1, time.Minute, 2)), []store.Result{
 		{Allowed: true, Remaining: 5},
 		{RetryAfter: 59 * time.Second, ResetAfter: 2*time.Minute - time.Second},
 	})
-	if n, err := c.Exists(ctx, fresh.Key).Result(); err != nil || n != 0 {
-		t.Errorf("EXISTS %s = %d, %v; want 0", fresh.Key, n, err)
+	if v, ok := state(t, c, fresh.Key); ok {
+		t.Errorf("%s holds %q, want no state", fresh.Key, v)
 	}
 
 	// A soft op in another slot is given back too.
@@ -201,8 +193,8 @@ func testCrossSlotDenied(t *testing.T, c redis.UniversalClient) {
 		{RetryAfter: 59 * time.Second, ResetAfter: 2*time.Minute - time.Second},
 		{Allowed: true, Remaining: 3, ResetAfter: 2*time.Minute - time.Second},
 	})
-	if got, err := c.Get(ctx, acctRate).Result(); err != nil || got != before[acctRate] {
-		t.Errorf("%s after a soft give-back = %q, %v; want %q", acctRate, got, err, before[acctRate])
+	if got, _ := state(t, c, acctRate); got != before[acctRate] {
+		t.Errorf("%s after a soft give-back = %q, want %q", acctRate, got, before[acctRate])
 	}
 }
 
@@ -337,7 +329,7 @@ func testClusterDeleteRefund(t *testing.T, c redis.UniversalClient) {
 	var keys []string
 	var refunds []store.Refund
 	for i := range 8 {
-		k := fmt.Sprintf("guardian:v1:{s%d}:r", i)
+		k := fmt.Sprintf("guardian:v2:{s%d}:r", i)
 		keys = append(keys, k)
 		refunds = append(refunds, store.Refund{Key: k, Kind: store.Rate, Amount: time.Minute})
 		do(t, s, rate(k, 2, time.Minute, 5))
@@ -366,9 +358,7 @@ func testFailingSlot(t *testing.T, c redis.UniversalClient) {
 	do(t, s, rate(acctRate, 1, time.Minute, 5), rate(ipRate, 1, time.Minute, 5))
 
 	// The IP's key holds something no script wrote: its slot fails.
-	if err := c.Set(ctx, ipRate, "not a rate", time.Minute).Err(); err != nil {
-		t.Fatal(err)
-	}
+	setState(t, c, ipRate, "not a rate")
 	res := make([]store.Result, 2)
 	err := s.Do(ctx, []store.Op{rate(acctRate, 1, time.Minute, 5), rate(ipRate, 1, time.Minute, 5)}, res)
 	if err == nil || !strings.HasPrefix(err.Error(), "redisstore: do: ") {

@@ -4,46 +4,31 @@
 -- denies the batch. Shadow ops are spent whenever they fit on their own.
 -- Every time value is whole microseconds.
 --
--- KEYS[i]      the key of op i (all keys share one cluster slot)
--- ARGV[1]      "do" spends, "peek" only evaluates
--- ARGV[2]      the time; empty reads the store's own TIME (tests override it)
--- ARGV[3+7(i-1)..]  op i: kind ("r" rate, "c" counter), role ("enforce",
---              "soft" or "shadow"), cost, interval, burst, limit, hold
+-- KEYS[i], ARGV[1+i]  the hash and field of op i (all hashes share one
+--              cluster slot); ARGV[1] is the time (see prelude.lua)
+-- ARGV[base+1] "do" spends, "peek" only evaluates
+-- ARGV[base+2+7(i-1)..]  op i: kind ("r" rate, "c" counter), role
+--              ("enforce", "soft" or "shadow"), cost, interval, burst,
+--              limit, hold
 --
--- A rate key holds its theoretical arrival time (TAT). A counter key holds
--- "count:deadline", the deadline being when the count is forgotten; the key's
--- own TTL follows the same deadline, so stale state never outlives it.
+-- A rate field holds its theoretical arrival time (TAT). A counter field
+-- holds "count:deadline", the deadline being when the count is forgotten.
 --
 -- Reply: six integers per op: allowed, spent, remaining, retry after,
 -- reset after, count.
 
-local spend = ARGV[1] == 'do'
-local now
-if ARGV[2] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-else
-  now = tonumber(ARGV[2])
-end
-
-local function int(x)
-  return string.format('%d', x)
-end
-
-local function ms(us)
-  return int(math.ceil(us / 1000))
-end
+local spend = ARGV[base + 1] == 'do'
 
 local ops = {}
 local all = true
 for i = 1, #KEYS do
-  local a = 2 + (i - 1) * 7
+  local a = base + 1 + (i - 1) * 7
   local o = {
     rate = ARGV[a + 1] == 'r',
     role = ARGV[a + 2],
     cost = tonumber(ARGV[a + 3]),
   }
-  local v = redis.call('GET', KEYS[i])
+  local v = get(i)
   if o.rate then
     o.t = tonumber(ARGV[a + 4])
     o.burst = tonumber(ARGV[a + 5])
@@ -91,7 +76,7 @@ for i, o in ipairs(ops) do
     local tat = o.tat
     if spent then
       tat = o.new
-      redis.call('SET', KEYS[i], int(tat), 'PX', ms(tat - now))
+      put(i, int(tat), tat)
     end
     remaining = math.floor((now + o.tau - tat) / o.t)
     if remaining < 0 then
@@ -109,7 +94,7 @@ for i, o in ipairs(ops) do
     if spent then
       count = o.count + o.cost
       reset = o.hold
-      redis.call('SET', KEYS[i], int(count) .. ':' .. int(now + o.hold), 'PX', ms(o.hold))
+      put(i, int(count) .. ':' .. int(now + o.hold), now + o.hold)
     end
     remaining = o.limit - count
     if remaining < 0 then

@@ -12,6 +12,7 @@ import (
 
 	"github.com/guardian-sec/guardian/internal/redistest"
 	"github.com/guardian-sec/guardian/internal/store"
+	"github.com/guardian-sec/guardian/internal/store/redisstore"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
@@ -99,6 +100,41 @@ func flush(tb testing.TB, c redis.UniversalClient) {
 			tb.Fatalf("FLUSHDB: %v", err)
 		}
 	})
+}
+
+// state returns the value that holds key's state in Redis, and whether
+// there is one.
+func state(tb testing.TB, c redis.UniversalClient, key string) (string, bool) {
+	tb.Helper()
+	hash, field := redisstore.Locate(key)
+	v, err := c.HGet(context.Background(), hash, field).Result()
+	if err == redis.Nil {
+		return "", false
+	}
+	if err != nil {
+		tb.Fatalf("HGET %s %s: %v", hash, field, err)
+	}
+	return v, true
+}
+
+// setState writes v where key's state lives, as if the scripts had.
+func setState(tb testing.TB, c redis.UniversalClient, key, v string) {
+	tb.Helper()
+	hash, field := redisstore.Locate(key)
+	if err := c.HSet(context.Background(), hash, field, v).Err(); err != nil {
+		tb.Fatalf("HSET %s %s: %v", hash, field, err)
+	}
+}
+
+// hashTTL returns the PTTL of the hash that holds key's state.
+func hashTTL(tb testing.TB, c redis.UniversalClient, key string) time.Duration {
+	tb.Helper()
+	hash, _ := redisstore.Locate(key)
+	ttl, err := c.PTTL(context.Background(), hash).Result()
+	if err != nil {
+		tb.Fatalf("PTTL %s: %v", hash, err)
+	}
+	return ttl
 }
 
 // keyTTLs returns every key in the store with its PTTL.

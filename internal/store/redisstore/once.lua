@@ -1,27 +1,26 @@
--- guardian: mark a key once. Sets KEYS[1] until now + ARGV[2] unless it is
--- already set and not past its deadline; replies 1 when this call set it.
--- The key holds its deadline, so the store's clock (or a test's override)
--- decides expiry the same way it does for limit state.
+-- guardian: mark a field once and, when this call marked it, give back what
+-- the marked attempt spent, in the same step. Sets the mark until now +
+-- ARGV[base+1] unless it is set and not past its deadline; replies 1 when
+-- this call set it. The mark holds its deadline, so the store's clock (or a
+-- test's override) decides expiry the same way it does for limit state.
 --
--- KEYS[1]  the key
--- ARGV[1]  the time in microseconds; empty reads the store's own TIME
--- ARGV[2]  how long the mark lasts, in microseconds
+-- KEYS[1], ARGV[2]    the mark's hash and field; ARGV[1] is the time
+-- ARGV[base+1]        how long the mark lasts, in microseconds
+-- KEYS[i], ARGV[1+i]  for i > 1, the hash and field of give-back entry i-1
+--                     (every hash shares one cluster slot)
+-- ARGV[base+2+2(i-2)..]  entry i-1: how ("r", "c" or "x"), amount
 
-local now
-if ARGV[1] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-else
-  now = tonumber(ARGV[1])
-end
-local ttl = tonumber(ARGV[2])
-
-local v = redis.call('GET', KEYS[1])
+local ttl = tonumber(ARGV[base + 1])
+local v = get(1)
 if v then
-  local deadline = tonumber(v)
-  if not deadline or deadline > now then
+  local d = tonumber(v)
+  if not d or d > now then
     return 0
   end
 end
-redis.call('SET', KEYS[1], string.format('%d', now + ttl), 'PX', string.format('%d', math.ceil(ttl / 1000)))
+put(1, int(now + ttl), now + ttl)
+local _, err = giveBack(2, base + 2)
+if err then
+  return redis.error_reply(err)
+end
 return 1

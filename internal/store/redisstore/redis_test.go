@@ -83,27 +83,33 @@ func testOneCallPerBatch(t *testing.T, node *redis.Client) {
 	node.AddHook(sent)
 	s := redisstore.New(node, redisstore.Config{})
 	batch := []store.Op{
-		rate("guardian:v1:{acct}:login-account", 1, time.Minute, 4),
-		rate("guardian:v1:{ip}:login-ip", 1, 20*time.Second, 30),
-		counter("guardian:v1:{acct}:hard-stop", 1, 100, 90*24*time.Hour),
+		rate("guardian:v2:{acct}:login-account", 1, time.Minute, 4),
+		rate("guardian:v2:{ip}:login-ip", 1, 20*time.Second, 30),
+		counter("guardian:v2:{acct}:hard-stop", 1, 100, 90*24*time.Hour),
 	}
-	do(t, s, batch...) // loads the script
-	spent := map[string]int64{"evalsha": 1, "time": 1, "get": 3, "set": 3}
-	denied := map[string]int64{"evalsha": 1, "time": 1, "get": 3}
+	do(t, s, batch...) // loads the script, creates the fields
+	// A spend writes each field and reads its hash's TTL; the TTL is
+	// extended only when the write outlives it, which the first write did.
+	spent := map[string]int64{"evalsha": 1, "time": 1, "hget": 3, "hset": 3, "pttl": 3}
+	denied := map[string]int64{"evalsha": 1, "time": 1, "hget": 3}
 	for i, want := range []map[string]int64{spent, spent, spent, denied} {
 		before := commandStats(t, node)
 		sent.take()
 		res := do(t, s, batch...)
 		cmds, roundTrips := sent.take()
 		got := delta(before, commandStats(t, node))
-		if res[0].Spent != (want["set"] > 0) {
-			t.Errorf("call %d: spent %v, want %v", i, res[0].Spent, want["set"] > 0)
+		if res[0].Spent != (want["hset"] > 0) {
+			t.Errorf("call %d: spent %v, want %v", i, res[0].Spent, want["hset"] > 0)
 		}
 		if cmds != 1 || roundTrips != 1 {
 			t.Errorf("call %d: sent %d commands in %d round trips, want 1 in 1", i, cmds, roundTrips)
 		}
+		if n := got["pexpire"]; n > want["hset"] {
+			t.Errorf("call %d: %d PEXPIRE for %d writes", i, n, want["hset"])
+		}
+		delete(got, "pexpire")
 		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("call %d: Redis ran %v, want %v", i, got, want)
+			t.Errorf("call %d: Redis ran %v (PEXPIRE aside), want %v", i, got, want)
 		}
 	}
 }
@@ -114,8 +120,8 @@ func testScriptFlush(t *testing.T, node *redis.Client) {
 	ctx := context.Background()
 	clk := storetest.NewClock(t0)
 	s := redisstore.New(node, redisstore.Config{Now: clk.Now})
-	op := rate("guardian:v1:{acct}:login-account", 1, time.Minute, 5)
-	cnt := counter("guardian:v1:{acct}:hard-stop", 1, 100, time.Hour)
+	op := rate("guardian:v2:{acct}:login-account", 1, time.Minute, 5)
+	cnt := counter("guardian:v2:{acct}:hard-stop", 1, 100, time.Hour)
 
 	checkResults(t, "before flush", do(t, s, op, cnt), []store.Result{
 		{Allowed: true, Spent: true, Remaining: 4, ResetAfter: time.Minute},
@@ -146,7 +152,7 @@ func testScriptFlush(t *testing.T, node *redis.Client) {
 		{Allowed: true, Remaining: 4, ResetAfter: time.Minute},
 	})
 	flushScripts()
-	if ok, err := s.MarkOnce(ctx, "guardian:v1:{attempt}:a1", time.Minute); err != nil || !ok {
+	if ok, err := s.MarkOnce(ctx, "guardian:v2:{attempt}:a1", time.Minute); err != nil || !ok {
 		t.Fatalf("MarkOnce after flush = %v, %v; want true", ok, err)
 	}
 
@@ -164,10 +170,9 @@ func testScriptFlush(t *testing.T, node *redis.Client) {
 // testRedisClock: without an override the scripts use Redis TIME, and a
 // key's TTL matches what its result says.
 func testRedisClock(t *testing.T, c redis.UniversalClient) {
-	ctx := context.Background()
 	s := redisstore.New(c, redisstore.Config{})
-	r := "guardian:v1:{acct}:login-account"
-	k := "guardian:v1:{acct}:hard-stop"
+	r := "guardian:v2:{acct}:login-account"
+	k := "guardian:v2:{acct}:hard-stop"
 	res := do(t, s, rate(r, 3, time.Minute, 5), counter(k, 1, 100, time.Hour))
 	if !res[0].Spent || res[0].Remaining != 2 || res[0].ResetAfter != 3*time.Minute {
 		t.Errorf("rate: got %+v, want spent, 2 remaining, reset after 3m", res[0])
@@ -176,12 +181,8 @@ func testRedisClock(t *testing.T, c redis.UniversalClient) {
 		t.Errorf("counter: got %+v, want spent, count 1, reset after 1h", res[1])
 	}
 	for key, want := range map[string]time.Duration{r: 3 * time.Minute, k: time.Hour} {
-		ttl, err := c.PTTL(ctx, key).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ttl <= want-5*time.Second || ttl > want {
-			t.Errorf("PTTL %s = %v, want just under %v", key, ttl, want)
+		if ttl := hashTTL(t, c, key); ttl <= want-5*time.Second || ttl > want*5/4 {
+			t.Errorf("PTTL of the hash of %s = %v, want from just under %v to a quarter more", key, ttl, want)
 		}
 	}
 
@@ -201,9 +202,9 @@ func testConcurrentInstances(t *testing.T, newClient func(*testing.T) redis.Univ
 	for range 5 {
 		stores = append(stores, redisstore.New(newClient(t), redisstore.Config{}))
 	}
-	shared := rate("guardian:v1:{ip}:login-ip", 1, time.Hour, 20)
+	shared := rate("guardian:v2:{ip}:login-ip", 1, time.Hour, 20)
 	won := budget(t, stores, 50, func(i int) []store.Op {
-		return []store.Op{shared, rate(fmt.Sprintf("guardian:v1:{acct%d}:login-account", i), 1, time.Hour, 5)}
+		return []store.Op{shared, rate(fmt.Sprintf("guardian:v2:{acct%d}:login-account", i), 1, time.Hour, 5)}
 	})
 	if n := count(won); n != 20 {
 		t.Errorf("%d of 50 batches spent, want exactly 20", n)
@@ -213,13 +214,13 @@ func testConcurrentInstances(t *testing.T, newClient func(*testing.T) redis.Univ
 		t.Errorf("shared budget after: %+v, want exhausted", got)
 	}
 	for i, w := range won {
-		got := peek(t, s, rate(fmt.Sprintf("guardian:v1:{acct%d}:login-account", i), 1, time.Hour, 5))[0]
+		got := peek(t, s, rate(fmt.Sprintf("guardian:v2:{acct%d}:login-account", i), 1, time.Hour, 5))[0]
 		if want := int64(5 - b2i(w)); got.Remaining != want {
 			t.Errorf("caller %d (won %v): own key has %d left, want %d", i, w, got.Remaining, want)
 		}
 	}
 
-	counterOp := counter("guardian:v1:{acct}:hard-stop", 1, 20, time.Hour)
+	counterOp := counter("guardian:v2:{acct}:hard-stop", 1, 20, time.Hour)
 	won = budget(t, stores, 50, func(int) []store.Op { return []store.Op{counterOp} })
 	if n := count(won); n != 20 {
 		t.Errorf("counter: %d of 50 spent, want exactly 20", n)
@@ -240,8 +241,8 @@ func b2i(b bool) int {
 func workload(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	for i := range 5 {
-		acct := fmt.Sprintf("guardian:v1:{acct%d}:", i)
-		ip := fmt.Sprintf("guardian:v1:{ip%d}:", i%2)
+		acct := fmt.Sprintf("guardian:v2:{acct%d}:", i)
+		ip := fmt.Sprintf("guardian:v2:{ip%d}:", i%2)
 		for range 3 {
 			do(t, s,
 				rate(acct+"login-account", 1, time.Minute, 5),
@@ -270,16 +271,16 @@ func testEveryKeyExpires(t *testing.T, c redis.UniversalClient) {
 func testBadState(t *testing.T, c redis.UniversalClient) {
 	ctx := context.Background()
 	s := redisstore.New(c, redisstore.Config{})
-	if err := c.Set(ctx, "guardian:v1:{x}:r", "garbage", time.Minute).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.HSet(ctx, "guardian:v1:{x}:h", "f", "v").Err(); err != nil {
+	// A field holding garbage, and a key of another type where a hash
+	// should be.
+	setState(t, c, "guardian:v2:{xyz}:r", "garbage")
+	if err := c.Set(ctx, "guardian:v2:{x}:s", "v", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
 	for _, op := range []store.Op{
-		rate("guardian:v1:{x}:r", 1, time.Minute, 5),
-		counter("guardian:v1:{x}:r", 1, 5, time.Hour),
-		rate("guardian:v1:{x}:h", 1, time.Minute, 5),
+		rate("guardian:v2:{xyz}:r", 1, time.Minute, 5),
+		counter("guardian:v2:{xyz}:r", 1, 5, time.Hour),
+		rate("guardian:v2:{x}:s", 1, time.Minute, 5),
 	} {
 		res := make([]store.Result, 1)
 		err := s.Do(ctx, []store.Op{op}, res)
@@ -290,8 +291,12 @@ func testBadState(t *testing.T, c redis.UniversalClient) {
 			t.Errorf("Do on %s: result %+v, want none", op.Key, res[0])
 		}
 	}
-	if err := s.Refund(ctx, []store.Refund{{Key: "guardian:v1:{x}:r", Kind: store.Rate, Amount: time.Second}}); err == nil {
+	if err := s.Refund(ctx, []store.Refund{{Key: "guardian:v2:{xyz}:r", Kind: store.Rate, Amount: time.Second}}); err == nil {
 		t.Error("Refund of a garbage rate key: no error")
+	}
+	if _, err := s.MarkOnce(ctx, "guardian:v2:{att}:reported", time.Minute,
+		store.Refund{Key: "guardian:v2:{xyz}:r", Kind: store.Rate, Amount: time.Second}); err == nil {
+		t.Error("MarkOnce with a refund of a garbage rate key: no error")
 	}
 }
 
@@ -299,17 +304,13 @@ func testBadState(t *testing.T, c redis.UniversalClient) {
 func testLongHold(t *testing.T, c redis.UniversalClient) {
 	const hold = 90 * 24 * time.Hour
 	s := redisstore.New(c, redisstore.Config{})
-	k := "guardian:v1:{acct}:hard-stop"
+	k := "guardian:v2:{acct}:hard-stop"
 	res := do(t, s, counter(k, 100, 100, hold))
 	if got, want := res[0], (store.Result{Allowed: true, Spent: true, ResetAfter: hold, Count: 100}); got != want {
 		t.Errorf("got %+v, want %+v", got, want)
 	}
-	ttl, err := c.PTTL(context.Background(), k).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ttl <= hold-time.Minute || ttl > hold {
-		t.Errorf("PTTL = %v, want just under %v", ttl, hold)
+	if ttl := hashTTL(t, c, k); ttl <= hold-time.Minute || ttl > hold*5/4 {
+		t.Errorf("PTTL of the hash = %v, want from just under %v to a quarter more", ttl, hold)
 	}
 }
 
@@ -319,7 +320,7 @@ func TestDeadline(t *testing.T) {
 	srv := redistest.Start(t)
 	c := open(t, srv.URL())
 	s := redisstore.New(c, redisstore.Config{})
-	op := rate("guardian:v1:{acct}:login-account", 1, time.Minute, 5)
+	op := rate("guardian:v2:{acct}:login-account", 1, time.Minute, 5)
 	do(t, s, op)
 
 	srv.Pause(t)

@@ -35,6 +35,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,6 +45,8 @@ import (
 )
 
 var (
+	//go:embed prelude.lua
+	preludeLua string
 	//go:embed do.lua
 	doLua string
 	//go:embed giveback.lua
@@ -51,9 +54,9 @@ var (
 	//go:embed once.lua
 	onceLua string
 
-	doScript       = redis.NewScript(doLua)
-	givebackScript = redis.NewScript(givebackLua)
-	onceScript     = redis.NewScript(onceLua)
+	doScript       = redis.NewScript(preludeLua + doLua)
+	givebackScript = redis.NewScript(preludeLua + givebackLua)
+	onceScript     = redis.NewScript(preludeLua + onceLua)
 )
 
 // ErrBadReply reports a script reply that does not have the shape the
@@ -115,33 +118,36 @@ func (s *Store) Peek(ctx context.Context, ops []store.Op, res []store.Result) er
 // longer exist are left alone. On Redis Cluster the refunds of each slot are
 // applied atomically, all slots in one pipelined round trip.
 func (s *Store) Refund(ctx context.Context, refunds []store.Refund) error {
-	keys := make([]string, len(refunds))
-	entries := make([]giveback, len(refunds))
-	for i, r := range refunds {
-		if r.Key == "" || r.Amount < 0 {
-			return fmt.Errorf("redisstore: refund %d: %w", i, store.ErrBadBatch)
-		}
-		keys[i] = r.Key
-		switch r.Kind {
-		case store.Rate:
-			// Truncated: a refund never gives back more than was spent.
-			entries[i] = giveback{how: "r", amount: min(r.Amount.Microseconds(), maxSpan)}
-		case store.Counter:
-			entries[i] = giveback{how: "x"}
-		default:
-			return fmt.Errorf("redisstore: refund %d: %w", i, store.ErrBadBatch)
-		}
+	entries, err := refundEntries(refunds)
+	if err != nil {
+		return fmt.Errorf("redisstore: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("redisstore: refund: %w", err)
 	}
-	if len(refunds) == 0 {
+	if len(entries) == 0 {
 		return nil
 	}
-	if err := s.giveBack(ctx, s.nowArg(), keys, entries); err != nil {
+	if err := s.giveBack(ctx, s.nowArg(), entries); err != nil {
 		return fmt.Errorf("redisstore: refund: %w", err)
 	}
 	return nil
+}
+
+// refundEntries converts refunds to give-back entries.
+func refundEntries(refunds []store.Refund) ([]giveback, error) {
+	if err := store.ValidateRefunds(refunds); err != nil {
+		return nil, err
+	}
+	entries := make([]giveback, len(refunds))
+	for i, r := range refunds {
+		entries[i] = giveback{loc: locate(r.Key), how: "x"}
+		if r.Kind == store.Rate {
+			// Truncated: a refund never gives back more than was spent.
+			entries[i].how, entries[i].amount = "r", min(r.Amount.Microseconds(), maxSpan)
+		}
+	}
+	return entries, nil
 }
 
 // Delete removes keys; absent keys are ignored. On Redis Cluster the keys are
@@ -153,35 +159,59 @@ func (s *Store) Delete(ctx context.Context, keys ...string) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	if s.cluster == nil {
-		if err := s.c.Del(ctx, keys...).Err(); err != nil {
-			return fmt.Errorf("redisstore: delete: %w", err)
-		}
-		return nil
+	entries := make([]giveback, len(keys))
+	for i, k := range keys {
+		entries[i] = giveback{loc: locate(k), how: "x"}
 	}
-	groups := groupBySlot(keys)
-	pipe := s.cluster.Pipeline()
-	for _, g := range groups {
-		pipe.Del(ctx, pick(keys, g)...)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	if err := s.giveBack(ctx, s.nowArg(), entries); err != nil {
 		return fmt.Errorf("redisstore: delete: %w", err)
 	}
 	return nil
 }
 
-// MarkOnce sets key for ttl unless it is set, and reports whether this call
-// set it. Expiry follows the store's clock, like every limit.
-func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration) (bool, error) {
+// MarkOnce sets key for ttl unless it is set, reports whether this call set
+// it and, when it did, applies refunds. Expiry follows the store's clock,
+// like every limit. On a single Redis the mark and the refunds are one
+// script call; on Redis Cluster, where they live in different slots, the
+// refunds follow the mark in a second round trip.
+func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration, refunds ...store.Refund) (bool, error) {
 	if key == "" || ttl <= 0 {
 		return false, fmt.Errorf("redisstore: mark once: %w", store.ErrBadBatch)
+	}
+	entries, err := refundEntries(refunds)
+	if err != nil {
+		return false, fmt.Errorf("redisstore: mark once: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("redisstore: mark once: %w", err)
 	}
-	n, err := onceScript.Run(ctx, s.c, []string{key}, s.nowArg(), micros(ttl)).Int64()
+	now, mark := s.nowArg(), locate(key)
+	var first bool
+	if s.cluster == nil {
+		first, err = s.markOnce(ctx, now, mark, micros(ttl), entries)
+	} else if first, err = s.markOnce(ctx, now, mark, micros(ttl), nil); err == nil && first && len(entries) > 0 {
+		err = s.giveBack(ctx, now, entries)
+	}
 	if err != nil {
 		return false, fmt.Errorf("redisstore: mark once: %w", err)
+	}
+	return first, nil
+}
+
+// markOnce runs the once script: it sets mark for ttl microseconds unless
+// it is set and, when it did, applies entries, whose hashes must share
+// mark's slot.
+func (s *Store) markOnce(ctx context.Context, now any, mark loc, ttl int64, entries []giveback) (bool, error) {
+	b := batches.Get().(*batch)
+	defer b.release()
+	b.keys = append(b.keys, mark.hash)
+	b.args = append(b.args, now, mark.field)
+	b.keys, b.args = appendEntryLocs(b.keys, b.args, entries)
+	b.args = append(b.args, ttl)
+	b.args = appendGiveback(b.args, entries)
+	n, err := onceScript.Run(ctx, s.c, b.keys, b.args...).Int64()
+	if err != nil {
+		return false, err
 	}
 	switch n {
 	case 0:
@@ -189,7 +219,7 @@ func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration) (bo
 	case 1:
 		return true, nil
 	default:
-		return false, fmt.Errorf("redisstore: mark once: %w: %d", ErrBadReply, n)
+		return false, fmt.Errorf("%w: %d", ErrBadReply, n)
 	}
 }
 
@@ -215,7 +245,8 @@ func (s *Store) run(ctx context.Context, mode string, ops []store.Op, res []stor
 	}
 	now := s.nowArg()
 	if s.cluster != nil {
-		if groups := groupOpsBySlot(ops); len(groups) > 1 {
+		groups := groupBySlot(len(ops), func(i int) string { return locate(ops[i].Key).hash })
+		if len(groups) > 1 {
 			if err := s.runSlots(ctx, mode, now, ops, res, groups); err != nil {
 				return fmt.Errorf("redisstore: %s: %w", mode, err)
 			}
@@ -268,7 +299,6 @@ func (s *Store) runSlots(ctx context.Context, mode string, now any, ops []store.
 	}
 
 	// Give back the enforced ops that slots which did answer spent.
-	var keys []string
 	var entries []giveback
 	var spent []int
 	for gi, g := range groups {
@@ -281,17 +311,16 @@ func (s *Store) runSlots(ctx context.Context, mode string, now any, ops []store.
 				continue
 			}
 			spent = append(spent, i)
-			keys = append(keys, op.Key)
 			p := paramsOf(op)
+			e := giveback{loc: locate(op.Key), how: "c", amount: p.cost}
 			if op.Kind == store.Rate {
-				entries = append(entries, giveback{how: "r", amount: p.cost * p.interval})
-			} else {
-				entries = append(entries, giveback{how: "c", amount: p.cost})
+				e.how, e.amount = "r", p.cost*p.interval
 			}
+			entries = append(entries, e)
 		}
 	}
-	if len(keys) > 0 {
-		if err := s.giveBack(ctx, now, keys, entries); err != nil {
+	if len(entries) > 0 {
+		if err := s.giveBack(ctx, now, entries); err != nil {
 			if firstErr == nil {
 				firstErr = fmt.Errorf("give back: %w", err)
 			}
@@ -321,27 +350,7 @@ func (s *Store) evalSlots(ctx context.Context, mode string, now any, ops []store
 		keys[gi], args[gi] = encodeOps(mode, now, buf)
 	}
 
-	cmds := make([]*redis.Cmd, len(groups))
-	pipe := s.cluster.Pipeline()
-	for gi := range groups {
-		cmds[gi] = doScript.EvalSha(ctx, pipe, keys[gi], args[gi]...)
-	}
-	_, _ = pipe.Exec(ctx) // errors are read per command below
-
-	var retry []int
-	for gi, cmd := range cmds {
-		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-			retry = append(retry, gi)
-		}
-	}
-	if len(retry) > 0 {
-		pipe := s.cluster.Pipeline()
-		for _, gi := range retry {
-			cmds[gi] = doScript.Eval(ctx, pipe, keys[gi], args[gi]...)
-		}
-		_, _ = pipe.Exec(ctx)
-	}
-
+	cmds := s.evalPipelined(ctx, doScript, keys, args)
 	replies := make([]any, len(groups))
 	errs := make([]error, len(groups))
 	for gi, cmd := range cmds {
@@ -370,75 +379,118 @@ func unspend(op *store.Op, r *store.Result) {
 	}
 }
 
-// giveback is one entry of the give-back script: how is "r" (microseconds
-// off a rate key), "c" (units off a counter) or "x" (delete).
+// loc is where the state of a store key lives in Redis: a field of a hash
+// (see prelude.lua).
+type loc struct {
+	hash, field string
+}
+
+// bucketLen is how many characters of a key's hash tag name the hash its
+// state lives in: with guardian's base64 subjects, 4,096 hashes per rule,
+// each holding the subjects whose tag starts with those characters.
+const bucketLen = 2
+
+// locate returns where key's state lives. A key P{tag}S whose tag is longer
+// than bucketLen is field tag[bucketLen:] of the hash P{tag[:bucketLen]}S,
+// which keeps the key's cluster slot stable for all its rules; any other key
+// is field "" of a hash of its own name.
+func locate(key string) loc {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > bucketLen {
+			return loc{
+				hash:  key[:i+1+bucketLen] + key[i+1+j:],
+				field: key[i+1+bucketLen : i+1+j],
+			}
+		}
+	}
+	return loc{hash: key}
+}
+
+// giveback is one entry of the give-back step: how is "r" (microseconds
+// off a rate field), "c" (units off a counter) or "x" (forget).
 type giveback struct {
+	loc
 	how    string
 	amount int64
 }
 
 // giveBack runs the give-back script: one call on a single Redis, one call
 // per slot in one pipeline on a cluster.
-func (s *Store) giveBack(ctx context.Context, now any, keys []string, entries []giveback) error {
-	if s.cluster == nil {
-		return givebackScript.Run(ctx, s.c, keys, givebackArgs(now, entries, nil)...).Err()
+func (s *Store) giveBack(ctx context.Context, now any, entries []giveback) error {
+	var groups [][]int
+	if s.cluster != nil {
+		groups = groupBySlot(len(entries), func(i int) string { return entries[i].hash })
 	}
-	groups := groupBySlot(keys)
-	if len(groups) == 1 {
-		return givebackScript.Run(ctx, s.c, keys, givebackArgs(now, entries, nil)...).Err()
+	if len(groups) <= 1 {
+		b := batches.Get().(*batch)
+		defer b.release()
+		b.keys, b.args = appendGivebackCall(b.keys, b.args, now, entries)
+		return givebackScript.Run(ctx, s.c, b.keys, b.args...).Err()
 	}
-	gkeys := make([][]string, len(groups))
-	gargs := make([][]any, len(groups))
+	keys := make([][]string, len(groups))
+	args := make([][]any, len(groups))
 	for gi, g := range groups {
-		gkeys[gi] = pick(keys, g)
 		es := make([]giveback, len(g))
 		for j, i := range g {
 			es[j] = entries[i]
 		}
-		gargs[gi] = givebackArgs(now, es, nil)
+		keys[gi], args[gi] = appendGivebackCall(nil, nil, now, es)
 	}
-	run := func(eval func(pipe redis.Pipeliner, gi int) *redis.Cmd, which []int) []*redis.Cmd {
-		cmds := make([]*redis.Cmd, len(which))
-		pipe := s.cluster.Pipeline()
-		for j, gi := range which {
-			cmds[j] = eval(pipe, gi)
+	for _, cmd := range s.evalPipelined(ctx, givebackScript, keys, args) {
+		if err := cmd.Err(); err != nil {
+			return err
 		}
-		_, _ = pipe.Exec(ctx)
-		return cmds
 	}
-	all := make([]int, len(groups))
-	for gi := range all {
-		all[gi] = gi
+	return nil
+}
+
+// evalPipelined runs sc once per element of keys and args, in one pipeline
+// on the cluster. A call whose EVALSHA found no script (a restarted node,
+// SCRIPT FLUSH) is sent again with EVAL, the only case that costs a second
+// round trip. Errors are read per command.
+func (s *Store) evalPipelined(ctx context.Context, sc *redis.Script, keys [][]string, args [][]any) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, len(keys))
+	pipe := s.cluster.Pipeline()
+	for i := range keys {
+		cmds[i] = sc.EvalSha(ctx, pipe, keys[i], args[i]...)
 	}
-	cmds := run(func(pipe redis.Pipeliner, gi int) *redis.Cmd {
-		return givebackScript.EvalSha(ctx, pipe, gkeys[gi], gargs[gi]...)
-	}, all)
+	_, _ = pipe.Exec(ctx)
 	var retry []int
-	var firstErr error
-	for gi, cmd := range cmds {
-		switch err := cmd.Err(); {
-		case redis.HasErrorPrefix(err, "NOSCRIPT"):
-			retry = append(retry, gi)
-		case err != nil && firstErr == nil:
-			firstErr = err
+	for i, cmd := range cmds {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			retry = append(retry, i)
 		}
 	}
 	if len(retry) > 0 {
-		cmds := run(func(pipe redis.Pipeliner, gi int) *redis.Cmd {
-			return givebackScript.Eval(ctx, pipe, gkeys[gi], gargs[gi]...)
-		}, retry)
-		for _, cmd := range cmds {
-			if err := cmd.Err(); err != nil && firstErr == nil {
-				firstErr = err
-			}
+		pipe := s.cluster.Pipeline()
+		for _, i := range retry {
+			cmds[i] = sc.Eval(ctx, pipe, keys[i], args[i]...)
 		}
+		_, _ = pipe.Exec(ctx)
 	}
-	return firstErr
+	return cmds
 }
 
-// givebackArgs appends the give-back script's ARGV to args.
-func givebackArgs(now any, entries []giveback, args []any) []any {
+// appendGivebackCall appends the give-back script's KEYS and ARGV for
+// entries to keys and args.
+func appendGivebackCall(keys []string, args []any, now any, entries []giveback) ([]string, []any) {
 	args = append(args, now)
+	keys, args = appendEntryLocs(keys, args, entries)
+	return keys, appendGiveback(args, entries)
+}
+
+// appendEntryLocs appends the hash of each entry to keys and its field to
+// args, as every script takes them.
+func appendEntryLocs(keys []string, args []any, entries []giveback) ([]string, []any) {
+	for _, e := range entries {
+		keys = append(keys, e.hash)
+		args = append(args, e.field)
+	}
+	return keys, args
+}
+
+// appendGiveback appends how and amount of each entry to args.
+func appendGiveback(args []any, entries []giveback) []any {
 	for _, e := range entries {
 		args = append(args, e.how, e.amount)
 	}
@@ -460,14 +512,19 @@ func encodeOps(mode string, now any, ops []store.Op) ([]string, []any) {
 
 // appendOps appends the do script's KEYS and ARGV for ops to keys and args.
 func appendOps(keys []string, args []any, mode string, now any, ops []store.Op) ([]string, []any) {
+	args = append(args, now)
+	for i := range ops {
+		l := locate(ops[i].Key)
+		keys = append(keys, l.hash)
+		args = append(args, l.field)
+	}
 	m := argDo
 	if mode != "do" {
 		m = argPeek
 	}
-	args = append(args, m, now)
+	args = append(args, m)
 	for i := range ops {
 		op := &ops[i]
-		keys = append(keys, op.Key)
 		kind, role := argCounter, argEnforce
 		if op.Kind == store.Rate {
 			kind = argRate
@@ -546,23 +603,13 @@ func micros(d time.Duration) int64 {
 	return min(us, maxSpan)
 }
 
-// groupOpsBySlot groups the indexes of ops by the cluster slot of their key,
-// in the order each slot first appears.
-func groupOpsBySlot(ops []store.Op) [][]int {
-	keys := make([]string, len(ops))
-	for i := range ops {
-		keys[i] = ops[i].Key
-	}
-	return groupBySlot(keys)
-}
-
-// groupBySlot groups the indexes of keys by their cluster slot, in the order
-// each slot first appears.
-func groupBySlot(keys []string) [][]int {
+// groupBySlot groups the indexes 0..n-1 by the cluster slot of hash(i), in
+// the order each slot first appears.
+func groupBySlot(n int, hash func(i int) string) [][]int {
 	var groups [][]int
 	var slots []int
-	for i, k := range keys {
-		sl := slot(k)
+	for i := range n {
+		sl := slot(hash(i))
 		j := 0
 		for j < len(slots) && slots[j] != sl {
 			j++
@@ -574,15 +621,6 @@ func groupBySlot(keys []string) [][]int {
 		groups[j] = append(groups[j], i)
 	}
 	return groups
-}
-
-// pick returns the elements of keys at indexes idx.
-func pick(keys []string, idx []int) []string {
-	out := make([]string, len(idx))
-	for j, i := range idx {
-		out[j] = keys[i]
-	}
-	return out
 }
 
 // Warm loads the scripts into Redis (every master of a Cluster), opening a

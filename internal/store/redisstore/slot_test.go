@@ -30,7 +30,7 @@ func TestSlot(t *testing.T) {
 		{"hello", 866},
 		{"123456789", 12739},
 		{"{user1000}.following", 3443},
-		{"guardian:v1:{abc}:login-account", 7638},
+		{"guardian:v2:{abc}:login-account", 7638},
 		{"foo{bar}{zap}", 5061}, // the first tag only
 		{"foo{}{bar}", 8363},    // an empty tag hashes the whole key
 		{"foo{{bar}}zap", 4015}, // the tag is "{bar"
@@ -44,7 +44,7 @@ func TestSlot(t *testing.T) {
 }
 
 func TestSlotWithoutTagHashesWholeKey(t *testing.T) {
-	for _, key := range []string{"guardian:v1:{abc", "guardian:v1:abc}", "guardian:v1:}abc{"} {
+	for _, key := range []string{"guardian:v2:{abc", "guardian:v1:abc}", "guardian:v1:}abc{"} {
 		if got, want := slot(key), int(crc16(key))%slotCount; got != want {
 			t.Errorf("slot(%q) = %d, want %d", key, got, want)
 		}
@@ -52,7 +52,7 @@ func TestSlotWithoutTagHashesWholeKey(t *testing.T) {
 }
 
 func TestSlotSharedBySubject(t *testing.T) {
-	a, b := slot("guardian:v1:{h1}:login-account"), slot("guardian:v1:{h1}:hard-stop")
+	a, b := slot("guardian:v2:{h1}:login-account"), slot("guardian:v2:{h1}:hard-stop")
 	if a != b {
 		t.Errorf("one subject's rules in slots %d and %d, want one slot", a, b)
 	}
@@ -60,7 +60,7 @@ func TestSlotSharedBySubject(t *testing.T) {
 
 func TestGroupBySlot(t *testing.T) {
 	keys := []string{"a{x}", "b{y}", "c{x}", "d{z}", "e{y}"}
-	got := groupBySlot(keys)
+	got := groupBySlot(len(keys), func(i int) string { return keys[i] })
 	want := [][]int{{0, 2}, {1, 4}, {3}}
 	if len(got) != len(want) {
 		t.Fatalf("groupBySlot = %v, want %v", got, want)
@@ -74,5 +74,28 @@ func TestGroupBySlot(t *testing.T) {
 				t.Fatalf("groupBySlot = %v, want %v", got, want)
 			}
 		}
+	}
+}
+
+func TestLocate(t *testing.T) {
+	tests := []struct{ key, hash, field string }{
+		{"guardian:v2:{abcdef}:login-account", "guardian:v2:{ab}:login-account", "cdef"},
+		{"guardian:v2:{abc}:hard-stop", "guardian:v2:{ab}:hard-stop", "c"},
+		{"guardian:v2:{ab}:r", "guardian:v2:{ab}:r", ""},
+		{"guardian:v2:{a}:r", "guardian:v2:{a}:r", ""},
+		{"guardian:v2:{}:r", "guardian:v2:{}:r", ""},
+		{"plain", "plain", ""},
+		{"x{abc", "x{abc", ""},
+		{"{abc}{def}", "{ab}{def}", "c"},
+	}
+	for _, tt := range tests {
+		got := locate(tt.key)
+		if got.hash != tt.hash || got.field != tt.field {
+			t.Errorf("locate(%q) = %q, %q; want %q, %q", tt.key, got.hash, got.field, tt.hash, tt.field)
+		}
+	}
+	a, b := locate("guardian:v2:{h1xyz}:login-account"), locate("guardian:v2:{h1xyz}:hard-stop")
+	if slot(a.hash) != slot(b.hash) {
+		t.Errorf("one subject's rules in hashes of slots %d and %d, want one slot", slot(a.hash), slot(b.hash))
 	}
 }

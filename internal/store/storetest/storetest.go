@@ -15,7 +15,11 @@
 // microseconds counts as the next whole microsecond.
 //
 // Keys are unique per test and per process, so the suite also runs against a
-// shared database; its tests run one after another, never in parallel.
+// shared database; its tests run one after another, never in parallel. They
+// look like guardian's own, a subject in a hash tag, and names that start
+// alike have subjects that start alike, so that a store which keeps similar
+// subjects together (the Redis store's hashes) holds several keys of one
+// test together.
 package storetest
 
 import (
@@ -78,12 +82,15 @@ func Run(t *testing.T, newStore Factory) {
 		{"delete", testDelete},
 		{"mark_once", testMarkOnce},
 		{"mark_once/expires", testMarkOnceExpires},
+		{"mark_once/refunds", testMarkOnceRefunds},
+		{"mark_once/bad_refund", testMarkOnceBadRefund},
 		{"validate", testValidate},
 		{"context_canceled", testContextCanceled},
 		{"concurrent/one_op", testConcurrentOneOp},
 		{"concurrent/two_op_batch", testConcurrentTwoOps},
 		{"concurrent/counter", testConcurrentCounter},
 		{"concurrent/mark_once", testConcurrentMarkOnce},
+		{"concurrent/mark_once_refunds", testConcurrentMarkOnceRefunds},
 		{"concurrent/refunds", testConcurrentRefunds},
 	}
 	for _, tt := range tests {
@@ -121,7 +128,7 @@ type harness struct {
 
 // key returns the store key the test calls name.
 func (h *harness) key(name string) string {
-	return h.prefix + name
+	return h.prefix + "{t" + name + "}:r"
 }
 
 // result shortens store.Result in the tables.
@@ -198,9 +205,9 @@ func (h *harness) refund(refunds ...store.Refund) {
 }
 
 // markOnce calls MarkOnce, failing the test on an error.
-func (h *harness) markOnce(key string, ttl time.Duration) bool {
+func (h *harness) markOnce(key string, ttl time.Duration, refunds ...store.Refund) bool {
 	h.t.Helper()
-	ok, err := h.s.MarkOnce(context.Background(), key, ttl)
+	ok, err := h.s.MarkOnce(context.Background(), key, ttl, refunds...)
 	if err != nil {
 		h.t.Fatalf("MarkOnce %s: %v", key, err)
 	}
@@ -725,6 +732,77 @@ func testMarkOnceExpires(h *harness) {
 	}
 }
 
+// testMarkOnceRefunds: the call that sets a key applies its refunds; a call
+// that finds the key set applies none.
+func testMarkOnceRefunds(h *harness) {
+	var (
+		m = h.key("attempt")
+		r = h.key("account")
+		c = h.key("consecutive")
+	)
+	spend := ops(rate(r, 2, time.Minute, 5), counter(c, 1, 100, time.Hour))
+	refunds := []store.Refund{
+		{Key: r, Kind: store.Rate, Amount: 2 * time.Minute},
+		{Key: c, Kind: store.Counter},
+	}
+	h.run([]step{
+		{at: t0, ops: spend, want: rs(
+			result{Allowed: true, Spent: true, Remaining: 3, ResetAfter: 2 * time.Minute},
+			result{Allowed: true, Spent: true, Remaining: 99, ResetAfter: time.Hour, Count: 1},
+		)},
+	})
+	if !h.markOnce(m, time.Hour, refunds...) {
+		h.t.Fatal("MarkOnce of a new key = false, want true")
+	}
+	h.run([]step{
+		{at: t0, peek: true, ops: spend, want: rs(
+			result{Allowed: true, Remaining: 5},
+			result{Allowed: true, Remaining: 100},
+		)},
+		{at: t0, ops: spend, want: rs(
+			result{Allowed: true, Spent: true, Remaining: 3, ResetAfter: 2 * time.Minute},
+			result{Allowed: true, Spent: true, Remaining: 99, ResetAfter: time.Hour, Count: 1},
+		)},
+	})
+	if h.markOnce(m, time.Hour, refunds...) {
+		h.t.Fatal("MarkOnce of a set key = true, want false")
+	}
+	h.run([]step{
+		{at: t0, peek: true, ops: spend, want: rs(
+			result{Allowed: true, Remaining: 3, ResetAfter: 2 * time.Minute},
+			result{Allowed: true, Remaining: 99, ResetAfter: time.Hour, Count: 1},
+		)},
+	})
+}
+
+// testMarkOnceBadRefund: a bad refund is store.ErrBadBatch, and neither
+// sets the key nor gives anything back.
+func testMarkOnceBadRefund(h *harness) {
+	var (
+		m = h.key("attempt")
+		r = h.key("account")
+	)
+	h.run([]step{
+		{at: t0, ops: ops(rate(r, 2, time.Minute, 5)), want: rs(result{Allowed: true, Spent: true, Remaining: 3, ResetAfter: 2 * time.Minute})},
+	})
+	for _, bad := range []store.Refund{
+		{Kind: store.Rate, Amount: time.Minute},
+		{Key: r, Kind: store.Rate, Amount: -time.Minute},
+		{Key: r, Amount: time.Minute},
+	} {
+		good := store.Refund{Key: r, Kind: store.Rate, Amount: time.Minute}
+		if _, err := h.s.MarkOnce(context.Background(), m, time.Hour, good, bad); !errors.Is(err, store.ErrBadBatch) {
+			h.t.Errorf("MarkOnce with refund %+v: err = %v, want store.ErrBadBatch", bad, err)
+		}
+	}
+	h.run([]step{
+		{at: t0, peek: true, ops: ops(rate(r, 1, time.Minute, 5)), want: rs(result{Allowed: true, Remaining: 3, ResetAfter: 2 * time.Minute})},
+	})
+	if !h.markOnce(m, time.Hour) {
+		h.t.Error("MarkOnce after the refused calls = false, want true")
+	}
+}
+
 // testValidate: a bad batch is store.ErrBadBatch, and touches neither the
 // results nor the state; an empty batch is no error.
 func testValidate(h *harness) {
@@ -921,6 +999,35 @@ func testConcurrentMarkOnce(h *harness) {
 	if set != 1 {
 		h.t.Errorf("%d of %d callers set the key, want exactly 1", set, callers)
 	}
+}
+
+// testConcurrentMarkOnceRefunds: of callers racing to mark one key, each
+// with a refund, exactly one marks it and exactly one refund is applied.
+func testConcurrentMarkOnceRefunds(h *harness) {
+	m, r := h.key("attempt"), h.key("account")
+	h.run([]step{
+		{at: t0, ops: ops(rate(r, 10, time.Hour, 10)), want: rs(result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: 10 * time.Hour})},
+	})
+	var mu sync.Mutex
+	set := 0
+	together(func(int) {
+		ok, err := h.s.MarkOnce(context.Background(), m, time.Hour, store.Refund{Key: r, Kind: store.Rate, Amount: time.Hour})
+		if err != nil {
+			h.t.Errorf("MarkOnce: %v", err)
+			return
+		}
+		if ok {
+			mu.Lock()
+			set++
+			mu.Unlock()
+		}
+	})
+	if set != 1 {
+		h.t.Errorf("%d of %d callers set the key, want exactly 1", set, callers)
+	}
+	h.run([]step{
+		{at: t0, peek: true, ops: ops(rate(r, 1, time.Hour, 10)), want: rs(result{Allowed: true, Remaining: 1, ResetAfter: 9 * time.Hour})},
+	})
 }
 
 // testConcurrentRefunds: refunds racing each other never take a key beyond
