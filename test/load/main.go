@@ -10,11 +10,12 @@
 //
 // Phases, each bounded in time (and the memory phase in count):
 //
-//	healthz  GET /healthz at maximum throughput: the ceiling
-//	max      the mix's checks at maximum throughput, none reported
-//	open     the mix at a fixed arrival rate (open model), checks reported
-//	mix      the mix at maximum throughput, checks reported
-//	memory   checks of distinct new users, to measure Redis bytes per key
+//	healthz       GET /healthz at maximum throughput: the ceiling
+//	max           the mix's checks at maximum throughput, none reported
+//	open-healthz  GET /healthz at the open phase's rate: the latency floor
+//	open          the mix at a fixed arrival rate (open model), checks reported
+//	mix           the mix at maximum throughput, checks reported
+//	memory        checks of distinct new users, to measure Redis bytes per key
 //
 // Latency in the open model runs from when a check was due, not from when
 // it was sent, so a stall shows in every check it delays (no coordinated
@@ -76,7 +77,7 @@ type config struct {
 // --phases. Memory runs first, while Redis holds nothing but its own keys, so
 // that its figure is the cost of keys from zero to --memory-checks×3 and does
 // not depend on what the other phases left behind.
-var allPhases = []string{"memory", "healthz", "max", "open", "mix"}
+var allPhases = []string{"memory", "healthz", "max", "open-healthz", "open", "mix"}
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	c := config{mix: &mix{}}
@@ -128,7 +129,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		}
 	}
 	if c.pprofPhase == "memory" || !contains(allPhases, c.pprofPhase) {
-		return c, fmt.Errorf("--pprof-phase: %q is not one of healthz, max, open, mix", c.pprofPhase)
+		return c, fmt.Errorf("--pprof-phase: %q is not one of %s", c.pprofPhase, strings.Join(allPhases[1:], ", "))
 	}
 	switch {
 	case c.duration <= 0 || c.duration > time.Hour:
@@ -329,6 +330,8 @@ func phaseLoad(name string, cfg *config) load {
 		l.traffic = healthz
 	case "max":
 		l.traffic = checks
+	case "open-healthz":
+		l.traffic, l.rate, l.conns = healthz, cfg.rate, cfg.openConns
 	case "open":
 		l.traffic, l.rate, l.conns = attempts, cfg.rate, cfg.openConns
 	case "mix":

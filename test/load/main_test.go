@@ -47,8 +47,12 @@ func TestBenchEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Phases) != 4 || res.Memory == nil {
-		t.Fatalf("got %d phases and memory %v, want healthz, max, open, mix and memory", len(res.Phases), res.Memory)
+	if len(res.Phases) != 5 || res.Memory == nil {
+		t.Fatalf("got %d phases and memory %v, want healthz, max, open-healthz, open, mix and memory", len(res.Phases), res.Memory)
+	}
+	// The latency floor runs at the open phase's rate, /healthz only.
+	if f := res.phase("open-healthz"); f.TargetRate != 200 || f.Checks != 100 || f.ScriptCallsPerCheck > 0.5 {
+		t.Errorf("open-healthz: rate %v, %d requests, %.3f script calls each; want 200/s, 100 requests, no scripts", f.TargetRate, f.Checks, f.ScriptCallsPerCheck)
 	}
 	for _, p := range res.Phases {
 		if p.Checks == 0 || p.Errors != 0 || p.Degraded != 0 {

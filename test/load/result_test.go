@@ -20,6 +20,7 @@ func TestTargetsOnRedis(t *testing.T) {
 		Phases: []phaseResult{
 			{Name: "healthz", ChecksPerSec: 10_000, Checks: 100_000},
 			{Name: "max", ChecksPerSec: 6_500, Checks: 65_000, ScriptCallsPerCheck: 1.002},
+			{Name: "open-healthz", TargetRate: 2000, ChecksPerSec: 2000, Checks: 20_000, Latency: latency{P99: 0.3}},
 			{Name: "open", TargetRate: 2000, ChecksPerSec: 1990, Checks: 19_900, Latency: latency{P99: 0.8}},
 		},
 		Micro: []microBench{
@@ -36,6 +37,9 @@ func TestTargetsOnRedis(t *testing.T) {
 		if !tr.Met {
 			t.Errorf("target %q not met (got %s), want met", name, tr.Got)
 		}
+	}
+	if p99 := got["p99 of /v1/check at 2000 checks/s, with Redis"]; !strings.Contains(p99.Got, "/healthz at the same rate: p99 0.300 ms") {
+		t.Errorf("p99 target says %q, want the /healthz floor at the same rate", p99.Got)
 	}
 	if r.Ceiling == nil || r.Ceiling.Ratio != 0.65 {
 		t.Errorf("ceiling = %+v, want ratio 0.65", r.Ceiling)
