@@ -44,6 +44,10 @@ type load struct {
 // tally is what one connection saw; tallies are merged after a phase.
 type tally struct {
 	check, report Histogram
+	// service is the latency of a check from when it was sent, not from
+	// when it was due: what guardian took, without the wait for a free
+	// connection or the load generator's own scheduling. Open model only.
+	service Histogram
 	// checks and reports count answered requests, errors failed ones
 	// (transport errors and unexpected statuses).
 	checks, reports uint64
@@ -60,6 +64,7 @@ type tally struct {
 // merge adds o to t.
 func (t *tally) merge(o *tally) {
 	t.check.Merge(&o.check)
+	t.service.Merge(&o.service)
 	t.report.Merge(&o.report)
 	t.checks += o.checks
 	t.reports += o.reports
@@ -140,7 +145,7 @@ func (d *driver) closed(l load, ws []*worker) time.Duration {
 				if l.limit > 0 && issued.Add(1) > l.limit {
 					return
 				}
-				d.attempt(w, l.traffic, time.Now())
+				d.attempt(w, l.traffic, time.Time{})
 			}
 		})
 	}
@@ -181,12 +186,13 @@ func (d *driver) open(l load, ws []*worker) time.Duration {
 	return time.Since(start)
 }
 
-// attempt sends one request of traffic tr, due at t.
-func (d *driver) attempt(w *worker, tr traffic, t time.Time) {
+// attempt sends one request of traffic tr, due at due (open model), or now
+// when due is zero.
+func (d *driver) attempt(w *worker, tr traffic, due time.Time) {
+	sent := time.Now()
 	if tr == healthz {
 		status, _, err := w.cn.do("GET", "/healthz", nil)
-		d.record(w, &w.t.check, t, status, err, http.StatusOK)
-		if err == nil && status == http.StatusOK {
+		if d.recordCheck(w, due, sent, status, err, http.StatusOK) {
 			w.t.checks++
 		}
 		return
@@ -197,8 +203,9 @@ func (d *driver) attempt(w *worker, tr traffic, t time.Time) {
 	} else {
 		k, w.body = d.mix.next(w.rng, w.body[:0])
 	}
+	sent = time.Now()
 	status, resp, err := w.cn.do("POST", "/v1/check", w.body)
-	if !d.record(w, &w.t.check, t, status, err, http.StatusOK, http.StatusTooManyRequests) {
+	if !d.recordCheck(w, due, sent, status, err, http.StatusOK, http.StatusTooManyRequests) {
 		return
 	}
 	w.t.checks++
@@ -218,11 +225,25 @@ func (d *driver) attempt(w *worker, tr traffic, t time.Time) {
 		return
 	}
 	w.rbody = reportBody(w.rbody[:0], id, k)
-	sent := time.Now()
+	sent = time.Now()
 	status, _, err = w.cn.do("POST", "/v1/report", w.rbody)
 	if d.record(w, &w.t.report, sent, status, err, http.StatusOK) {
 		w.t.reports++
 	}
+}
+
+// recordCheck records a check (or /healthz request) sent at sent: its
+// latency from due in the open model, from sent otherwise, and in the open
+// model its service time from sent too.
+func (d *driver) recordCheck(w *worker, due, sent time.Time, status int, err error, want ...int) bool {
+	if due.IsZero() {
+		return d.record(w, &w.t.check, sent, status, err, want...)
+	}
+	if !d.record(w, &w.t.check, due, status, err, want...) {
+		return false
+	}
+	w.t.service.Record(time.Since(sent))
+	return true
 }
 
 // record records the latency since t of a request that ended with status

@@ -54,6 +54,17 @@ func TestBenchEndToEnd(t *testing.T) {
 	if f := res.phase("open-healthz"); f.TargetRate != 200 || f.Checks != 100 || f.ScriptCallsPerCheck > 0.5 {
 		t.Errorf("open-healthz: rate %v, %d requests, %.3f script calls each; want 200/s, 100 requests, no scripts", f.TargetRate, f.Checks, f.ScriptCallsPerCheck)
 	}
+	// In the open model a check's time from send is part of its time from
+	// due, never more.
+	for _, name := range []string{"open-healthz", "open"} {
+		p := res.phase(name)
+		if s := p.ServiceLatency; s == nil || s.P50 <= 0 || s.Max > p.Latency.Max {
+			t.Errorf("%s: latency from send %+v, from due %+v; want one within the other", name, s, p.Latency)
+		}
+	}
+	if res.phase("max").ServiceLatency != nil {
+		t.Error("max: a latency from send in a closed loop, where it is the latency")
+	}
 	for _, p := range res.Phases {
 		if p.Checks == 0 || p.Errors != 0 || p.Degraded != 0 {
 			t.Errorf("%s: %d checks, %d errors (%s), %d degraded; want checks, no error, none degraded", p.Name, p.Checks, p.Errors, p.FirstError, p.Degraded)
