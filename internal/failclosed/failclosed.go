@@ -2,7 +2,8 @@
 //
 // A Store wraps the primary store (Redis) with a deadline on every call. A
 // call that errs or times out is decided by its rules' on_store_error, and
-// a few such calls in a row mark the primary as failing: from then on every
+// a few such calls in a row, over a short span, mark the primary as failing:
+// from then on every
 // op is decided that way — the strict local
 // fallback (an embedded store with each limit divided by the fleet size and
 // a bounded number of keys), closed (deny, retry in a second) or open (allow)
@@ -43,6 +44,13 @@ type Config struct {
 	// fails is decided by the fallback either way: one slow answer on a
 	// busy machine costs that call, not every call until the next probe.
 	FailAfter int
+	// FailSpan is how long failures in a row must go on, from when the first
+	// of them was sent, before the primary counts as failing (default
+	// 4×Timeout). One stall of
+	// a busy primary fails every call in flight at once; it costs those
+	// calls, not every call until the next probe. A primary that is down
+	// fails everything for longer than that.
+	FailSpan time.Duration
 	// FleetSize divides every limit on the local fallback (default 1).
 	FleetSize int
 	// MaxLocalKeys bounds the fallback's keys (default 100,000). When it is
@@ -61,8 +69,11 @@ type Store struct {
 	local   *memstore.Store
 	log     *slog.Logger
 	healthy atomic.Bool
-	// failures counts primary calls that failed in a row.
+	// failures counts primary calls that failed in a row, and first is when
+	// the first of them was sent (Config.Now, unix nanoseconds; 0 until
+	// set).
 	failures atomic.Int64
+	first    atomic.Int64
 	// since is when the current failure began (unix nanoseconds).
 	since atomic.Int64
 }
@@ -86,6 +97,12 @@ func New(cfg Config) *Store {
 	}
 	if cfg.FailAfter < 1 {
 		cfg.FailAfter = 3
+	}
+	if cfg.FailSpan <= 0 {
+		cfg.FailSpan = 4 * cfg.Timeout
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	if cfg.MaxLocalKeys <= 0 {
 		cfg.MaxLocalKeys = 100_000
@@ -138,26 +155,36 @@ func (s *Store) evaluate(ctx context.Context, ops []store.Op, res []store.Result
 // primary runs call against the primary under the store deadline, and marks
 // the primary failing when it errs.
 func (s *Store) primary(ctx context.Context, call func(context.Context) error) error {
+	sent := s.cfg.Now()
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	err := call(cctx)
 	cancel()
 	if err != nil {
-		s.fail(err)
+		s.fail(err, sent)
 		return err
 	}
-	if s.failures.Swap(0) > 0 && s.healthy.Load() {
-		s.cfg.Metrics.FallbackActive.Set(0)
+	if s.failures.Swap(0) > 0 {
+		s.first.Store(0)
+		if s.healthy.Load() {
+			s.cfg.Metrics.FallbackActive.Set(0)
+		}
 	}
 	return nil
 }
 
-// fail counts err; after FailAfter failures in a row it marks the primary
-// failing and starts the prober.
-func (s *Store) fail(err error) {
+// fail counts err, from a call sent at sent; after FailAfter failures in a
+// row lasting FailSpan it marks the primary failing and starts the prober.
+func (s *Store) fail(err error, sent time.Time) {
 	kind := Classify(err)
 	s.cfg.Metrics.StoreErrors.WithLabelValues(kind).Inc()
 	s.cfg.Metrics.FallbackActive.Set(1)
-	if s.failures.Add(1) < int64(s.cfg.FailAfter) {
+	now := s.cfg.Now().UnixNano()
+	n := s.failures.Add(1)
+	if n == 1 {
+		s.first.Store(sent.UnixNano())
+	}
+	// A run whose first failure is not recorded yet began just now.
+	if first := s.first.Load(); n < int64(s.cfg.FailAfter) || first == 0 || now-first < int64(s.cfg.FailSpan) {
 		return
 	}
 	if s.healthy.CompareAndSwap(true, false) {

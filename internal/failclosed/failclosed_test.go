@@ -15,6 +15,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/store"
 	"github.com/guardian-sec/guardian/internal/store/memstore"
+	"github.com/guardian-sec/guardian/internal/store/storetest"
 )
 
 // flakyStore is a primary that works like the embedded store until told to
@@ -102,6 +103,7 @@ func newFixture(t *testing.T, fleet int) *fixture {
 		Timeout:       5 * time.Millisecond,
 		ProbeInterval: 10 * time.Millisecond,
 		FailAfter:     1,
+		FailSpan:      time.Nanosecond,
 		FleetSize:     fleet,
 		Metrics:       f.metrics,
 	})
@@ -374,7 +376,8 @@ func (replyError) RedisError()     {}
 func TestIsolatedFailuresDoNotStopThePrimary(t *testing.T) {
 	p := newFlaky()
 	m := metrics.New(prometheus.NewRegistry())
-	s := New(Config{Primary: p, Probe: p.ping, Metrics: m, ProbeInterval: time.Hour})
+	clock := storetest.NewClock(time.Now())
+	s := New(Config{Primary: p, Probe: p.ping, Metrics: m, ProbeInterval: time.Hour, Now: clock.Now})
 	call := func() store.Result {
 		t.Helper()
 		res := make([]store.Result, 1)
@@ -399,6 +402,7 @@ func TestIsolatedFailuresDoNotStopThePrimary(t *testing.T) {
 	p.setErr(errDown)
 	for range 3 {
 		call()
+		clock.Advance(time.Second) // past FailSpan
 	}
 	if s.Healthy() {
 		t.Fatal("healthy after three failures in a row")
@@ -407,5 +411,49 @@ func TestIsolatedFailuresDoNotStopThePrimary(t *testing.T) {
 	p.setErr(nil)
 	if r := call(); !r.Degraded || p.calls.Load() != before {
 		t.Fatalf("after three failures in a row = %+v, want the fallback without calling the primary", r)
+	}
+}
+
+// TestFailuresMustLastToStopThePrimary: failures in a row stop the primary
+// only once they have gone on for FailSpan. A stall that fails every call
+// in flight at once costs those calls, not the calls after it.
+func TestFailuresMustLastToStopThePrimary(t *testing.T) {
+	p := newFlaky()
+	m := metrics.New(prometheus.NewRegistry())
+	clock := storetest.NewClock(time.Now())
+	s := New(Config{Primary: p, Probe: p.ping, Metrics: m, ProbeInterval: time.Hour, Timeout: 5 * time.Millisecond, Now: clock.Now})
+	call := func() store.Result {
+		res := make([]store.Result, 1)
+		if err := s.Do(context.Background(), []store.Op{op("k", 1000, store.OnErrorLocal)}, res); err != nil {
+			t.Error(err)
+		}
+		return res[0]
+	}
+
+	p.setErr(errDown)
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			if r := call(); !r.Degraded {
+				t.Errorf("a failed call = %+v, want decided by the fallback", r)
+			}
+		})
+	}
+	wg.Wait()
+	if !s.Healthy() {
+		t.Fatal("50 failures at one instant stopped the primary, want it kept")
+	}
+	clock.Advance(19 * time.Millisecond)
+	call()
+	if !s.Healthy() {
+		t.Fatal("failures over 19ms stopped the primary, want FailSpan (20ms) first")
+	}
+	clock.Advance(time.Millisecond)
+	call()
+	if s.Healthy() {
+		t.Fatal("failures over 20ms left the primary in use, want it stopped")
+	}
+	if got := testutil.ToFloat64(m.FallbackActive); got != 1 {
+		t.Errorf("fallback_active = %v, want 1", got)
 	}
 }
