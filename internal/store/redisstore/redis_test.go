@@ -58,6 +58,10 @@ func TestRedis(t *testing.T) {
 		flush(t, c)
 		testBadState(t, c)
 	})
+	t.Run("sweep", func(t *testing.T) {
+		flush(t, c)
+		testSweep(t, c)
+	})
 	t.Run("long_hold", func(t *testing.T) {
 		flush(t, c)
 		testLongHold(t, c)
@@ -297,6 +301,49 @@ func testBadState(t *testing.T, c redis.UniversalClient) {
 	if _, err := s.MarkOnce(ctx, "guardian:v2:{att}:reported", time.Minute,
 		store.Refund{Key: "guardian:v2:{xyz}:r", Kind: store.Rate, Amount: time.Second}); err == nil {
 		t.Error("MarkOnce with a refund of a garbage rate key: no error")
+	}
+}
+
+// testSweep: subjects that start alike share a hash; new fields sweep out
+// neighbours past their deadline and never one that is live.
+func testSweep(t *testing.T, c redis.UniversalClient) {
+	ctx := context.Background()
+	// An even microsecond: every new field sweeps.
+	clk := storetest.NewClock(t0)
+	s := redisstore.New(c, redisstore.Config{Now: clk.Now})
+	fill := func(prefix string) {
+		t.Helper()
+		for i := range 100 {
+			do(t, s, rate(fmt.Sprintf("guardian:v2:{zz%s%03d}:r", prefix, i), 1, time.Second, 1))
+		}
+	}
+	size := func() int64 {
+		t.Helper()
+		n, err := c.HLen(ctx, "guardian:v2:{zz}:r").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	fill("a")
+	fill("b") // every neighbour is live
+	if n := size(); n != 200 {
+		t.Fatalf("200 live subjects in one hash: %d fields, want 200 (a sweep took a live one)", n)
+	}
+
+	clk.Set(t0.Add(time.Hour)) // all 200 past their deadline
+	fill("c")
+	// Each of the 100 new fields looked at six of its neighbours: on
+	// average a tenth of a stale field is left (simulated: 3 at most in
+	// 20,000 runs), 20 would mean the sweep is broken.
+	if n := size(); n < 100 || n > 120 {
+		t.Errorf("after 100 new fields among 200 stale ones: %d fields, want 100 and at most a few stale", n)
+	}
+	for i := range 100 {
+		if _, ok := state(t, c, fmt.Sprintf("guardian:v2:{zzc%03d}:r", i)); !ok {
+			t.Fatalf("new field c%03d swept, want kept", i)
+		}
 	}
 }
 
