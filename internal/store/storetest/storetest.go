@@ -981,11 +981,17 @@ func testConcurrentCounter(h *harness) {
 
 // testConcurrentMarkOnce: of 50 callers marking one key, exactly one sets it.
 func testConcurrentMarkOnce(h *harness) {
-	k := h.key("attempt")
+	h.raceMarkOnce(h.key("attempt"))
+}
+
+// raceMarkOnce has every caller mark key at once, each with refunds, and
+// checks that exactly one set it.
+func (h *harness) raceMarkOnce(key string, refunds ...store.Refund) {
+	h.t.Helper()
 	var mu sync.Mutex
 	set := 0
 	together(func(int) {
-		ok, err := h.s.MarkOnce(context.Background(), k, time.Hour)
+		ok, err := h.s.MarkOnce(context.Background(), key, time.Hour, refunds...)
 		if err != nil {
 			h.t.Errorf("MarkOnce: %v", err)
 			return
@@ -1008,23 +1014,7 @@ func testConcurrentMarkOnceRefunds(h *harness) {
 	h.run([]step{
 		{at: t0, ops: ops(rate(r, 10, time.Hour, 10)), want: rs(result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: 10 * time.Hour})},
 	})
-	var mu sync.Mutex
-	set := 0
-	together(func(int) {
-		ok, err := h.s.MarkOnce(context.Background(), m, time.Hour, store.Refund{Key: r, Kind: store.Rate, Amount: time.Hour})
-		if err != nil {
-			h.t.Errorf("MarkOnce: %v", err)
-			return
-		}
-		if ok {
-			mu.Lock()
-			set++
-			mu.Unlock()
-		}
-	})
-	if set != 1 {
-		h.t.Errorf("%d of %d callers set the key, want exactly 1", set, callers)
-	}
+	h.raceMarkOnce(m, store.Refund{Key: r, Kind: store.Rate, Amount: time.Hour})
 	h.run([]step{
 		{at: t0, peek: true, ops: ops(rate(r, 1, time.Hour, 10)), want: rs(result{Allowed: true, Remaining: 1, ResetAfter: 9 * time.Hour})},
 	})
