@@ -2,8 +2,8 @@
 //
 // A Store wraps the primary store (Redis) with a deadline on every call. A
 // call that errs or times out is decided by its rules' on_store_error, and
-// a few such calls in a row, over a short span, mark the primary as failing:
-// from then on every
+// a few such calls in a row (timeouts: over a short span) mark the primary
+// as failing: from then on every
 // op is decided that way — the strict local
 // fallback (an embedded store with each limit divided by the fleet size and
 // a bounded number of keys), closed (deny, retry in a second) or open (allow)
@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -45,11 +46,11 @@ type Config struct {
 	// busy machine costs that call, not every call until the next probe.
 	FailAfter int
 	// FailSpan is how long failures in a row must go on, from when the first
-	// of them was sent, before the primary counts as failing (default
-	// 4×Timeout). One stall of
-	// a busy primary fails every call in flight at once; it costs those
-	// calls, not every call until the next probe. A primary that is down
-	// fails everything for longer than that.
+	// of them was sent, before a timeout marks the primary failing (default
+	// 4×Timeout). One stall of a busy primary times out every call in flight
+	// at once; it costs those calls, not every call until the next probe. A
+	// primary that hangs times calls out for longer than that; one that is
+	// unreachable or answers errors is failing after FailAfter of them.
 	FailSpan time.Duration
 	// FleetSize divides every limit on the local fallback (default 1).
 	FleetSize int
@@ -69,11 +70,12 @@ type Store struct {
 	local   *memstore.Store
 	log     *slog.Logger
 	healthy atomic.Bool
-	// failures counts primary calls that failed in a row, and first is when
-	// the first of them was sent (Config.Now, unix nanoseconds; 0 until
-	// set).
+	// failures counts primary calls that failed in a row; it is read
+	// without the lock on every success, and changed under mu, which also
+	// guards first, when the first of them was sent.
 	failures atomic.Int64
-	first    atomic.Int64
+	mu       sync.Mutex
+	first    time.Time
 	// since is when the current failure began (unix nanoseconds).
 	since atomic.Int64
 }
@@ -163,28 +165,36 @@ func (s *Store) primary(ctx context.Context, call func(context.Context) error) e
 		s.fail(err, sent)
 		return err
 	}
-	if s.failures.Swap(0) > 0 {
-		s.first.Store(0)
-		if s.healthy.Load() {
-			s.cfg.Metrics.FallbackActive.Set(0)
-		}
+	if s.failures.Load() > 0 && s.endRun() && s.healthy.Load() {
+		s.cfg.Metrics.FallbackActive.Set(0)
 	}
 	return nil
 }
 
+// endRun ends the current run of failures, and reports whether there was
+// one.
+func (s *Store) endRun() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.first = time.Time{}
+	return s.failures.Swap(0) > 0
+}
+
 // fail counts err, from a call sent at sent; after FailAfter failures in a
-// row lasting FailSpan it marks the primary failing and starts the prober.
+// row, lasting FailSpan if this one is a timeout, it marks the primary
+// failing and starts the prober.
 func (s *Store) fail(err error, sent time.Time) {
 	kind := Classify(err)
 	s.cfg.Metrics.StoreErrors.WithLabelValues(kind).Inc()
 	s.cfg.Metrics.FallbackActive.Set(1)
-	now := s.cfg.Now().UnixNano()
+	s.mu.Lock()
 	n := s.failures.Add(1)
-	if n == 1 {
-		s.first.Store(sent.UnixNano())
+	if s.first.IsZero() || sent.Before(s.first) {
+		s.first = sent
 	}
-	// A run whose first failure is not recorded yet began just now.
-	if first := s.first.Load(); n < int64(s.cfg.FailAfter) || first == 0 || now-first < int64(s.cfg.FailSpan) {
+	lasted := s.cfg.Now().Sub(s.first)
+	s.mu.Unlock()
+	if n < int64(s.cfg.FailAfter) || (kind == "timeout" && lasted < s.cfg.FailSpan) {
 		return
 	}
 	if s.healthy.CompareAndSwap(true, false) {
@@ -207,7 +217,7 @@ func (s *Store) probe() {
 		if err != nil {
 			continue
 		}
-		s.failures.Store(0)
+		s.endRun()
 		s.healthy.Store(true)
 		s.cfg.Metrics.FallbackActive.Set(0)
 		s.log.Warn("store answering again: fallback ended", "after", time.Since(time.Unix(0, s.since.Load())).Round(time.Millisecond).String())

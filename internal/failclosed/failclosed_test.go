@@ -376,8 +376,7 @@ func (replyError) RedisError()     {}
 func TestIsolatedFailuresDoNotStopThePrimary(t *testing.T) {
 	p := newFlaky()
 	m := metrics.New(prometheus.NewRegistry())
-	clock := storetest.NewClock(time.Now())
-	s := New(Config{Primary: p, Probe: p.ping, Metrics: m, ProbeInterval: time.Hour, Now: clock.Now})
+	s := New(Config{Primary: p, Probe: p.ping, Metrics: m, ProbeInterval: time.Hour})
 	call := func() store.Result {
 		t.Helper()
 		res := make([]store.Result, 1)
@@ -402,7 +401,6 @@ func TestIsolatedFailuresDoNotStopThePrimary(t *testing.T) {
 	p.setErr(errDown)
 	for range 3 {
 		call()
-		clock.Advance(time.Second) // past FailSpan
 	}
 	if s.Healthy() {
 		t.Fatal("healthy after three failures in a row")
@@ -414,10 +412,10 @@ func TestIsolatedFailuresDoNotStopThePrimary(t *testing.T) {
 	}
 }
 
-// TestFailuresMustLastToStopThePrimary: failures in a row stop the primary
-// only once they have gone on for FailSpan. A stall that fails every call
-// in flight at once costs those calls, not the calls after it.
-func TestFailuresMustLastToStopThePrimary(t *testing.T) {
+// TestTimeoutsMustLastToStopThePrimary: timeouts in a row stop the primary
+// only once they have gone on for FailSpan. A stall that times out every
+// call in flight at once costs those calls, not the calls after it.
+func TestTimeoutsMustLastToStopThePrimary(t *testing.T) {
 	p := newFlaky()
 	m := metrics.New(prometheus.NewRegistry())
 	clock := storetest.NewClock(time.Now())
@@ -430,7 +428,7 @@ func TestFailuresMustLastToStopThePrimary(t *testing.T) {
 		return res[0]
 	}
 
-	p.setErr(errDown)
+	p.block.Store(true) // every call times out
 	var wg sync.WaitGroup
 	for range 50 {
 		wg.Go(func() {
@@ -441,19 +439,41 @@ func TestFailuresMustLastToStopThePrimary(t *testing.T) {
 	}
 	wg.Wait()
 	if !s.Healthy() {
-		t.Fatal("50 failures at one instant stopped the primary, want it kept")
+		t.Fatal("50 timeouts at one instant stopped the primary, want it kept")
 	}
 	clock.Advance(19 * time.Millisecond)
 	call()
 	if !s.Healthy() {
-		t.Fatal("failures over 19ms stopped the primary, want FailSpan (20ms) first")
+		t.Fatal("timeouts over 19ms stopped the primary, want FailSpan (20ms) first")
 	}
 	clock.Advance(time.Millisecond)
 	call()
 	if s.Healthy() {
-		t.Fatal("failures over 20ms left the primary in use, want it stopped")
+		t.Fatal("timeouts over 20ms left the primary in use, want it stopped")
 	}
 	if got := testutil.ToFloat64(m.FallbackActive); got != 1 {
 		t.Errorf("fallback_active = %v, want 1", got)
+	}
+}
+
+// TestErrorsStopThePrimaryAtOnce: an unreachable primary answers at once,
+// with an error, not a timeout: FailAfter of them in a row stop it, however
+// short the span.
+func TestErrorsStopThePrimaryAtOnce(t *testing.T) {
+	p := newFlaky()
+	clock := storetest.NewClock(time.Now())
+	s := New(Config{Primary: p, Probe: p.ping, Metrics: metrics.New(prometheus.NewRegistry()), ProbeInterval: time.Hour, Now: clock.Now})
+	p.setErr(errDown)
+	for i := range 3 {
+		if !s.Healthy() {
+			t.Fatalf("stopped after %d errors, want 3", i)
+		}
+		res := make([]store.Result, 1)
+		if err := s.Do(context.Background(), []store.Op{op("k", 10, store.OnErrorLocal)}, res); err != nil || !res[0].Degraded {
+			t.Fatalf("call %d: %+v, %v; want decided by the fallback", i, res[0], err)
+		}
+	}
+	if s.Healthy() {
+		t.Fatal("three errors in a row at one instant left the primary in use, want it stopped")
 	}
 }
