@@ -50,18 +50,13 @@ func (e *Engine) Report(ctx context.Context, attemptID string, outcome Outcome) 
 		refunds = loginlimits.Refunds(&at)
 	}
 	first, err := e.store.MarkOnce(ctx, keys.StoreKey(at.ID, "reported"), tokens.AttemptTTL, refunds...)
-	switch {
-	case errors.Is(err, store.ErrFull):
+	if errors.Is(err, store.ErrFull) {
 		// The bounded table that remembers reports is full (the local
-		// fallback during a long outage). Recording the report beats
-		// refusing it: at worst a repeated success gives back twice, and
-		// a key never goes beyond full.
-		first = true
-		if len(refunds) > 0 {
-			err = e.store.Refund(ctx, refunds)
-		} else {
-			err = nil
-		}
+		// fallback during a long outage); the store gave back what it
+		// could all the same. Recording the report beats refusing it: a
+		// success repeated while the table stays full gives back again,
+		// on keys that never go beyond full.
+		first, err = true, nil
 	}
 	if err != nil {
 		return ReportResult{}, fmt.Errorf("engine: store: %w", err)

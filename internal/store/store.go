@@ -131,7 +131,10 @@ type Store interface {
 	// MarkOnce sets key for ttl if it is not set, and reports whether this
 	// call set it; when it did, it applies refunds as Refund does. It is how
 	// an attempt id is accepted only once, and how a success report gives
-	// back what its check spent without a second round trip.
+	// back what its check spent without a second round trip. A bounded
+	// store with no room for key returns ErrFull having applied refunds all
+	// the same (they take no room): the caller decides whether an attempt
+	// nothing could record counts.
 	MarkOnce(ctx context.Context, key string, ttl time.Duration, refunds ...Refund) (bool, error)
 }
 

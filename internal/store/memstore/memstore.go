@@ -32,6 +32,7 @@ package memstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"math"
@@ -556,8 +557,8 @@ func (s *Store) Delete(ctx context.Context, keys ...string) error {
 
 // MarkOnce sets key for ttl if it is not set, reports whether this call set
 // it and, when it did, applies refunds. While the store is full it sets
-// nothing and is store.ErrFull. An empty key, a ttl that is not positive or
-// a bad refund is store.ErrBadBatch.
+// nothing, applies refunds all the same and is store.ErrFull. An empty key,
+// a ttl that is not positive or a bad refund is store.ErrBadBatch.
 func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration, refunds ...store.Refund) (bool, error) {
 	if key == "" || ttl <= 0 {
 		return false, fmt.Errorf("memstore: mark once: %w", store.ErrBadBatch)
@@ -569,7 +570,7 @@ func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration, ref
 		return false, fmt.Errorf("memstore: %w", err)
 	}
 	first, err := s.mark(key, ttl)
-	if first {
+	if first || errors.Is(err, store.ErrFull) {
 		for i := range refunds {
 			s.refund(&refunds[i])
 		}

@@ -201,9 +201,16 @@ func TestMaxKeys(t *testing.T) {
 			}
 		}
 	}
-	if ok, err := s.MarkOnce(ctx, "attempt", time.Hour); !errors.Is(err, store.ErrFull) || ok {
+	// Nothing can record the mark; its refund, which takes no room, is
+	// applied all the same.
+	refund := store.Refund{Key: key(1), Kind: store.Rate, Amount: time.Minute}
+	if ok, err := s.MarkOnce(ctx, "attempt", time.Hour, refund); !errors.Is(err, store.ErrFull) || ok {
 		t.Errorf("MarkOnce while full = %v, %v; want false, ErrFull", ok, err)
 	}
+	if got := peek(t, s, rateOp(key(1), 1, time.Minute, 5))[0]; got.Remaining != 4 {
+		t.Errorf("refund of a MarkOnce while full: %+v, want 4 left", got)
+	}
+	do(t, s, rateOp(key(1), 1, time.Minute, 5)) // spent again: the state as before
 	checkLen(t, s, "still full", 10)
 
 	// Keys 2…9 are full again a minute later; Sweep makes room for 8.
