@@ -139,10 +139,14 @@ func New(cfg Config) (*Server, error) {
 		s.closers = append(s.closers, client.Close)
 		primary := redisstore.New(client, redisstore.Config{})
 		warm, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		if err := primary.Warm(warm); err != nil {
+		err = primary.Warm(warm)
+		cancel()
+		switch {
+		case errors.Is(err, redisstore.ErrUnsupported):
+			return nil, fmt.Errorf("server: --redis-url: %w", err)
+		case err != nil:
 			s.log.Warn("redis not answering at start: the fallback decides until it does", "err", err)
 		}
-		cancel()
 		fc := failclosed.New(failclosed.Config{
 			Primary:   primary,
 			Probe:     func(ctx context.Context) error { return client.Ping(ctx).Err() },

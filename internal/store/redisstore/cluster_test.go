@@ -33,10 +33,11 @@ func TestCluster(t *testing.T) {
 	if _, ok := c.(*redis.ClusterClient); !ok {
 		t.Fatalf("Open(%q) is a %T, want a cluster client", cl.Addrs(), c)
 	}
-	// The test keys must span masters for the cross-slot tests to mean
-	// anything.
+	// The hashes of the test keys must span masters for the cross-slot
+	// tests to mean anything.
 	masterOf := func(key string) string {
-		n, err := c.(*redis.ClusterClient).MasterForKey(context.Background(), key)
+		hash, _ := redisstore.Locate(key)
+		n, err := c.(*redis.ClusterClient).MasterForKey(context.Background(), hash)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,6 +52,11 @@ func TestCluster(t *testing.T) {
 			flush(t, c)
 			return redisstore.New(c, redisstore.Config{Now: now})
 		})
+	})
+	t.Run("warm", func(t *testing.T) {
+		if err := redisstore.New(c, redisstore.Config{}).Warm(context.Background()); err != nil {
+			t.Fatalf("Warm on a cluster: %v", err)
+		}
 	})
 	t.Run("slot_matches_cluster_keyslot", func(t *testing.T) {
 		testSlotMatchesKeyslot(t, c)
@@ -145,7 +151,11 @@ func testCrossSlotDenied(t *testing.T, c redis.UniversalClient) {
 	do(t, s, rate(ipRate, 2, time.Minute, 2))
 	before := map[string]string{}
 	for _, k := range []string{acctRate, acctCounter} {
-		before[k], _ = state(t, c, k)
+		v, ok := state(t, c, k)
+		if !ok {
+			t.Fatalf("%s has no state after its spend", k)
+		}
+		before[k] = v
 	}
 
 	clk.Set(t0.Add(time.Second))

@@ -57,7 +57,9 @@ local function put(i, v, d)
       end
     end
   end
-  local ms = math.ceil((d - now) / 1000)
+  -- PTTL is truncated to the millisecond: one more keeps the hash's expiry
+  -- strictly past d.
+  local ms = math.ceil((d - now) / 1000) + 1
   if redis.call('PTTL', key) < ms then
     redis.call('PEXPIRE', key, ms + math.floor(ms / 4))
   end

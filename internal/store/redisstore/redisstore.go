@@ -3,9 +3,13 @@
 //
 // Every batch is evaluated by a Lua script (do.lua) in one round trip, against
 // the store's own clock (Redis TIME), so guardian nodes with skewed clocks
-// agree. A rate key holds a GCRA theoretical arrival time, a counter key its
-// count and the deadline at which it is forgotten; every key carries a TTL
-// that ends when its state is back to empty, so idle keys cost nothing.
+// agree. State lives in hashes shared by subjects (prelude.lua): the store
+// key guardian:v2:{subject}:rule is a field of guardian:v2:{su}:rule, the
+// two first characters of the subject naming the hash. A rate field holds a
+// GCRA theoretical arrival time, a counter field its count and the deadline
+// at which it is forgotten; a field past its deadline reads as absent and is
+// swept out by new neighbours, and a hash expires after its latest deadline,
+// so idle state costs nothing for long.
 //
 // On a single Redis (a *redis.Client, including a Sentinel failover client) a
 // batch is one script call and exactly all-or-nothing: when every hard
@@ -14,8 +18,9 @@
 // none is.
 //
 // On Redis Cluster (a *redis.ClusterClient) one script can only touch keys of
-// one hash slot. Keys look like guardian:v1:{subject}:rule, so all of one
-// subject's rules share a slot, but a check usually spans several subjects
+// one hash slot. A subject's hashes are tagged by its first two characters,
+// so all of one subject's rules share a slot, but a check usually spans
+// several subjects
 // (account, IP prefix). Such a batch runs one script per slot, all pipelined
 // in one round trip; each slot spends its own enforced ops when its hard
 // ones fit. If some slot denied, a second pipelined step gives back the
@@ -34,7 +39,9 @@ package redisstore
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -193,7 +200,8 @@ func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration, ref
 		err = s.giveBack(ctx, now, entries)
 	}
 	if err != nil {
-		return false, fmt.Errorf("redisstore: mark once: %w", err)
+		// On a cluster, the mark may be set and its refunds not given back.
+		return first, fmt.Errorf("redisstore: mark once: %w", err)
 	}
 	return first, nil
 }
@@ -623,10 +631,58 @@ func groupBySlot(n int, hash func(i int) string) [][]int {
 	return groups
 }
 
-// Warm loads the scripts into Redis (every master of a Cluster), opening a
-// connection on the way, so that the first checks after a start meet
-// neither a dial nor a NOSCRIPT round trip within their store deadline.
+// ErrUnsupported reports a Redis older than the scripts need: 6.2, the first
+// with HRANDFIELD.
+var ErrUnsupported = errors.New("redisstore: Redis 6.2 or later needed")
+
+// serverVersion returns redis_version from an INFO server reply, or "".
+func serverVersion(info string) string {
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(line, "redis_version:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// supported reports whether Redis version v (major.minor.patch) is 6.2 or
+// later.
+func supported(v string) bool {
+	major, rest, _ := strings.Cut(v, ".")
+	minor, _, _ := strings.Cut(rest, ".")
+	ma, err1 := strconv.Atoi(major)
+	mi, err2 := strconv.Atoi(minor)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return ma > 6 || ma == 6 && mi >= 2
+}
+
+// Warm checks that Redis is recent enough (every master of a Cluster) and
+// loads the scripts into it, opening a connection on the way, so that the
+// first checks after a start meet neither a dial nor a NOSCRIPT round trip
+// within their store deadline. An older Redis is ErrUnsupported.
 func (s *Store) Warm(ctx context.Context) error {
+	check := func(ctx context.Context, c *redis.Client) error {
+		info, err := c.Info(ctx, "server").Result()
+		if err != nil {
+			return fmt.Errorf("redisstore: INFO server: %w", err)
+		}
+		if v := serverVersion(info); !supported(v) {
+			return fmt.Errorf("%w: %s at %s is %q", ErrUnsupported, "redis_version", c.Options().Addr, v)
+		}
+		return nil
+	}
+	var err error
+	switch c := s.c.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, check)
+	case *redis.Client:
+		err = check(ctx, c)
+	}
+	if err != nil {
+		return err
+	}
 	for _, sc := range []*redis.Script{doScript, givebackScript, onceScript} {
 		if err := sc.Load(ctx, s.c).Err(); err != nil {
 			return fmt.Errorf("redisstore: load scripts: %w", err)
