@@ -227,7 +227,7 @@ func (d *driver) attempt(w *worker, tr traffic, due time.Time) {
 	w.rbody = reportBody(w.rbody[:0], id, k)
 	sent = time.Now()
 	status, _, err = w.cn.do("POST", "/v1/report", w.rbody)
-	if d.record(w, &w.t.report, sent, status, err, http.StatusOK) {
+	if d.record(w, &w.t.report, time.Since(sent), status, err, http.StatusOK) {
 		w.t.reports++
 	}
 }
@@ -236,26 +236,27 @@ func (d *driver) attempt(w *worker, tr traffic, due time.Time) {
 // latency from due in the open model, from sent otherwise, and in the open
 // model its service time from sent too.
 func (d *driver) recordCheck(w *worker, due, sent time.Time, status int, err error, want ...int) bool {
+	end := time.Now()
 	if due.IsZero() {
-		return d.record(w, &w.t.check, sent, status, err, want...)
+		return d.record(w, &w.t.check, end.Sub(sent), status, err, want...)
 	}
-	if !d.record(w, &w.t.check, due, status, err, want...) {
+	if !d.record(w, &w.t.check, end.Sub(due), status, err, want...) {
 		return false
 	}
-	w.t.service.Record(time.Since(sent))
+	w.t.service.Record(end.Sub(sent))
 	return true
 }
 
-// record records the latency since t of a request that ended with status
-// and err, and reports whether it succeeded: no error and one of want.
-func (d *driver) record(w *worker, h *Histogram, t time.Time, status int, err error, want ...int) bool {
+// record records latency, that of a request that ended with status and
+// err, and reports whether it succeeded: no error and one of want.
+func (d *driver) record(w *worker, h *Histogram, latency time.Duration, status int, err error, want ...int) bool {
 	if err != nil {
 		w.t.fail(err.Error())
 		return false
 	}
 	for _, s := range want {
 		if status == s {
-			h.Record(time.Since(t))
+			h.Record(latency)
 			return true
 		}
 	}
