@@ -2,9 +2,8 @@
 //
 // A Store wraps the primary store (Redis) with a deadline on every call. A
 // call that errs or times out is decided by its rules' on_store_error, and
-// a few such calls in a row (timeouts: over a short span) mark the primary
-// as failing: from then on every
-// op is decided that way — the strict local
+// a few such calls in a row, each sent after the one before had failed,
+// mark the primary as failing: from then on every op is decided that way — the strict local
 // fallback (an embedded store with each limit divided by the fleet size and
 // a bounded number of keys), closed (deny, retry in a second) or open (allow)
 // — until a probe, one at a time, finds the primary answering again. State
@@ -41,17 +40,13 @@ type Config struct {
 	// ProbeTimeout is the deadline of one probe (default 50ms).
 	ProbeTimeout time.Duration
 	// FailAfter is how many calls in a row must fail before the primary
-	// counts as failing and calls stop going to it (default 3). A call that
-	// fails is decided by the fallback either way: one slow answer on a
-	// busy machine costs that call, not every call until the next probe.
+	// counts as failing and calls stop going to it (default 3). A failure
+	// counts only if its call was sent after the last counted failure was
+	// seen: one stall of a busy primary times out every call in flight at
+	// once, and counts once. A call that fails is decided by the fallback
+	// either way: one stall costs the calls it caught, not every call until
+	// the next probe.
 	FailAfter int
-	// FailSpan is how long failures in a row must go on, from when the first
-	// of them was sent, before a timeout marks the primary failing (default
-	// 4×Timeout). One stall of a busy primary times out every call in flight
-	// at once; it costs those calls, not every call until the next probe. A
-	// primary that hangs times calls out for longer than that; one that is
-	// unreachable or answers errors is failing after FailAfter of them.
-	FailSpan time.Duration
 	// FleetSize divides every limit on the local fallback (default 1).
 	FleetSize int
 	// MaxLocalKeys bounds the fallback's keys (default 100,000). When it is
@@ -70,12 +65,12 @@ type Store struct {
 	local   *memstore.Store
 	log     *slog.Logger
 	healthy atomic.Bool
-	// failures counts primary calls that failed in a row; it is read
-	// without the lock on every success, and changed under mu, which also
-	// guards first, when the first of them was sent.
+	// failures counts the failures of the current run; it is read without
+	// the lock on every success, and changed under mu, which also guards
+	// seen, when the last counted failure was seen (Config.Now).
 	failures atomic.Int64
 	mu       sync.Mutex
-	first    time.Time
+	seen     time.Time
 	// since is when the current failure began (unix nanoseconds).
 	since atomic.Int64
 }
@@ -99,9 +94,6 @@ func New(cfg Config) *Store {
 	}
 	if cfg.FailAfter < 1 {
 		cfg.FailAfter = 3
-	}
-	if cfg.FailSpan <= 0 {
-		cfg.FailSpan = 4 * cfg.Timeout
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -176,25 +168,27 @@ func (s *Store) primary(ctx context.Context, call func(context.Context) error) e
 func (s *Store) endRun() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.first = time.Time{}
+	s.seen = time.Time{}
 	return s.failures.Swap(0) > 0
 }
 
-// fail counts err, from a call sent at sent; after FailAfter failures in a
-// row, lasting FailSpan if this one is a timeout, it marks the primary
-// failing and starts the prober.
+// fail counts err, from a call sent at sent, unless that call was already
+// in flight when the last counted failure was seen; after FailAfter counted
+// failures in a row it marks the primary failing and starts the prober.
 func (s *Store) fail(err error, sent time.Time) {
 	kind := Classify(err)
 	s.cfg.Metrics.StoreErrors.WithLabelValues(kind).Inc()
 	s.cfg.Metrics.FallbackActive.Set(1)
 	s.mu.Lock()
-	n := s.failures.Add(1)
-	if s.first.IsZero() || sent.Before(s.first) {
-		s.first = sent
+	var n int64
+	if sent.Before(s.seen) {
+		n = s.failures.Load()
+	} else {
+		n = s.failures.Add(1)
+		s.seen = s.cfg.Now()
 	}
-	lasted := s.cfg.Now().Sub(s.first)
 	s.mu.Unlock()
-	if n < int64(s.cfg.FailAfter) || (kind == "timeout" && lasted < s.cfg.FailSpan) {
+	if n < int64(s.cfg.FailAfter) {
 		return
 	}
 	if s.healthy.CompareAndSwap(true, false) {
