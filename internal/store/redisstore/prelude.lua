@@ -2,18 +2,20 @@
 --
 -- State lives in hashes. The key guardian gives the store, P{tag}S, is kept
 -- as field tag[3:] of the hash P{tag[1:2]}S (a key without a longer tag is
--- field "" of a hash of its own name): thousands of subjects share one small
--- hash, which Redis stores far more compactly than a key each. Every value
--- ends in the deadline, in microseconds, after which it means nothing: a
--- rate value is its arrival time, a counter "count:deadline", a mark its
--- deadline. A field past its deadline reads as absent, and every other new
--- field (by the clock's last digit) sweeps a sample of six neighbours, taking
--- out those past theirs: on average three looked at per new field keep the
--- stale fields of a busy hash under a third of it, at half the script calls
--- of a sweep per new field. A hash expires
--- after its latest deadline: when a write outlives the hash's TTL, the TTL is
--- set a quarter beyond the write's deadline, so that the writes that follow
--- soon need no PEXPIRE of their own.
+-- field "" of a hash of its own name): the subjects whose hashed names start
+-- alike share one small hash, which Redis stores far more compactly than a
+-- key each. Every value ends in the deadline, in microseconds, after which it
+-- means nothing: a rate value is its arrival time, a counter
+-- "count:deadline", a mark its deadline.
+--
+-- A field past its deadline reads as absent, and every other new field (by
+-- the clock's last digit) sweeps a sample of six neighbours, taking out
+-- those past theirs: on average three looked at per new field keep the stale
+-- fields of a busy hash under a third of it, at half the script calls of a
+-- sweep per new field. A hash expires after its latest deadline: when a
+-- write outlives the hash's TTL, the TTL is set a quarter beyond the write's
+-- deadline, so that the writes that follow soon need no PEXPIRE of their
+-- own.
 --
 -- ARGV[1]      the time; empty reads the store's own TIME (tests override it)
 -- ARGV[1+i]    the field of KEYS[i]
