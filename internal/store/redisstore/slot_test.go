@@ -1,6 +1,9 @@
 package redisstore
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestCRC16(t *testing.T) {
 	tests := []struct {
@@ -98,4 +101,31 @@ func TestLocate(t *testing.T) {
 	if slot(a.hash) != slot(b.hash) {
 		t.Errorf("one subject's rules in hashes of slots %d and %d, want one slot", slot(a.hash), slot(b.hash))
 	}
+}
+
+// FuzzLocate: locate loses nothing (the key comes back from its hash and
+// field, so no two keys share a field), and a key's hash is in the slot of
+// the first characters of its tag, so that every rule of one subject shares
+// a slot.
+func FuzzLocate(f *testing.F) {
+	for _, k := range []string{"guardian:v2:{AbCdEfGhIjKlMnOpQrStUv}:login-account", "{ab}", "{abc}x", "x{", "{}", "", "{a}}{bc}", "{\xff\xfe\xfd}"} {
+		f.Add(k)
+	}
+	f.Fuzz(func(t *testing.T, key string) {
+		l := locate(key)
+		back := l.hash
+		if l.field != "" {
+			i := strings.IndexByte(l.hash, '{') + 1 + bucketLen
+			back = l.hash[:i] + l.field + l.hash[i:]
+		}
+		if back != key {
+			t.Fatalf("locate(%q) = %q, %q, which make %q", key, l.hash, l.field, back)
+		}
+		if l.field != "" {
+			i := strings.IndexByte(key, '{') + 1
+			if want := int(crc16(key[i:i+bucketLen])) % slotCount; slot(l.hash) != want {
+				t.Fatalf("locate(%q): hash %q in slot %d, want %d, the slot of the tag's first characters", key, l.hash, slot(l.hash), want)
+			}
+		}
+	})
 }
