@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -161,29 +162,42 @@ func (d *driver) open(l load, ws []*worker) time.Duration {
 	if l.limit > 0 {
 		n = min(n, l.limit)
 	}
-	due := make(chan time.Time, max(int(l.rate), 1024))
+	// Each free worker claims the next attempt and sleeps until it is due;
+	// when every worker is busy, the next attempt waits, and still counts
+	// from when it was due.
+	var next atomic.Int64
 	var wg sync.WaitGroup
+	start := time.Now()
 	for _, w := range ws {
 		wg.Go(func() {
-			for t := range due {
-				if time.Since(t) > time.Millisecond {
+			for i := next.Add(1) - 1; i < n; i = next.Add(1) - 1 {
+				at := start.Add(time.Duration(i) * interval)
+				sleepUntil(at)
+				if time.Since(at) > time.Millisecond {
 					w.t.late++
 				}
-				d.attempt(w, l.traffic, t)
+				d.attempt(w, l.traffic, at)
 			}
 		})
 	}
-	start := time.Now()
-	for i := range n {
-		at := start.Add(time.Duration(i) * interval)
-		if wait := time.Until(at); wait > 0 {
-			time.Sleep(wait)
-		}
-		due <- at // blocks when far behind; the attempt still counts from at
-	}
-	close(due)
 	wg.Wait()
 	return time.Since(start)
+}
+
+// sleepUntil sleeps until t in the kernel. The Go runtime's own timers wake
+// an idle process only to the millisecond (its poller waits in whole
+// milliseconds), which would add up to a millisecond to every open-model
+// latency; nanosleep wakes within the kernel's timer slack, tens of
+// microseconds. It holds an OS thread while it sleeps, one per connection.
+func sleepUntil(t time.Time) {
+	for {
+		d := time.Until(t)
+		if d <= 0 {
+			return
+		}
+		ts := syscall.NsecToTimespec(int64(d))
+		_ = syscall.Nanosleep(&ts, nil) // EINTR: sleep again for what is left
+	}
 }
 
 // attempt sends one request of traffic tr, due at due (open model), or now
