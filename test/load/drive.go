@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/guardian-sec/guardian/internal/store"
 )
 
 // traffic is what a phase sends.
@@ -23,6 +25,9 @@ const (
 	// newUsers is checks of distinct legitimate users, never reported:
 	// every check adds the same keys to the store.
 	newUsers
+	// storeOnly is a new user's login batch sent straight to the store
+	// (driver.store), without guardian: the floor of a store round trip.
+	storeOnly
 )
 
 // load is one phase's traffic and how it is paced.
@@ -96,6 +101,8 @@ type driver struct {
 	addr, token string
 	mix         *mix
 	timeout     time.Duration
+	// store is guardian's store on the run's Redis, for storeOnly.
+	store store.Store
 	// seed makes the phases' random choices differ from run to run.
 	seed uint64
 }
@@ -204,6 +211,12 @@ func sleepUntil(t time.Time) {
 // when due is zero.
 func (d *driver) attempt(w *worker, tr traffic, due time.Time) {
 	sent := time.Now()
+	if tr == storeOnly {
+		if d.recordCheck(w, due, sent, http.StatusOK, d.storeBatch(w), http.StatusOK) {
+			w.t.checks++
+		}
+		return
+	}
 	if tr == healthz {
 		status, _, err := w.cn.do("GET", "/healthz", nil)
 		if d.recordCheck(w, due, sent, status, err, http.StatusOK) {

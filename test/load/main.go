@@ -13,6 +13,8 @@
 //	healthz       GET /healthz at maximum throughput: the ceiling
 //	max           the mix's checks at maximum throughput, none reported
 //	open-healthz  GET /healthz at the open phase's rate: the latency floor
+//	open-store    a login batch straight to Redis through guardian's store
+//	              code, at the open phase's rate: the store's floor
 //	open          the mix at a fixed arrival rate (open model), checks reported
 //	mix           the mix at maximum throughput, checks reported
 //	memory        checks of distinct new users, to measure Redis bytes per key
@@ -43,6 +45,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/guardian-sec/guardian/internal/secret"
+	"github.com/guardian-sec/guardian/internal/store/redisstore"
 	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
@@ -77,7 +80,7 @@ type config struct {
 // --phases. Memory runs first, while Redis holds nothing but its own keys, so
 // that its figure is the cost of keys from zero to --memory-checks×3 and does
 // not depend on what the other phases left behind.
-var allPhases = []string{"memory", "healthz", "max", "open-healthz", "open", "mix"}
+var allPhases = []string{"memory", "healthz", "max", "open-healthz", "open-store", "open", "mix"}
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	c := config{mix: &mix{}}
@@ -273,7 +276,12 @@ func bench(ctx context.Context, cfg *config, log io.Writer) (*result, error) {
 	}
 	res.RedisVersion = first.redis.version
 	cfg.mix.Tag = keyText[:8]
-	d := &driver{addr: g.addr, token: token, mix: cfg.mix, timeout: cfg.timeout, seed: uint64(keyBytes[0])<<8 | uint64(keyBytes[1])}
+	sopt := *ropt
+	sopt.PoolSize = max(cfg.conns, cfg.openConns)
+	sc := redis.NewClient(&sopt)
+	defer sc.Close()
+	d := &driver{addr: g.addr, token: token, mix: cfg.mix, timeout: cfg.timeout, seed: uint64(keyBytes[0])<<8 | uint64(keyBytes[1]),
+		store: redisstore.New(sc, redisstore.Config{})}
 
 	for _, name := range cfg.phases {
 		if ctx.Err() != nil {
@@ -332,6 +340,8 @@ func phaseLoad(name string, cfg *config) load {
 		l.traffic = checks
 	case "open-healthz":
 		l.traffic, l.rate, l.conns = healthz, cfg.rate, cfg.openConns
+	case "open-store":
+		l.traffic, l.rate, l.conns = storeOnly, cfg.rate, cfg.openConns
 	case "open":
 		l.traffic, l.rate, l.conns = attempts, cfg.rate, cfg.openConns
 	case "mix":

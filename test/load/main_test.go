@@ -47,8 +47,12 @@ func TestBenchEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Phases) != 5 || res.Memory == nil {
-		t.Fatalf("got %d phases and memory %v, want healthz, max, open-healthz, open, mix and memory", len(res.Phases), res.Memory)
+	if len(res.Phases) != 6 || res.Memory == nil {
+		t.Fatalf("got %d phases and memory %v, want healthz, max, open-healthz, open-store, open, mix and memory", len(res.Phases), res.Memory)
+	}
+	// The store's floor: one script call per batch, straight to Redis.
+	if f := res.phase("open-store"); f.Checks != 100 || f.ScriptCallsPerCheck < 1 || f.ScriptCallsPerCheck > 1.05 || len(f.Decisions) != 0 {
+		t.Errorf("open-store: %d batches, %.3f script calls each, decisions %v; want 100, one, none from guardian", f.Checks, f.ScriptCallsPerCheck, f.Decisions)
 	}
 	// The latency floor runs at the open phase's rate, /healthz only.
 	if f := res.phase("open-healthz"); f.TargetRate != 200 || f.Checks != 100 || f.ScriptCallsPerCheck > 0.5 {
@@ -56,7 +60,7 @@ func TestBenchEndToEnd(t *testing.T) {
 	}
 	// In the open model a check's time from send is part of its time from
 	// due, never more.
-	for _, name := range []string{"open-healthz", "open"} {
+	for _, name := range []string{"open-healthz", "open-store", "open"} {
 		p := res.phase(name)
 		if s := p.ServiceLatency; s == nil || s.P50 <= 0 || s.Max > p.Latency.Max {
 			t.Errorf("%s: latency from send %+v, from due %+v; want one within the other", name, s, p.Latency)
