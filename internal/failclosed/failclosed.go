@@ -3,11 +3,12 @@
 // A Store wraps the primary store (Redis) with a deadline on every call. A
 // call that errs or times out is decided by its rules' on_store_error, and
 // a few such calls in a row, each sent after the one before had failed,
-// mark the primary as failing: from then on every op is decided that way — the strict local
-// fallback (an embedded store with each limit divided by the fleet size and
-// a bounded number of keys), closed (deny, retry in a second) or open (allow)
-// — until a probe, one at a time, finds the primary answering again. State
-// spent on the fallback is not copied back; it expires on its own.
+// mark the primary as failing: from then on every op is decided that way —
+// the strict local fallback (an embedded store with each limit divided by
+// the fleet size and a bounded number of keys), closed (deny, retry in a
+// second) or open (allow) — until a probe, one at a time, finds the primary
+// answering again. State spent on the fallback is not copied back; it
+// expires on its own.
 package failclosed
 
 import (
