@@ -23,7 +23,7 @@ func BenchmarkFleetCommands(b *testing.B) {
 			clk := storetest.NewClock(t0)
 			a := newAgg(c, clk, 1)
 			step := time.Second / time.Duration(rate)
-			before := commandStats(b, c)
+			before := redistest.CommandStats(b, c)
 			var at time.Duration
 			for b.Loop() {
 				at += step
@@ -31,7 +31,7 @@ func BenchmarkFleetCommands(b *testing.B) {
 				a.Add("login", 1)
 				tick(b, a, at, step)
 			}
-			cmds, calls := ran(before, commandStats(b, c))
+			cmds, calls := ran(before, redistest.CommandStats(b, c))
 			b.ReportMetric(float64(cmds)/at.Seconds(), "redis_cmds/s")
 			b.ReportMetric(float64(calls)/at.Seconds(), "redis_calls/s")
 		})

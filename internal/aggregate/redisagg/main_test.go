@@ -4,8 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -33,38 +31,10 @@ func newAgg(c redis.UniversalClient, clk *storetest.Clock, fleetSize int) *aggre
 	return a
 }
 
-// commandStats returns how many times each command ran on n, from INFO
-// commandstats; commands a script runs count too.
-func commandStats(tb testing.TB, n *redis.Client) map[string]int64 {
-	tb.Helper()
-	info, err := n.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		tb.Fatalf("INFO commandstats: %v", err)
-	}
-	out := map[string]int64{}
-	for line := range strings.SplitSeq(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") {
-			continue
-		}
-		calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
-		v, err := strconv.ParseInt(calls, 10, 64)
-		if err != nil {
-			tb.Fatalf("INFO commandstats line %q: %v", line, err)
-		}
-		out[strings.TrimPrefix(name, "cmdstat_")] = v
-	}
-	return out
-}
-
-// ran returns the commands run between two commandStats, INFO aside, and
+// ran returns the commands run between two CommandStats, INFO aside, and
 // how many of them were script calls.
 func ran(before, after map[string]int64) (cmds, calls int64) {
-	for name, n := range after {
-		if name == "info" {
-			continue
-		}
-		d := n - before[name]
+	for name, d := range redistest.Ran(before, after) {
 		cmds += d
 		if name == "evalsha" || name == "eval" {
 			calls += d

@@ -234,9 +234,9 @@ func testCommandsIndependentOfTraffic(t *testing.T, r *redisEnv) {
 		}
 		clk := storetest.NewClock(t0)
 		a := newAgg(c, clk, 1)
-		before := commandStats(t, c)
+		before := redistest.CommandStats(t, c)
 		n := drive(t, a, clk, rate, 10*time.Second)
-		cmds, calls := ran(before, commandStats(t, c))
+		cmds, calls := ran(before, redistest.CommandStats(t, c))
 		runs = append(runs, run{int64(n), cmds, calls})
 		if got := a.Count([]string{"login"}, time.Minute); got != int64(n) {
 			t.Errorf("rate %d: Count = %d, want %d", rate, got, n)

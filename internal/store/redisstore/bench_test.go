@@ -60,7 +60,7 @@ func BenchmarkDo(b *testing.B) {
 			flush(b, c)
 			ops := bb.ops
 			do(b, s, ops...)
-			before := commandStats(b, node)
+			before := redistest.CommandStats(b, node)
 			sent.take()
 			b.ResetTimer()
 			if bb.parallel {
@@ -82,7 +82,7 @@ func BenchmarkDo(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			reportCommands(b, before, commandStats(b, node), sent)
+			reportCommands(b, before, redistest.CommandStats(b, node), sent)
 		})
 	}
 }
@@ -119,7 +119,7 @@ func BenchmarkDoCluster(b *testing.B) {
 // background adds its handshakes to both.
 func reportCommands(b *testing.B, before, after map[string]int64, sent *sentCounter) {
 	b.Helper()
-	d := delta(before, after)
+	d := redistest.Ran(before, after)
 	var all int64
 	for _, n := range d {
 		all += n

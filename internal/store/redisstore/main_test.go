@@ -2,8 +2,6 @@ package redisstore_test
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -172,42 +170,6 @@ func checkEveryKeyExpires(tb testing.TB, c redis.UniversalClient) {
 			tb.Errorf("key %s has PTTL %v, want a TTL", k, ttl)
 		}
 	}
-}
-
-// commandStats returns how many times each command ran on n, from INFO
-// commandstats.
-func commandStats(tb testing.TB, n *redis.Client) map[string]int64 {
-	tb.Helper()
-	info, err := n.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		tb.Fatalf("INFO commandstats: %v", err)
-	}
-	out := map[string]int64{}
-	for line := range strings.SplitSeq(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") {
-			continue
-		}
-		calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
-		v, err := strconv.ParseInt(calls, 10, 64)
-		if err != nil {
-			tb.Fatalf("INFO commandstats line %q: %v", line, err)
-		}
-		out[strings.TrimPrefix(name, "cmdstat_")] = v
-	}
-	return out
-}
-
-// delta returns how many times each command ran between two commandStats,
-// leaving out INFO itself and commands that did not run.
-func delta(before, after map[string]int64) map[string]int64 {
-	out := map[string]int64{}
-	for name, n := range after {
-		if d := n - before[name]; d != 0 && name != "info" {
-			out[name] = d
-		}
-	}
-	return out
 }
 
 // sentCounter is a go-redis hook counting what a client sends: commands,

@@ -97,11 +97,11 @@ func testOneCallPerBatch(t *testing.T, node *redis.Client) {
 	spent := map[string]int64{"evalsha": 1, "time": 1, "hget": 3, "hset": 3, "pttl": 3}
 	denied := map[string]int64{"evalsha": 1, "time": 1, "hget": 3}
 	for i, want := range []map[string]int64{spent, spent, spent, denied} {
-		before := commandStats(t, node)
+		before := redistest.CommandStats(t, node)
 		sent.take()
 		res := do(t, s, batch...)
 		cmds, roundTrips := sent.take()
-		got := delta(before, commandStats(t, node))
+		got := redistest.Ran(before, redistest.CommandStats(t, node))
 		if res[0].Spent != (want["hset"] > 0) {
 			t.Errorf("call %d: spent %v, want %v", i, res[0].Spent, want["hset"] > 0)
 		}
@@ -163,9 +163,9 @@ func testScriptFlush(t *testing.T, node *redis.Client) {
 	// The fallback sent the script itself, so EVALSHA finds it again.
 	flushScripts()
 	do(t, s, op)
-	before := commandStats(t, node)
+	before := redistest.CommandStats(t, node)
 	do(t, s, op)
-	got := delta(before, commandStats(t, node))
+	got := redistest.Ran(before, redistest.CommandStats(t, node))
 	if got["evalsha"] != 1 || got["eval"] != 0 {
 		t.Errorf("after the fallback Redis ran %v, want one EVALSHA and no EVAL", got)
 	}
