@@ -889,11 +889,10 @@ func together(f func(i int)) {
 	wg.Wait()
 }
 
-// testConcurrentOneOp: 50 callers against a budget of 20 spend exactly 20.
-func testConcurrentOneOp(h *harness) {
-	op := rate(h.key("account"), 1, time.Hour, 20)
+// raceOne has every caller Do op at once, and counts the results that were
+// allowed and those that were spent.
+func (h *harness) raceOne(op store.Op) (allowed, spent int) {
 	var mu sync.Mutex
-	allowed, spent := 0, 0
 	together(func(int) {
 		res := make([]store.Result, 1)
 		if err := h.s.Do(context.Background(), []store.Op{op}, res); err != nil {
@@ -909,6 +908,13 @@ func testConcurrentOneOp(h *harness) {
 			spent++
 		}
 	})
+	return allowed, spent
+}
+
+// testConcurrentOneOp: 50 callers against a budget of 20 spend exactly 20.
+func testConcurrentOneOp(h *harness) {
+	op := rate(h.key("account"), 1, time.Hour, 20)
+	allowed, spent := h.raceOne(op)
 	if allowed != 20 || spent != 20 {
 		h.t.Errorf("allowed %d, spent %d of %d; want exactly 20", allowed, spent, callers)
 	}
@@ -957,20 +963,7 @@ func testConcurrentTwoOps(h *harness) {
 // exactly 20.
 func testConcurrentCounter(h *harness) {
 	op := counter(h.key("consecutive"), 1, 20, time.Hour)
-	var mu sync.Mutex
-	spent := 0
-	together(func(int) {
-		res := make([]store.Result, 1)
-		if err := h.s.Do(context.Background(), []store.Op{op}, res); err != nil {
-			h.t.Errorf("Do: %v", err)
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if res[0].Spent {
-			spent++
-		}
-	})
+	_, spent := h.raceOne(op)
 	if spent != 20 {
 		h.t.Errorf("spent %d of %d, want exactly 20", spent, callers)
 	}
