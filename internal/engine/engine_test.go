@@ -33,16 +33,23 @@ type harness struct {
 	agg     *aggregate.Aggregate
 }
 
-func newHarness(tb testing.TB, rulesYAML string) *harness {
+// newHarness is an engine under the rules of rulesYAML; newStore, when
+// given, makes its store (see newHarnessSet).
+func newHarness(tb testing.TB, rulesYAML string, newStore ...func(now func() time.Time) store.Store) *harness {
 	tb.Helper()
 	set, err := rules.Parse("test.yaml", []byte(rulesYAML), t0)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return newHarnessSet(tb, set)
+	return newHarnessSet(tb, set, newStore...)
 }
 
-// newHarnessSet is newHarness with a rule set already built.
+// fullStore makes an embedded store with room for one key, as the fallback
+// is once an outage has filled it.
+func fullStore(now func() time.Time) store.Store {
+	return memstore.New(memstore.Config{Now: now, MaxKeys: 1, Shards: 1})
+}
+
 // newHarnessSet is newHarness for a parsed set; newStore, when given, makes
 // the engine's store on the harness's clock instead of the default one.
 func newHarnessSet(tb testing.TB, set *rules.Set, newStore ...func(now func() time.Time) store.Store) *harness {
@@ -485,20 +492,14 @@ rules:
 // Redis outage) is full, a new account's consecutive-failure rule is denied
 // as exhausted; that must slow the check, never block the account.
 func TestFullStoreNeverBlocks(t *testing.T) {
-	set, err := rules.Parse("test.yaml", []byte(`version: 1
+	h := newHarness(t, `version: 1
 rules:
   - name: hard-stop
     flows: [login]
     key: account
     type: consecutive_failures
     limit: 100
-`), t0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := newHarnessSet(t, set, func(now func() time.Time) store.Store {
-		return memstore.New(memstore.Config{Now: now, MaxKeys: 1, Shards: 1})
-	})
+`, fullStore)
 	if d := h.check(t, engine.CheckRequest{Flow: rules.Login, Account: "first", IP: "192.0.2.1"}); d.Action != rules.Allow {
 		t.Fatalf("first account = %s, want allow", d.Action)
 	}
@@ -511,7 +512,7 @@ rules:
 // TestReportOnAFullStoreIsRecorded: when the table that remembers reports
 // is full, a report is recorded, not refused as a repeat.
 func TestReportOnAFullStoreIsRecorded(t *testing.T) {
-	set, err := rules.Parse("test.yaml", []byte(`version: 1
+	h := newHarness(t, `version: 1
 rules:
   - name: per-ip
     flows: [login]
@@ -521,13 +522,7 @@ rules:
     limit: 1
     per: 1h
     burst: 5
-`), t0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := newHarnessSet(t, set, func(now func() time.Time) store.Store {
-		return memstore.New(memstore.Config{Now: now, MaxKeys: 1, Shards: 1})
-	})
+`, fullStore)
 	d := h.check(t, engine.CheckRequest{Flow: rules.Login, IP: "192.0.2.1"})
 	if _, err := h.eng.Report(context.Background(), d.AttemptID, engine.Success); err != nil {
 		t.Fatalf("report on a full store: %v, want it recorded", err)
