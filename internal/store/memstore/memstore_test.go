@@ -38,15 +38,11 @@ func newTest(cfg Config) (*Store, *storetest.Clock) {
 	return New(cfg), c
 }
 
-// rateOp returns a Rate op on key.
-func rateOp(key string, cost int64, interval time.Duration, burst int64) store.Op {
-	return store.Op{Key: key, Kind: store.Rate, Cost: cost, Interval: interval, Burst: burst}
-}
-
-// counterOp returns a Counter op on key.
-func counterOp(key string, cost, limit int64, hold time.Duration) store.Op {
-	return store.Op{Key: key, Kind: store.Counter, Cost: cost, Limit: limit, Hold: hold}
-}
+// The conformance suite's op builders.
+var (
+	rateOp    = storetest.Rate
+	counterOp = storetest.Counter
+)
 
 // do runs Do and returns its results, failing the test on an error.
 func do(tb testing.TB, s *Store, ops ...store.Op) []store.Result {

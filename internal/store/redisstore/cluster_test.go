@@ -208,12 +208,6 @@ func testCrossSlotDenied(t *testing.T, c redis.UniversalClient) {
 	}
 }
 
-// soft marks op as a soft enforced op.
-func soft(op store.Op) store.Op {
-	op.Soft = true
-	return op
-}
-
 // testCrossSlotOneRoundTrip: a batch over two masters that fits is spent in
 // one pipelined round trip, one EVALSHA per master.
 func testCrossSlotOneRoundTrip(t *testing.T, cl *redistest.Cluster) {

@@ -11,6 +11,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/redistest"
 	"github.com/guardian-sec/guardian/internal/store"
 	"github.com/guardian-sec/guardian/internal/store/redisstore"
+	"github.com/guardian-sec/guardian/internal/store/storetest"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
@@ -18,21 +19,13 @@ func TestMain(m *testing.M) { redistest.Main(m) }
 // t0 is the instant the tests with an overridden clock start at.
 var t0 = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 
-// rate returns a Rate op on key.
-func rate(key string, cost int64, interval time.Duration, burst int64) store.Op {
-	return store.Op{Key: key, Kind: store.Rate, Cost: cost, Interval: interval, Burst: burst}
-}
-
-// counter returns a Counter op on key.
-func counter(key string, cost, limit int64, hold time.Duration) store.Op {
-	return store.Op{Key: key, Kind: store.Counter, Cost: cost, Limit: limit, Hold: hold}
-}
-
-// shadow returns op in shadow mode.
-func shadow(op store.Op) store.Op {
-	op.Shadow = true
-	return op
-}
+// The conformance suite's op builders, shortened.
+var (
+	rate    = storetest.Rate
+	counter = storetest.Counter
+	shadow  = storetest.Shadow
+	soft    = storetest.Soft
+)
 
 // do runs one Do and fails the test on an error.
 func do(tb testing.TB, s store.Store, ops ...store.Op) []store.Result {

@@ -227,18 +227,18 @@ func (h *harness) eventually(what string, cond func() bool) {
 	}
 }
 
-// rate returns a Rate op on key.
-func rate(key string, cost int64, interval time.Duration, burst int64) store.Op {
+// Rate returns a Rate op on key, for the tests of a store.
+func Rate(key string, cost int64, interval time.Duration, burst int64) store.Op {
 	return store.Op{Key: key, Kind: store.Rate, Cost: cost, Interval: interval, Burst: burst}
 }
 
-// counter returns a Counter op on key.
-func counter(key string, cost, limit int64, hold time.Duration) store.Op {
+// Counter returns a Counter op on key, for the tests of a store.
+func Counter(key string, cost, limit int64, hold time.Duration) store.Op {
 	return store.Op{Key: key, Kind: store.Counter, Cost: cost, Limit: limit, Hold: hold}
 }
 
-// shadow returns op in shadow mode.
-func shadow(op store.Op) store.Op {
+// Shadow returns op in shadow mode.
+func Shadow(op store.Op) store.Op {
 	op.Shadow = true
 	return op
 }
@@ -259,7 +259,7 @@ func testRateBurstThenSteady(h *harness) {
 		t3 = t0.Add(3*time.Minute + 30*time.Second)
 		t4 = t0.Add(20 * time.Minute)
 	)
-	one := ops(rate(k, 1, time.Minute, 5))
+	one := ops(Rate(k, 1, time.Minute, 5))
 	h.run([]step{
 		{at: t0, peek: true, ops: one, want: rs(result{Allowed: true, Remaining: 5})},
 		{at: t0, ops: one, want: rs(result{Allowed: true, Spent: true, Remaining: 4, ResetAfter: 1 * time.Minute})},
@@ -284,12 +284,12 @@ func testRateCostAboveOne(h *harness) {
 		k  = h.key("ip")
 		t1 = t0.Add(2 * time.Minute)
 	)
-	two := ops(rate(k, 2, time.Minute, 5))
+	two := ops(Rate(k, 2, time.Minute, 5))
 	h.run([]step{
 		{at: t0, ops: two, want: rs(result{Allowed: true, Spent: true, Remaining: 3, ResetAfter: 2 * time.Minute})},
 		{at: t0, ops: two, want: rs(result{Allowed: true, Spent: true, Remaining: 1, ResetAfter: 4 * time.Minute})},
 		{at: t0, ops: two, want: rs(result{Remaining: 1, RetryAfter: time.Minute, ResetAfter: 4 * time.Minute})},
-		{at: t0, ops: ops(rate(k, 1, time.Minute, 5)), want: rs(result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: 5 * time.Minute})},
+		{at: t0, ops: ops(Rate(k, 1, time.Minute, 5)), want: rs(result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: 5 * time.Minute})},
 		{at: t1, ops: two, want: rs(result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: 5 * time.Minute})},
 	})
 }
@@ -302,11 +302,11 @@ func testRateCostAboveBurst(h *harness) {
 		t1 = t0.Add(time.Hour)
 	)
 	h.run([]step{
-		{at: t0, ops: ops(rate(k, 6, time.Minute, 5)), want: rs(result{Remaining: 5, RetryAfter: time.Minute})},
-		{at: t0, ops: ops(rate(k, 8, time.Minute, 5)), want: rs(result{Remaining: 5, RetryAfter: 3 * time.Minute})},
-		{at: t0, ops: ops(rate(k, 1, time.Minute, 5)), want: rs(result{Allowed: true, Spent: true, Remaining: 4, ResetAfter: time.Minute})},
-		{at: t0, ops: ops(rate(k, 6, time.Minute, 5)), want: rs(result{Remaining: 4, RetryAfter: 2 * time.Minute, ResetAfter: time.Minute})},
-		{at: t1, ops: ops(rate(k, 6, time.Minute, 5)), want: rs(result{Remaining: 5, RetryAfter: time.Minute})},
+		{at: t0, ops: ops(Rate(k, 6, time.Minute, 5)), want: rs(result{Remaining: 5, RetryAfter: time.Minute})},
+		{at: t0, ops: ops(Rate(k, 8, time.Minute, 5)), want: rs(result{Remaining: 5, RetryAfter: 3 * time.Minute})},
+		{at: t0, ops: ops(Rate(k, 1, time.Minute, 5)), want: rs(result{Allowed: true, Spent: true, Remaining: 4, ResetAfter: time.Minute})},
+		{at: t0, ops: ops(Rate(k, 6, time.Minute, 5)), want: rs(result{Remaining: 4, RetryAfter: 2 * time.Minute, ResetAfter: time.Minute})},
+		{at: t1, ops: ops(Rate(k, 6, time.Minute, 5)), want: rs(result{Remaining: 5, RetryAfter: time.Minute})},
 	})
 }
 
@@ -316,14 +316,14 @@ func testRateCostZero(h *harness) {
 		k  = h.key("account")
 		t1 = t0.Add(time.Minute)
 	)
-	zero := ops(rate(k, 0, time.Minute, 5))
+	zero := ops(Rate(k, 0, time.Minute, 5))
 	h.run([]step{
 		{at: t0, ops: zero, want: rs(result{Allowed: true, Remaining: 5})},
-		{at: t0, ops: ops(rate(k, 5, time.Minute, 5)), want: rs(result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: 5 * time.Minute})},
+		{at: t0, ops: ops(Rate(k, 5, time.Minute, 5)), want: rs(result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: 5 * time.Minute})},
 		{at: t0, ops: zero, want: rs(result{Allowed: true, Remaining: 0, ResetAfter: 5 * time.Minute})},
 		{at: t0, ops: zero, want: rs(result{Allowed: true, Remaining: 0, ResetAfter: 5 * time.Minute})},
 		{at: t1, ops: zero, want: rs(result{Allowed: true, Remaining: 1, ResetAfter: 4 * time.Minute})},
-		{at: t1, ops: ops(rate(k, 1, time.Minute, 5)), want: rs(result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: 5 * time.Minute})},
+		{at: t1, ops: ops(Rate(k, 1, time.Minute, 5)), want: rs(result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: 5 * time.Minute})},
 	})
 }
 
@@ -336,7 +336,7 @@ func testRateIntervalRounding(h *harness) {
 		interval = 10 * time.Second / 3
 		t1       = t0.Add(3333334 * time.Microsecond)
 	)
-	one := ops(rate(k, 1, interval, 3))
+	one := ops(Rate(k, 1, interval, 3))
 	h.run([]step{
 		{at: t0, ops: one, want: rs(result{Allowed: true, Spent: true, Remaining: 2, ResetAfter: 3333334 * time.Microsecond})},
 		{at: t0, ops: one, want: rs(result{Allowed: true, Spent: true, Remaining: 1, ResetAfter: 6666668 * time.Microsecond})},
@@ -353,9 +353,9 @@ func testRateFullAgain(h *harness) {
 		k  = h.key("account")
 		t1 = t0.Add(5 * time.Minute)
 	)
-	one := ops(rate(k, 1, time.Minute, 5))
+	one := ops(Rate(k, 1, time.Minute, 5))
 	h.run([]step{
-		{at: t0, ops: ops(rate(k, 5, time.Minute, 5)), want: rs(result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: 5 * time.Minute})},
+		{at: t0, ops: ops(Rate(k, 5, time.Minute, 5)), want: rs(result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: 5 * time.Minute})},
 		{at: t1.Add(-time.Microsecond), peek: true, ops: one, want: rs(result{Allowed: true, Remaining: 4, ResetAfter: time.Microsecond})},
 		{at: t1, peek: true, ops: one, want: rs(result{Allowed: true, Remaining: 5})},
 		{at: t1, ops: one, want: rs(result{Allowed: true, Spent: true, Remaining: 4, ResetAfter: 1 * time.Minute})},
@@ -373,7 +373,7 @@ func testCounterLimit(h *harness) {
 		k  = h.key("consecutive")
 		t1 = t0.Add(time.Minute)
 	)
-	one := ops(counter(k, 1, 3, time.Hour))
+	one := ops(Counter(k, 1, 3, time.Hour))
 	h.run([]step{
 		{at: t0, peek: true, ops: one, want: rs(result{Allowed: true, Remaining: 3})},
 		{at: t0, ops: one, want: rs(result{Allowed: true, Spent: true, Remaining: 2, ResetAfter: time.Hour, Count: 1})},
@@ -381,7 +381,7 @@ func testCounterLimit(h *harness) {
 		{at: t0, ops: one, want: rs(result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: time.Hour, Count: 3})},
 		{at: t0, ops: one, want: rs(result{Remaining: 0, ResetAfter: time.Hour, Count: 3})},
 		{at: t1, ops: one, want: rs(result{Remaining: 0, ResetAfter: 59 * time.Minute, Count: 3})},
-		{at: t1, ops: ops(counter(k, 0, 3, time.Hour)), want: rs(result{Allowed: true, Remaining: 0, ResetAfter: 59 * time.Minute, Count: 3})},
+		{at: t1, ops: ops(Counter(k, 0, 3, time.Hour)), want: rs(result{Allowed: true, Remaining: 0, ResetAfter: 59 * time.Minute, Count: 3})},
 	})
 }
 
@@ -390,12 +390,12 @@ func testCounterLimit(h *harness) {
 func testCounterCost(h *harness) {
 	k := h.key("consecutive")
 	h.run([]step{
-		{at: t0, ops: ops(counter(k, 0, 3, time.Hour)), want: rs(result{Allowed: true, Remaining: 3})},
-		{at: t0, ops: ops(counter(k, 2, 3, time.Hour)), want: rs(result{Allowed: true, Spent: true, Remaining: 1, ResetAfter: time.Hour, Count: 2})},
-		{at: t0, ops: ops(counter(k, 2, 3, time.Hour)), want: rs(result{Remaining: 1, ResetAfter: time.Hour, Count: 2})},
-		{at: t0, ops: ops(counter(k, 4, 3, time.Hour)), want: rs(result{Remaining: 1, ResetAfter: time.Hour, Count: 2})},
-		{at: t0, ops: ops(counter(k, 1, 3, time.Hour)), want: rs(result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: time.Hour, Count: 3})},
-		{at: t0, ops: ops(counter(k, 0, 3, time.Hour)), want: rs(result{Allowed: true, Remaining: 0, ResetAfter: time.Hour, Count: 3})},
+		{at: t0, ops: ops(Counter(k, 0, 3, time.Hour)), want: rs(result{Allowed: true, Remaining: 3})},
+		{at: t0, ops: ops(Counter(k, 2, 3, time.Hour)), want: rs(result{Allowed: true, Spent: true, Remaining: 1, ResetAfter: time.Hour, Count: 2})},
+		{at: t0, ops: ops(Counter(k, 2, 3, time.Hour)), want: rs(result{Remaining: 1, ResetAfter: time.Hour, Count: 2})},
+		{at: t0, ops: ops(Counter(k, 4, 3, time.Hour)), want: rs(result{Remaining: 1, ResetAfter: time.Hour, Count: 2})},
+		{at: t0, ops: ops(Counter(k, 1, 3, time.Hour)), want: rs(result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: time.Hour, Count: 3})},
+		{at: t0, ops: ops(Counter(k, 0, 3, time.Hour)), want: rs(result{Allowed: true, Remaining: 0, ResetAfter: time.Hour, Count: 3})},
 	})
 }
 
@@ -404,15 +404,15 @@ func testCounterHoldExpires(h *harness) {
 	const hold = 200 * time.Millisecond
 	k := h.key("consecutive")
 	h.run([]step{
-		{at: t0, ops: ops(counter(k, 1, 3, hold)), want: rs(result{Allowed: true, Spent: true, Remaining: 2, ResetAfter: hold, Count: 1})},
-		{at: t0, ops: ops(counter(k, 1, 3, hold)), want: rs(result{Allowed: true, Spent: true, Remaining: 1, ResetAfter: hold, Count: 2})},
+		{at: t0, ops: ops(Counter(k, 1, 3, hold)), want: rs(result{Allowed: true, Spent: true, Remaining: 2, ResetAfter: hold, Count: 1})},
+		{at: t0, ops: ops(Counter(k, 1, 3, hold)), want: rs(result{Allowed: true, Spent: true, Remaining: 1, ResetAfter: hold, Count: 2})},
 	})
 	h.clock.Advance(hold)
-	probe := counter(k, 0, 3, hold)
+	probe := Counter(k, 0, 3, hold)
 	h.eventually("count forgotten after its hold", func() bool { return h.peekOne(probe).Count == 0 })
 	h.run([]step{
 		{at: t0.Add(hold), peek: true, ops: ops(probe), want: rs(result{Allowed: true, Remaining: 3})},
-		{at: t0.Add(hold), ops: ops(counter(k, 1, 3, hold)), want: rs(result{Allowed: true, Spent: true, Remaining: 2, ResetAfter: hold, Count: 1})},
+		{at: t0.Add(hold), ops: ops(Counter(k, 1, 3, hold)), want: rs(result{Allowed: true, Spent: true, Remaining: 2, ResetAfter: hold, Count: 1})},
 	})
 }
 
@@ -424,9 +424,9 @@ func testAllOrNothing(h *harness) {
 		b  = h.key("ip")
 		t1 = t0.Add(time.Minute)
 	)
-	both := ops(rate(a, 1, time.Minute, 5), rate(b, 1, time.Minute, 2))
+	both := ops(Rate(a, 1, time.Minute, 5), Rate(b, 1, time.Minute, 2))
 	h.run([]step{
-		{at: t0, ops: ops(rate(b, 2, time.Minute, 2)), want: rs(result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: 2 * time.Minute})},
+		{at: t0, ops: ops(Rate(b, 2, time.Minute, 2)), want: rs(result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: 2 * time.Minute})},
 		{at: t0, ops: both, want: rs(
 			result{Allowed: true, Remaining: 5},
 			result{Remaining: 0, RetryAfter: time.Minute, ResetAfter: 2 * time.Minute},
@@ -449,7 +449,7 @@ func testCounterWithRate(h *harness) {
 		r = h.key("account")
 		c = h.key("consecutive")
 	)
-	batch := ops(rate(r, 1, time.Minute, 5), counter(c, 1, 2, time.Hour))
+	batch := ops(Rate(r, 1, time.Minute, 5), Counter(c, 1, 2, time.Hour))
 	h.run([]step{
 		{at: t0, ops: batch, want: rs(
 			result{Allowed: true, Spent: true, Remaining: 4, ResetAfter: time.Minute},
@@ -463,7 +463,7 @@ func testCounterWithRate(h *harness) {
 			result{Allowed: true, Remaining: 3, ResetAfter: 2 * time.Minute},
 			result{Remaining: 0, ResetAfter: time.Hour, Count: 2},
 		)},
-		{at: t0, peek: true, ops: ops(rate(r, 1, time.Minute, 5)), want: rs(result{Allowed: true, Remaining: 3, ResetAfter: 2 * time.Minute})},
+		{at: t0, peek: true, ops: ops(Rate(r, 1, time.Minute, 5)), want: rs(result{Allowed: true, Remaining: 3, ResetAfter: 2 * time.Minute})},
 	})
 }
 
@@ -475,9 +475,9 @@ func testShadowSpendsWhenDenied(h *harness) {
 		f = h.key("enforced-fits")
 		s = h.key("shadow")
 	)
-	batch := ops(rate(e, 1, time.Minute, 1), rate(f, 1, time.Minute, 5), shadow(rate(s, 1, time.Minute, 5)))
+	batch := ops(Rate(e, 1, time.Minute, 1), Rate(f, 1, time.Minute, 5), Shadow(Rate(s, 1, time.Minute, 5)))
 	h.run([]step{
-		{at: t0, ops: ops(rate(e, 1, time.Minute, 1)), want: rs(result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: time.Minute})},
+		{at: t0, ops: ops(Rate(e, 1, time.Minute, 1)), want: rs(result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: time.Minute})},
 		{at: t0, ops: batch, want: rs(
 			result{Remaining: 0, RetryAfter: time.Minute, ResetAfter: time.Minute},
 			result{Allowed: true, Remaining: 5},
@@ -488,7 +488,7 @@ func testShadowSpendsWhenDenied(h *harness) {
 			result{Allowed: true, Remaining: 5},
 			result{Allowed: true, Spent: true, Remaining: 3, ResetAfter: 2 * time.Minute},
 		)},
-		{at: t0, peek: true, ops: ops(rate(f, 1, time.Minute, 5), rate(s, 1, time.Minute, 5)), want: rs(
+		{at: t0, peek: true, ops: ops(Rate(f, 1, time.Minute, 5), Rate(s, 1, time.Minute, 5)), want: rs(
 			result{Allowed: true, Remaining: 5},
 			result{Allowed: true, Remaining: 3, ResetAfter: 2 * time.Minute},
 		)},
@@ -503,7 +503,7 @@ func testShadowDeniedDoesNotDeny(h *harness) {
 		s  = h.key("shadow")
 		sc = h.key("shadow-consecutive")
 	)
-	batch := ops(rate(e, 1, time.Minute, 5), shadow(rate(s, 1, time.Minute, 1)), shadow(counter(sc, 1, 1, time.Hour)))
+	batch := ops(Rate(e, 1, time.Minute, 5), Shadow(Rate(s, 1, time.Minute, 1)), Shadow(Counter(sc, 1, 1, time.Hour)))
 	h.run([]step{
 		{at: t0, ops: batch, want: rs(
 			result{Allowed: true, Spent: true, Remaining: 4, ResetAfter: time.Minute},
@@ -518,8 +518,8 @@ func testShadowDeniedDoesNotDeny(h *harness) {
 	})
 }
 
-// soft marks op as a soft enforced op.
-func soft(op store.Op) store.Op {
+// Soft returns op as a soft enforced op.
+func Soft(op store.Op) store.Op {
 	op.Soft = true
 	return op
 }
@@ -531,7 +531,7 @@ func testSoftNeverDenies(h *harness) {
 		e = h.key("enforced")
 		c = h.key("challenge")
 	)
-	batch := ops(rate(e, 1, time.Minute, 5), soft(rate(c, 1, time.Minute, 1)))
+	batch := ops(Rate(e, 1, time.Minute, 5), Soft(Rate(c, 1, time.Minute, 1)))
 	h.run([]step{
 		{at: t0, ops: batch, want: rs(
 			result{Allowed: true, Spent: true, Remaining: 4, ResetAfter: time.Minute},
@@ -552,8 +552,8 @@ func testSoftSpentWithTheBatch(h *harness) {
 		c = h.key("challenge")
 	)
 	h.run([]step{
-		{at: t0, ops: ops(rate(e, 1, time.Minute, 1)), want: rs(result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: time.Minute})},
-		{at: t0, ops: ops(rate(e, 1, time.Minute, 1), soft(rate(c, 1, time.Minute, 3))), want: rs(
+		{at: t0, ops: ops(Rate(e, 1, time.Minute, 1)), want: rs(result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: time.Minute})},
+		{at: t0, ops: ops(Rate(e, 1, time.Minute, 1), Soft(Rate(c, 1, time.Minute, 3))), want: rs(
 			result{Remaining: 0, RetryAfter: time.Minute, ResetAfter: time.Minute},
 			result{Allowed: true, Remaining: 3},
 		)},
@@ -566,9 +566,9 @@ func testRefundRate(h *harness) {
 		k  = h.key("account")
 		t1 = t0.Add(time.Minute)
 	)
-	one := ops(rate(k, 1, time.Minute, 5))
+	one := ops(Rate(k, 1, time.Minute, 5))
 	h.run([]step{
-		{at: t0, ops: ops(rate(k, 3, time.Minute, 5)), want: rs(result{Allowed: true, Spent: true, Remaining: 2, ResetAfter: 3 * time.Minute})},
+		{at: t0, ops: ops(Rate(k, 3, time.Minute, 5)), want: rs(result{Allowed: true, Spent: true, Remaining: 2, ResetAfter: 3 * time.Minute})},
 	})
 	h.refund(store.Refund{Key: k, Kind: store.Rate, Amount: time.Minute})
 	h.run([]step{
@@ -578,8 +578,8 @@ func testRefundRate(h *harness) {
 	h.refund(store.Refund{Key: k, Kind: store.Rate, Amount: 30 * time.Second})
 	h.run([]step{
 		{at: t1, peek: true, ops: one, want: rs(result{Allowed: true, Remaining: 4, ResetAfter: 30 * time.Second})},
-		{at: t1, ops: ops(rate(k, 5, time.Minute, 5)), want: rs(result{Remaining: 4, RetryAfter: 30 * time.Second, ResetAfter: 30 * time.Second})},
-		{at: t1, ops: ops(rate(k, 4, time.Minute, 5)), want: rs(result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: 4*time.Minute + 30*time.Second})},
+		{at: t1, ops: ops(Rate(k, 5, time.Minute, 5)), want: rs(result{Remaining: 4, RetryAfter: 30 * time.Second, ResetAfter: 30 * time.Second})},
+		{at: t1, ops: ops(Rate(k, 4, time.Minute, 5)), want: rs(result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: 4*time.Minute + 30*time.Second})},
 	})
 }
 
@@ -588,20 +588,20 @@ func testRefundRate(h *harness) {
 func testRefundNeverBeyondFull(h *harness) {
 	k := h.key("account")
 	h.run([]step{
-		{at: t0, ops: ops(rate(k, 2, time.Minute, 5)), want: rs(result{Allowed: true, Spent: true, Remaining: 3, ResetAfter: 2 * time.Minute})},
+		{at: t0, ops: ops(Rate(k, 2, time.Minute, 5)), want: rs(result{Allowed: true, Spent: true, Remaining: 3, ResetAfter: 2 * time.Minute})},
 	})
 	h.refund(store.Refund{Key: k, Kind: store.Rate, Amount: 10 * time.Minute})
 	h.run([]step{
-		{at: t0, peek: true, ops: ops(rate(k, 1, time.Minute, 5)), want: rs(result{Allowed: true, Remaining: 5})},
-		{at: t0, ops: ops(rate(k, 5, time.Minute, 5)), want: rs(result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: 5 * time.Minute})},
-		{at: t0, ops: ops(rate(k, 1, time.Minute, 5)), want: rs(result{Remaining: 0, RetryAfter: time.Minute, ResetAfter: 5 * time.Minute})},
+		{at: t0, peek: true, ops: ops(Rate(k, 1, time.Minute, 5)), want: rs(result{Allowed: true, Remaining: 5})},
+		{at: t0, ops: ops(Rate(k, 5, time.Minute, 5)), want: rs(result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: 5 * time.Minute})},
+		{at: t0, ops: ops(Rate(k, 1, time.Minute, 5)), want: rs(result{Remaining: 0, RetryAfter: time.Minute, ResetAfter: 5 * time.Minute})},
 	})
 }
 
 // testRefundCounter: a refund resets a counter.
 func testRefundCounter(h *harness) {
 	k := h.key("consecutive")
-	one := ops(counter(k, 1, 3, time.Hour))
+	one := ops(Counter(k, 1, 3, time.Hour))
 	h.run([]step{
 		{at: t0, ops: one, want: rs(result{Allowed: true, Spent: true, Remaining: 2, ResetAfter: time.Hour, Count: 1})},
 		{at: t0, ops: one, want: rs(result{Allowed: true, Spent: true, Remaining: 1, ResetAfter: time.Hour, Count: 2})},
@@ -625,12 +625,12 @@ func testRefundAbsent(h *harness) {
 		store.Refund{Key: c, Kind: store.Counter},
 	)
 	h.run([]step{
-		{at: t0, peek: true, ops: ops(rate(r, 1, time.Minute, 5), counter(c, 1, 3, time.Hour)), want: rs(
+		{at: t0, peek: true, ops: ops(Rate(r, 1, time.Minute, 5), Counter(c, 1, 3, time.Hour)), want: rs(
 			result{Allowed: true, Remaining: 5},
 			result{Allowed: true, Remaining: 3},
 		)},
-		{at: t0, ops: ops(rate(r, 5, time.Minute, 5)), want: rs(result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: 5 * time.Minute})},
-		{at: t0, ops: ops(rate(r, 1, time.Minute, 5)), want: rs(result{Remaining: 0, RetryAfter: time.Minute, ResetAfter: 5 * time.Minute})},
+		{at: t0, ops: ops(Rate(r, 5, time.Minute, 5)), want: rs(result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: 5 * time.Minute})},
+		{at: t0, ops: ops(Rate(r, 1, time.Minute, 5)), want: rs(result{Remaining: 0, RetryAfter: time.Minute, ResetAfter: 5 * time.Minute})},
 	})
 }
 
@@ -640,7 +640,7 @@ func testPeekSpendsNothing(h *harness) {
 		r = h.key("account")
 		c = h.key("consecutive")
 	)
-	batch := ops(rate(r, 2, time.Minute, 5), counter(c, 1, 3, time.Hour))
+	batch := ops(Rate(r, 2, time.Minute, 5), Counter(c, 1, 3, time.Hour))
 	h.run([]step{
 		{at: t0, peek: true, ops: batch, want: rs(result{Allowed: true, Remaining: 5}, result{Allowed: true, Remaining: 3})},
 		{at: t0, peek: true, ops: batch, want: rs(result{Allowed: true, Remaining: 5}, result{Allowed: true, Remaining: 3})},
@@ -648,7 +648,7 @@ func testPeekSpendsNothing(h *harness) {
 			result{Allowed: true, Spent: true, Remaining: 3, ResetAfter: 2 * time.Minute},
 			result{Allowed: true, Spent: true, Remaining: 2, ResetAfter: time.Hour, Count: 1},
 		)},
-		{at: t0, peek: true, ops: ops(rate(r, 4, time.Minute, 5), counter(c, 3, 3, time.Hour)), want: rs(
+		{at: t0, peek: true, ops: ops(Rate(r, 4, time.Minute, 5), Counter(c, 3, 3, time.Hour)), want: rs(
 			result{Remaining: 3, RetryAfter: time.Minute, ResetAfter: 2 * time.Minute},
 			result{Remaining: 2, ResetAfter: time.Hour, Count: 1},
 		)},
@@ -666,7 +666,7 @@ func testDelete(h *harness) {
 		c = h.key("consecutive")
 		m = h.key("attempt")
 	)
-	batch := ops(rate(r, 5, time.Minute, 5), counter(c, 3, 3, time.Hour))
+	batch := ops(Rate(r, 5, time.Minute, 5), Counter(c, 3, 3, time.Hour))
 	h.run([]step{
 		{at: t0, ops: batch, want: rs(
 			result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: 5 * time.Minute},
@@ -740,7 +740,7 @@ func testMarkOnceRefunds(h *harness) {
 		r = h.key("account")
 		c = h.key("consecutive")
 	)
-	spend := ops(rate(r, 2, time.Minute, 5), counter(c, 1, 100, time.Hour))
+	spend := ops(Rate(r, 2, time.Minute, 5), Counter(c, 1, 100, time.Hour))
 	refunds := []store.Refund{
 		{Key: r, Kind: store.Rate, Amount: 2 * time.Minute},
 		{Key: c, Kind: store.Counter},
@@ -783,7 +783,7 @@ func testMarkOnceBadRefund(h *harness) {
 		r = h.key("account")
 	)
 	h.run([]step{
-		{at: t0, ops: ops(rate(r, 2, time.Minute, 5)), want: rs(result{Allowed: true, Spent: true, Remaining: 3, ResetAfter: 2 * time.Minute})},
+		{at: t0, ops: ops(Rate(r, 2, time.Minute, 5)), want: rs(result{Allowed: true, Spent: true, Remaining: 3, ResetAfter: 2 * time.Minute})},
 	})
 	for _, bad := range []store.Refund{
 		{Kind: store.Rate, Amount: time.Minute},
@@ -796,7 +796,7 @@ func testMarkOnceBadRefund(h *harness) {
 		}
 	}
 	h.run([]step{
-		{at: t0, peek: true, ops: ops(rate(r, 1, time.Minute, 5)), want: rs(result{Allowed: true, Remaining: 3, ResetAfter: 2 * time.Minute})},
+		{at: t0, peek: true, ops: ops(Rate(r, 1, time.Minute, 5)), want: rs(result{Allowed: true, Remaining: 3, ResetAfter: 2 * time.Minute})},
 	})
 	if !h.markOnce(m, time.Hour) {
 		h.t.Error("MarkOnce after the refused calls = false, want true")
@@ -806,7 +806,7 @@ func testMarkOnceBadRefund(h *harness) {
 // testValidate: a bad batch is store.ErrBadBatch, and touches neither the
 // results nor the state; an empty batch is no error.
 func testValidate(h *harness) {
-	good := rate(h.key("good"), 1, time.Minute, 5)
+	good := Rate(h.key("good"), 1, time.Minute, 5)
 	k := h.key("bad")
 	cases := []struct {
 		name string
@@ -815,17 +815,17 @@ func testValidate(h *harness) {
 	}{
 		{"fewer results", ops(good, good), 1},
 		{"more results", ops(good), 2},
-		{"empty key", ops(rate("", 1, time.Minute, 5)), 1},
-		{"negative cost", ops(rate(k, -1, time.Minute, 5)), 1},
+		{"empty key", ops(Rate("", 1, time.Minute, 5)), 1},
+		{"negative cost", ops(Rate(k, -1, time.Minute, 5)), 1},
 		{"no kind", ops(store.Op{Key: k, Cost: 1, Interval: time.Minute, Burst: 5, Limit: 3, Hold: time.Hour}), 1},
 		{"unknown kind", ops(store.Op{Key: k, Kind: 99, Cost: 1, Interval: time.Minute, Burst: 5, Limit: 3, Hold: time.Hour}), 1},
-		{"zero interval", ops(rate(k, 1, 0, 5)), 1},
-		{"negative interval", ops(rate(k, 1, -time.Minute, 5)), 1},
-		{"zero burst", ops(rate(k, 1, time.Minute, 0)), 1},
-		{"zero limit", ops(counter(k, 1, 0, time.Hour)), 1},
-		{"zero hold", ops(counter(k, 1, 3, 0)), 1},
-		{"good then bad", ops(good, rate(k, 1, time.Minute, -1)), 2},
-		{"bad then good", ops(counter(k, 1, -3, time.Hour), good), 2},
+		{"zero interval", ops(Rate(k, 1, 0, 5)), 1},
+		{"negative interval", ops(Rate(k, 1, -time.Minute, 5)), 1},
+		{"zero burst", ops(Rate(k, 1, time.Minute, 0)), 1},
+		{"zero limit", ops(Counter(k, 1, 0, time.Hour)), 1},
+		{"zero hold", ops(Counter(k, 1, 3, 0)), 1},
+		{"good then bad", ops(good, Rate(k, 1, time.Minute, -1)), 2},
+		{"bad then good", ops(Counter(k, 1, -3, time.Hour), good), 2},
 	}
 	untouched := store.Result{Remaining: -7, Count: -7, RetryAfter: -7}
 	for _, c := range cases {
@@ -863,11 +863,11 @@ func testContextCanceled(h *harness) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	res := make([]store.Result, 1)
-	if err := h.s.Do(ctx, ops(rate(k, 1, time.Minute, 5)), res); !errors.Is(err, context.Canceled) {
+	if err := h.s.Do(ctx, ops(Rate(k, 1, time.Minute, 5)), res); !errors.Is(err, context.Canceled) {
 		h.t.Errorf("Do with a canceled context: err = %v, want context.Canceled", err)
 	}
 	h.run([]step{
-		{at: t0, peek: true, ops: ops(rate(k, 1, time.Minute, 5)), want: rs(result{Allowed: true, Remaining: 5})},
+		{at: t0, peek: true, ops: ops(Rate(k, 1, time.Minute, 5)), want: rs(result{Allowed: true, Remaining: 5})},
 	})
 }
 
@@ -913,7 +913,7 @@ func (h *harness) raceOne(op store.Op) (allowed, spent int) {
 
 // testConcurrentOneOp: 50 callers against a budget of 20 spend exactly 20.
 func testConcurrentOneOp(h *harness) {
-	op := rate(h.key("account"), 1, time.Hour, 20)
+	op := Rate(h.key("account"), 1, time.Hour, 20)
 	allowed, spent := h.raceOne(op)
 	if allowed != 20 || spent != 20 {
 		h.t.Errorf("allowed %d, spent %d of %d; want exactly 20", allowed, spent, callers)
@@ -926,8 +926,8 @@ func testConcurrentOneOp(h *harness) {
 // testConcurrentTwoOps: 50 callers each spending a shared budget of 20 and a
 // key of their own spend exactly 20 batches, each all or nothing.
 func testConcurrentTwoOps(h *harness) {
-	shared := rate(h.key("ip"), 1, time.Hour, 20)
-	own := func(i int) store.Op { return rate(h.key(fmt.Sprintf("account-%d", i)), 1, time.Hour, 5) }
+	shared := Rate(h.key("ip"), 1, time.Hour, 20)
+	own := func(i int) store.Op { return Rate(h.key(fmt.Sprintf("account-%d", i)), 1, time.Hour, 5) }
 	var mu sync.Mutex
 	won := make([]bool, callers)
 	together(func(i int) {
@@ -962,7 +962,7 @@ func testConcurrentTwoOps(h *harness) {
 // testConcurrentCounter: 50 callers against a counter limit of 20 spend
 // exactly 20.
 func testConcurrentCounter(h *harness) {
-	op := counter(h.key("consecutive"), 1, 20, time.Hour)
+	op := Counter(h.key("consecutive"), 1, 20, time.Hour)
 	_, spent := h.raceOne(op)
 	if spent != 20 {
 		h.t.Errorf("spent %d of %d, want exactly 20", spent, callers)
@@ -1005,11 +1005,11 @@ func (h *harness) raceMarkOnce(key string, refunds ...store.Refund) {
 func testConcurrentMarkOnceRefunds(h *harness) {
 	m, r := h.key("attempt"), h.key("account")
 	h.run([]step{
-		{at: t0, ops: ops(rate(r, 10, time.Hour, 10)), want: rs(result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: 10 * time.Hour})},
+		{at: t0, ops: ops(Rate(r, 10, time.Hour, 10)), want: rs(result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: 10 * time.Hour})},
 	})
 	h.raceMarkOnce(m, store.Refund{Key: r, Kind: store.Rate, Amount: time.Hour})
 	h.run([]step{
-		{at: t0, peek: true, ops: ops(rate(r, 1, time.Hour, 10)), want: rs(result{Allowed: true, Remaining: 1, ResetAfter: 9 * time.Hour})},
+		{at: t0, peek: true, ops: ops(Rate(r, 1, time.Hour, 10)), want: rs(result{Allowed: true, Remaining: 1, ResetAfter: 9 * time.Hour})},
 	})
 }
 
@@ -1018,7 +1018,7 @@ func testConcurrentMarkOnceRefunds(h *harness) {
 func testConcurrentRefunds(h *harness) {
 	k := h.key("account")
 	h.run([]step{
-		{at: t0, ops: ops(rate(k, 10, time.Hour, 20)), want: rs(result{Allowed: true, Spent: true, Remaining: 10, ResetAfter: 10 * time.Hour})},
+		{at: t0, ops: ops(Rate(k, 10, time.Hour, 20)), want: rs(result{Allowed: true, Spent: true, Remaining: 10, ResetAfter: 10 * time.Hour})},
 	})
 	together(func(int) {
 		if err := h.s.Refund(context.Background(), []store.Refund{{Key: k, Kind: store.Rate, Amount: time.Hour}}); err != nil {
@@ -1026,8 +1026,8 @@ func testConcurrentRefunds(h *harness) {
 		}
 	})
 	h.run([]step{
-		{at: t0, peek: true, ops: ops(rate(k, 1, time.Hour, 20)), want: rs(result{Allowed: true, Remaining: 20})},
-		{at: t0, ops: ops(rate(k, 20, time.Hour, 20)), want: rs(result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: 20 * time.Hour})},
-		{at: t0, ops: ops(rate(k, 1, time.Hour, 20)), want: rs(result{Remaining: 0, RetryAfter: time.Hour, ResetAfter: 20 * time.Hour})},
+		{at: t0, peek: true, ops: ops(Rate(k, 1, time.Hour, 20)), want: rs(result{Allowed: true, Remaining: 20})},
+		{at: t0, ops: ops(Rate(k, 20, time.Hour, 20)), want: rs(result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: 20 * time.Hour})},
+		{at: t0, ops: ops(Rate(k, 1, time.Hour, 20)), want: rs(result{Remaining: 0, RetryAfter: time.Hour, ResetAfter: 20 * time.Hour})},
 	})
 }
