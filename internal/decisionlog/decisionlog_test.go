@@ -55,13 +55,7 @@ func newEngine(tb testing.TB, yaml string) *testEngine {
 	holder.Store(set)
 	clock := storetest.NewClock(t0)
 	book := shadow.NewBook()
-	var names []string
-	for _, r := range set.Rules {
-		if r.Mode == rules.Shadow {
-			names = append(names, r.Name)
-		}
-	}
-	book.Sync(names)
+	book.Sync(set.ShadowNames())
 	return &testEngine{
 		eng: engine.New(engine.Config{
 			Rules:     &holder,

@@ -62,13 +62,7 @@ func newHarnessSet(tb testing.TB, set *rules.Set, newStore ...func(now func() ti
 	}
 	clock := storetest.NewClock(t0)
 	book := shadow.NewBook()
-	var shadowRules []string
-	for _, r := range set.Rules {
-		if r.Mode == rules.Shadow {
-			shadowRules = append(shadowRules, r.Name)
-		}
-	}
-	book.Sync(shadowRules)
+	book.Sync(set.ShadowNames())
 	agg := aggregate.New(aggregate.Config{Now: clock.Now})
 	m := metrics.New(prometheus.NewRegistry())
 	var st store.Store = memstore.New(memstore.Config{Now: clock.Now})

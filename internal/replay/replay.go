@@ -300,18 +300,13 @@ func newSim(set *rules.Set, clk *clock, key secret.Key) *sim {
 	var holder rules.Holder
 	holder.Store(set)
 	book := shadow.NewBook()
-	var shadowed []string
+	book.Sync(set.ShadowNames())
 	window := time.Hour
 	for i := range set.Rules {
-		r := &set.Rules[i]
-		if r.Mode == rules.Shadow {
-			shadowed = append(shadowed, r.Name)
-		}
-		if r.Type == rules.FailureRate {
+		if r := &set.Rules[i]; r.Type == rules.FailureRate {
 			window = max(window, r.Per)
 		}
 	}
-	book.Sync(shadowed)
 	st := memstore.New(memstore.Config{Now: clk.Now, MaxKeys: storeKeys})
 	return &sim{
 		store: st,

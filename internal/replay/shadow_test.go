@@ -157,13 +157,7 @@ func newTestEngine(tb testing.TB, yaml string, key secret.Key) *testEngine {
 	holder.Store(set)
 	clock := storetest.NewClock(day)
 	book := shadow.NewBook()
-	var names []string
-	for _, r := range set.Rules {
-		if r.Mode == rules.Shadow {
-			names = append(names, r.Name)
-		}
-	}
-	book.Sync(names)
+	book.Sync(set.ShadowNames())
 	m := metrics.New(prometheus.NewRegistry())
 	return &testEngine{
 		eng: engine.New(engine.Config{

@@ -545,3 +545,21 @@ func TestErrorsFormat(t *testing.T) {
 		t.Errorf("errors.Is(Errors, os.ErrNotExist) = true, want false")
 	}
 }
+
+func TestShadowNames(t *testing.T) {
+	set, err := Parse("rules.yaml", []byte(`version: 1
+rules:
+  - {name: b-shadow, flows: [login], key: ip, type: rate, limit: 1, per: 1m, mode: shadow}
+  - {name: enforced, flows: [login], key: ip, type: rate, limit: 1, per: 1m}
+  - {name: a-shadow, flows: [login], key: account, type: rate, limit: 1, per: 1m, mode: shadow}
+`), time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := set.ShadowNames(), []string{"b-shadow", "a-shadow"}; !slices.Equal(got, want) {
+		t.Errorf("ShadowNames = %v, want %v (file order)", got, want)
+	}
+	if got := Default().ShadowNames(); len(got) != 0 {
+		t.Errorf("built-in rules: ShadowNames = %v, want none", got)
+	}
+}

@@ -185,6 +185,18 @@ func (s *Set) Rule(name string) (*Rule, bool) {
 	return nil, false
 }
 
+// ShadowNames returns the names of the rules in shadow mode, in file
+// order: what a shadow.Book tallies.
+func (s *Set) ShadowNames() []string {
+	var names []string
+	for i := range s.Rules {
+		if s.Rules[i].Mode == Shadow {
+			names = append(names, s.Rules[i].Name)
+		}
+	}
+	return names
+}
+
 // newSet indexes rules by flow.
 func newSet(source string, loadedAt time.Time, rs []Rule) *Set {
 	s := &Set{Source: source, LoadedAt: loadedAt, Rules: rs, byFlow: make(map[Flow][]*Rule)}
