@@ -1,28 +1,14 @@
 package server_test
 
 import (
-	"context"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/guardian-sec/guardian/internal/server"
 )
 
 func TestPprofIsServedApartFromTheAPI(t *testing.T) {
-	srv, err := server.New(server.Config{Addr: "127.0.0.1:0", PprofAddr: "127.0.0.1:0", SigningKey: testKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		http.DefaultTransport.(*http.Transport).CloseIdleConnections()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	})
+	srv := serve(t, server.Config{Addr: "127.0.0.1:0", PprofAddr: "127.0.0.1:0", SigningKey: testKey})
 	get := func(addr string) int {
 		t.Helper()
 		resp, err := http.Get("http://" + addr + "/debug/pprof/")

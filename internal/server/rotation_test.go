@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"context"
 	"net/http"
 	"testing"
 	"time"
@@ -24,19 +23,7 @@ func TestSigningKeyRotation(t *testing.T) {
 	run := func(cfg server.Config) *instance {
 		t.Helper()
 		cfg.Addr, cfg.Store, cfg.HashKey = "127.0.0.1:0", shared, hashKey
-		srv, err := server.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := srv.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			http.DefaultTransport.(*http.Transport).CloseIdleConnections()
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(ctx)
-		})
+		srv := serve(t, cfg)
 		return &instance{srv: srv, base: "http://" + srv.Addr()}
 	}
 	token := func(k secret.Key) string {

@@ -46,6 +46,18 @@ func start(t *testing.T, rulesYAML string) *instance {
 		writeFile(t, inst.rulesPath, rulesYAML)
 		cfg.RulesPath = inst.rulesPath
 	}
+	srv := serve(t, cfg)
+	inst.srv = srv
+	inst.base = "http://" + srv.Addr()
+	svc := tokens.NewService(testKey)
+	inst.checkToken = mustToken(t, svc, tokens.ScopeCheck)
+	inst.adminToken = mustToken(t, svc, tokens.ScopeAdmin)
+	return inst
+}
+
+// serve starts a server on cfg and shuts it down when t ends.
+func serve(t *testing.T, cfg server.Config) *server.Server {
+	t.Helper()
 	srv, err := server.New(cfg)
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
@@ -63,12 +75,7 @@ func start(t *testing.T, rulesYAML string) *instance {
 			t.Errorf("Shutdown: %v", err)
 		}
 	})
-	inst.srv = srv
-	inst.base = "http://" + srv.Addr()
-	svc := tokens.NewService(testKey)
-	inst.checkToken = mustToken(t, svc, tokens.ScopeCheck)
-	inst.adminToken = mustToken(t, svc, tokens.ScopeAdmin)
-	return inst
+	return srv
 }
 
 func mustToken(t *testing.T, svc *tokens.Service, scope tokens.Scope) string {
