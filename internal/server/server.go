@@ -59,6 +59,10 @@ type Config struct {
 	StoreTimeout time.Duration
 	// FleetSize is how many instances share the store (default 1).
 	FleetSize int
+	// AttemptTTL is how long an attempt id can be reported (default
+	// tokens.AttemptTTL); a count only unreported checks made is kept twice
+	// as long at most.
+	AttemptTTL time.Duration
 	// Logger receives guardian's logs (default slog.Default()).
 	Logger *slog.Logger
 	// Store, when set, is used as the primary store instead of the one
@@ -175,7 +179,7 @@ func New(cfg Config) (*Server, error) {
 		Rules:     &s.holder,
 		Store:     st,
 		Hasher:    keys.NewHasher(cfg.HashKey),
-		Attempts:  tokens.NewAttempts(cfg.SigningKey, cfg.PreviousSigningKeys...),
+		Attempts:  tokens.NewAttempts(cfg.SigningKey, cfg.PreviousSigningKeys...).WithTTL(cfg.AttemptTTL),
 		Devices:   tokens.NewDevices(cfg.SigningKey, 0, cfg.PreviousSigningKeys...),
 		Aggregate: s.agg,
 		Shadow:    s.shadow,
