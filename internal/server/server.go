@@ -81,6 +81,9 @@ type Config struct {
 	PprofAddr string
 }
 
+// memoryEvery is how often the Redis memory ratio is read.
+const memoryEvery = 5 * time.Second
+
 // Server is one running guardian instance.
 type Server struct {
 	cfg      Config
@@ -151,9 +154,10 @@ func New(cfg Config) (*Server, error) {
 		case err != nil:
 			s.log.Warn("redis not answering at start: the fallback decides until it does", "err", err)
 		}
+		s.closers = append(s.closers, primary.WatchMemory(memoryEvery, func(r float64) { m.StoreMemoryRatio.WithLabelValues().Set(r) }))
 		fc := failclosed.New(failclosed.Config{
 			Primary:   primary,
-			Probe:     func(ctx context.Context) error { return client.Ping(ctx).Err() },
+			Probe:     primary.Probe,
 			Timeout:   cfg.StoreTimeout,
 			FleetSize: cfg.FleetSize,
 			Metrics:   m,
