@@ -66,9 +66,9 @@ type Config struct {
 	MaxLocalKeys int
 	// Recall remembers the primary's denials for the fallback (default: a
 	// memory of 100,000 keys of its own).
-	Recall *recall.Memory
-	Metrics      *metrics.Metrics
-	Logger       *slog.Logger
+	Recall  *recall.Memory
+	Metrics *metrics.Metrics
+	Logger  *slog.Logger
 	// Now is the fallback's clock (default time.Now).
 	Now func() time.Time
 }
