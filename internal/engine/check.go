@@ -105,6 +105,7 @@ func (e *Engine) Check(ctx context.Context, req CheckRequest) (Decision, error) 
 			p.add(r, subject, req.Cost)
 		}
 	}
+	e.holdUnconfirmed(p.ops)
 	res := p.results()
 	if len(p.ops) > 0 {
 		if err := e.store.Do(ctx, p.ops, res); err != nil {

@@ -483,8 +483,9 @@ rules:
 }
 
 // TestFullStoreNeverBlocks: when the embedded store (the fallback during a
-// Redis outage) is full, a new account's consecutive-failure rule is denied
-// as exhausted; that must slow the check, never block the account.
+// Redis outage) is full of hard stops, which it never evicts for a new
+// account, a new account's consecutive-failure rule is denied as
+// exhausted; that must slow the check, never block the account.
 func TestFullStoreNeverBlocks(t *testing.T) {
 	h := newHarness(t, `version: 1
 rules:
@@ -492,7 +493,7 @@ rules:
     flows: [login]
     key: account
     type: consecutive_failures
-    limit: 100
+    limit: 1
 `, fullStore)
 	if d := h.check(t, engine.CheckRequest{Flow: rules.Login, Account: "first", IP: "192.0.2.1"}); d.Action != rules.Allow {
 		t.Fatalf("first account = %s, want allow", d.Action)
@@ -504,7 +505,8 @@ rules:
 }
 
 // TestReportOnAFullStoreIsRecorded: when the table that remembers reports
-// is full, a report is recorded, not refused as a repeat.
+// is full, a report is recorded, not refused as a repeat, and a second
+// report of it is refused.
 func TestReportOnAFullStoreIsRecorded(t *testing.T) {
 	h := newHarness(t, `version: 1
 rules:
@@ -521,7 +523,7 @@ rules:
 	if _, err := h.eng.Report(context.Background(), d.AttemptID, engine.Success); err != nil {
 		t.Fatalf("report on a full store: %v, want it recorded", err)
 	}
-	if d := h.check(t, engine.CheckRequest{Flow: rules.Login, IP: "192.0.2.1"}); d.Limits[0].Remaining != 4 {
-		t.Fatalf("after the recorded success: remaining %d, want 4 (the first unit given back)", d.Limits[0].Remaining)
+	if _, err := h.eng.Report(context.Background(), d.AttemptID, engine.Success); !errors.Is(err, engine.ErrAlreadyReported) {
+		t.Fatalf("second report on a full store: %v, want ErrAlreadyReported", err)
 	}
 }

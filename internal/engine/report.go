@@ -10,7 +10,6 @@ import (
 	"github.com/guardian-sec/guardian/internal/otp"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/store"
-	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
 // Outcome is how a checked attempt went.
@@ -46,16 +45,23 @@ func (e *Engine) Report(ctx context.Context, attemptID string, outcome Outcome) 
 	// store call that accepts the report, one round trip for both.
 	settles := outcome == Success && otp.Settles(rules.Flow(at.Flow))
 	var refunds []store.Refund
-	if settles {
+	switch {
+	case settles:
 		refunds = loginlimits.Refunds(&at)
+	case outcome == Failure:
+		// A reported failure confirms what its check counted: kept for
+		// longer than what only unreported checks left.
+		refunds = loginlimits.Confirmations(&at)
 	}
-	first, err := e.store.MarkOnce(ctx, keys.StoreKey(at.ID, "reported"), tokens.AttemptTTL, refunds...)
+	// The mark outlives the id on every instance's clock, so that no
+	// instance accepts the id again once the mark is gone.
+	first, err := e.store.MarkOnce(ctx, keys.StoreKey(at.ID, "reported"), e.attempts.OnceTTL(), refunds...)
 	if errors.Is(err, store.ErrFull) {
-		// The bounded table that remembers reports is full (the local
-		// fallback during a long outage); the store gave back what it
-		// could all the same. Recording the report beats refusing it: a
-		// success repeated while the table stays full gives back again,
-		// on keys that never go beyond full.
+		// The bounded table that remembers reports found nothing it may
+		// evict (the local fallback, full of marks and hard stops, under
+		// contention); the store applied the refunds all the same.
+		// Recording the report beats refusing it: a success repeated
+		// then gives back again, on keys that never go beyond full.
 		first, err = true, nil
 	}
 	if err != nil {
@@ -77,4 +83,17 @@ func (e *Engine) Report(ctx context.Context, attemptID string, outcome Outcome) 
 		return ReportResult{}, fmt.Errorf("engine: device token: %w", err)
 	}
 	return ReportResult{DeviceToken: tok}, nil
+}
+
+// holdUnconfirmed caps each Counter op's Hold at twice the attempt TTL: a
+// count that only unreported checks made is kept that long past the last of
+// them, and a failure report confirms it for longer
+// (loginlimits.ConfirmedHold).
+func (e *Engine) holdUnconfirmed(ops []store.Op) {
+	most := 2 * e.attempts.TTL()
+	for i := range ops {
+		if ops[i].Kind == store.Counter {
+			ops[i].Hold = min(ops[i].Hold, most)
+		}
+	}
 }

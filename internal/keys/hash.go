@@ -14,9 +14,9 @@ import (
 
 // KeyPrefix starts every store key guardian writes. The version names the
 // layout of limit state in Redis, so that a new layout lives beside an old
-// one; v2 keeps subjects together in hashes (package redisstore), v1 kept a
-// Redis key per subject and rule.
-const KeyPrefix = "guardian:v2:"
+// one; v3 is a Redis key per subject and rule whose value carries its
+// deadline (package redisstore), v2 kept subjects together in hashes.
+const KeyPrefix = "guardian:v3:"
 
 // hashPurpose is the secret.Key purpose of the subject hashing key.
 const hashPurpose = "guardian keys v1"

@@ -129,7 +129,7 @@ func TestSubjectLongPart(t *testing.T) {
 
 func TestStoreKey(t *testing.T) {
 	got := StoreKey("AbCdEfGhIjKlMnOpQrStUv", "login-account")
-	want := "guardian:v2:{AbCdEfGhIjKlMnOpQrStUv}:login-account"
+	want := "guardian:v3:{AbCdEfGhIjKlMnOpQrStUv}:login-account"
 	if got != want {
 		t.Errorf("StoreKey = %q, want %q", got, want)
 	}

@@ -17,7 +17,8 @@ import (
 //     Interval of GCRA time, never more, so failures others spent on the
 //     same key stay spent;
 //   - a consecutive_failures rule resets its counter: the success ends the
-//     run of failures.
+//     run of failures. Its Amount is what a failure report keeps the count
+//     for instead (ConfirmedHold).
 //
 // A count: attempts rate rule gives nothing back. Shadow ops are treated
 // like enforced ones: a shadow rule previews its enforced twin, state
@@ -30,12 +31,38 @@ func Reservations(dst []tokens.Refund, rs []*rules.Rule, ops []store.Op, res []s
 		op := &ops[i]
 		switch {
 		case r.Type == rules.ConsecutiveFailures:
-			dst = append(dst, tokens.Refund{Key: op.Key, Counter: true})
+			dst = append(dst, tokens.Refund{Key: op.Key, Counter: true, Amount: ConfirmedHold(r.Hold, r.Limit, res[i].Count)})
 		case r.Type == rules.Rate && r.Count == rules.Failures:
 			dst = append(dst, tokens.Refund{Key: op.Key, Amount: time.Duration(op.Cost) * op.Interval})
 		}
 	}
 	return dst
+}
+
+// ConfirmedHold is how long a reported count of failures is kept: hold ×
+// count ÷ limit, so a count is held longer the higher it is, the full hold
+// at the limit (the hard stop), and a key's failures are never forgotten
+// faster than limit per hold. What only unreported checks counted is kept
+// for twice the attempt TTL at most (package engine).
+func ConfirmedHold(hold time.Duration, limit, count int64) time.Duration {
+	if limit <= 0 || count >= limit {
+		return hold
+	}
+	return time.Duration(float64(hold) * float64(count) / float64(limit))
+}
+
+// Confirmations returns the store refunds of a failure report of at: each
+// consecutive-failure count its check spent, confirmed and so kept for its
+// ConfirmedHold, on the store that took it. It returns nil when the check
+// counted none.
+func Confirmations(at *tokens.Attempt) []store.Refund {
+	var out []store.Refund
+	for _, r := range at.Refunds {
+		if r.Counter {
+			out = append(out, store.Refund{Key: r.Key, Kind: store.Counter, Confirm: true, Amount: r.Amount, Local: at.Fallback})
+		}
+	}
+	return out
 }
 
 // Refunds returns the store refunds of a success report of at: its check's

@@ -59,6 +59,10 @@ type Config struct {
 	StoreTimeout time.Duration
 	// FleetSize is how many instances share the store (default 1).
 	FleetSize int
+	// AttemptTTL is how long an attempt id can be reported (default
+	// tokens.AttemptTTL); a count only unreported checks made is kept twice
+	// as long at most.
+	AttemptTTL time.Duration
 	// Logger receives guardian's logs (default slog.Default()).
 	Logger *slog.Logger
 	// Store, when set, is used as the primary store instead of the one
@@ -76,6 +80,9 @@ type Config struct {
 	// apart from the API (bind it to loopback). Empty: off.
 	PprofAddr string
 }
+
+// memoryEvery is how often the Redis memory ratio is read.
+const memoryEvery = 5 * time.Second
 
 // Server is one running guardian instance.
 type Server struct {
@@ -147,9 +154,10 @@ func New(cfg Config) (*Server, error) {
 		case err != nil:
 			s.log.Warn("redis not answering at start: the fallback decides until it does", "err", err)
 		}
+		s.closers = append(s.closers, primary.WatchMemory(memoryEvery, func(r float64) { m.StoreMemoryRatio.WithLabelValues().Set(r) }))
 		fc := failclosed.New(failclosed.Config{
 			Primary:   primary,
-			Probe:     func(ctx context.Context) error { return client.Ping(ctx).Err() },
+			Probe:     primary.Probe,
 			Timeout:   cfg.StoreTimeout,
 			FleetSize: cfg.FleetSize,
 			Metrics:   m,
@@ -175,7 +183,7 @@ func New(cfg Config) (*Server, error) {
 		Rules:     &s.holder,
 		Store:     st,
 		Hasher:    keys.NewHasher(cfg.HashKey),
-		Attempts:  tokens.NewAttempts(cfg.SigningKey, cfg.PreviousSigningKeys...),
+		Attempts:  tokens.NewAttempts(cfg.SigningKey, cfg.PreviousSigningKeys...).WithTTL(cfg.AttemptTTL),
 		Devices:   tokens.NewDevices(cfg.SigningKey, 0, cfg.PreviousSigningKeys...),
 		Aggregate: s.agg,
 		Shadow:    s.shadow,

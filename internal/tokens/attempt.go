@@ -17,7 +17,8 @@ import (
 // attemptPurpose is the secret.Key purpose of the attempt id key.
 const attemptPurpose = "guardian attempt ids v1"
 
-// AttemptTTL is how long an attempt id can be reported.
+// AttemptTTL is how long an attempt id can be reported unless WithTTL says
+// otherwise (--attempt-ttl).
 const AttemptTTL = 10 * time.Minute
 
 // attemptSkew is how far in the future an attempt id may say it was issued:
@@ -58,14 +59,16 @@ const (
 	maxRawAttempt  = MaxAttemptLen / 4 * 3
 )
 
-// Refund is a spend an attempt gives back when it is reported a success.
+// Refund is a spend an attempt gives back when it is reported a success,
+// or, for a Counter, confirms when it is reported a failure.
 type Refund struct {
 	// Key is the store key.
 	Key string
 	// Counter true resets the key's consecutive-failure count; false gives
 	// Amount back to the key's rate bucket.
 	Counter bool
-	// Amount is the GCRA time to give back; zero for a Counter.
+	// Amount is the GCRA time to give back; for a Counter, how long a
+	// failure report keeps the count it confirms.
 	Amount time.Duration
 }
 
@@ -97,6 +100,7 @@ type Attempt struct {
 // An Attempts is safe for concurrent use; build one with NewAttempts.
 type Attempts struct {
 	pool sync.Pool // of *attemptState
+	ttl  time.Duration
 }
 
 // attemptState is one HMAC with scratch space, reused through the pool.
@@ -117,7 +121,7 @@ func NewAttempts(k secret.Key, previous ...secret.Key) *Attempts {
 	for _, p := range previous {
 		old = append(old, p.Derive(attemptPurpose))
 	}
-	a := &Attempts{}
+	a := &Attempts{ttl: AttemptTTL}
 	a.pool.New = func() any {
 		st := &attemptState{
 			mac: hmac.New(sha256.New, key),
@@ -131,6 +135,25 @@ func NewAttempts(k secret.Key, previous ...secret.Key) *Attempts {
 	}
 	return a
 }
+
+// WithTTL sets how long ids opened by a can be reported, when ttl is
+// positive, and returns a. Call it before a is used.
+func (a *Attempts) WithTTL(ttl time.Duration) *Attempts {
+	if ttl > 0 {
+		a.ttl = ttl
+	}
+	return a
+}
+
+// TTL is how long an attempt id can be reported.
+func (a *Attempts) TTL() time.Duration { return a.ttl }
+
+// OnceTTL is how long the store must remember that an attempt was reported
+// for the mark to outlive the id's validity on every instance's clock: the
+// TTL, plus the skew by which the issuing instance's clock may run ahead
+// (Open accepts an id that far in the future) and the same again for an
+// instance whose clock runs behind, which accepts the id that much longer.
+func (a *Attempts) OnceTTL() time.Duration { return a.ttl + 2*attemptSkew }
 
 // Errors of Seal and Open, built once.
 var (
@@ -219,7 +242,7 @@ func (a *Attempts) Seal(at Attempt) (string, error) {
 // not canonical base64url, forged or altered (the tag is checked, in
 // constant time, before anything else is read), not exactly what Seal
 // writes, or issued more than a minute after now. An id issued more than
-// AttemptTTL before now gives ErrExpiredAttempt.
+// TTL before now gives ErrExpiredAttempt.
 func (a *Attempts) Open(token string, now time.Time) (Attempt, error) {
 	if len(token) > MaxAttemptLen {
 		return Attempt{}, errAttemptTooLong
@@ -249,7 +272,7 @@ func (a *Attempts) Open(token string, now time.Time) (Attempt, error) {
 	if at.Issued.After(now.Add(attemptSkew)) {
 		return Attempt{}, errAttemptFuture
 	}
-	if now.Sub(at.Issued) > AttemptTTL {
+	if now.Sub(at.Issued) > a.ttl {
 		return Attempt{}, ErrExpiredAttempt
 	}
 	return at, nil

@@ -134,7 +134,7 @@ func TestComposeFile(t *testing.T) {
 		t.Errorf("redis image %q: want ${GUARDIAN_REDIS_IMAGE:-redis:7}", redis.Image)
 	}
 	args := strings.Join(redis.Command, " ")
-	for _, want := range []string{"--appendonly yes", "--appendfsync everysec", "--maxmemory-policy noeviction", "--dir /data"} {
+	for _, want := range []string{"--appendonly yes", "--appendfsync everysec", "--maxmemory-policy volatile-ttl", "--maxmemory-samples 10", "--dir /data"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("redis command %q lacks %q", args, want)
 		}

@@ -93,6 +93,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"concurrent/mark_once_refunds", testConcurrentMarkOnceRefunds},
 		{"concurrent/refunds", testConcurrentRefunds},
 	}
+	tests = append(tests, holdTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clock := NewClock(t0)
