@@ -231,6 +231,7 @@ func TestImage(t *testing.T) {
 			User        string
 			Entrypoint  []string
 			Healthcheck any
+			Labels      map[string]string
 		}
 		RootFS struct{ Layers []string }
 	}
@@ -247,6 +248,28 @@ func TestImage(t *testing.T) {
 	if !slices.Equal(cfg.Entrypoint, []string{"/usr/bin/guardian"}) {
 		t.Errorf("entrypoint %v", cfg.Entrypoint)
 	}
+	// The OCI labels say what the image is; its version is the one the
+	// binary reports.
+	labels := cfg.Labels
+	revision := strings.TrimSpace(run(t, ctx, nil, "git", "rev-parse", "HEAD"))
+	for k, want := range map[string]string{
+		"org.opencontainers.image.revision": revision,
+		"org.opencontainers.image.source":   "https://github.com/guardian-sec/guardian",
+		"org.opencontainers.image.licenses": "Apache-2.0",
+	} {
+		if labels[k] != want {
+			t.Errorf("image label %s = %q, want %q", k, labels[k], want)
+		}
+	}
+	version := labels["org.opencontainers.image.version"]
+	if version == "" || version == "dev" {
+		t.Errorf("image label org.opencontainers.image.version = %q, want the build's version", version)
+	}
+	help := run(t, ctx, nil, "docker", "run", "--rm", guardianImage, "help")
+	if first, _, _ := strings.Cut(help, "\n"); first != "guardian "+version {
+		t.Errorf("guardian help in the image starts %q, want %q: the binary's version is not the label's", first, "guardian "+version)
+	}
+
 	dockerfile := string(repoFile(t, "deploy/Dockerfile"))
 	for _, line := range strings.Split(dockerfile, "\n") {
 		if f := strings.Fields(line); len(f) >= 2 && strings.EqualFold(f[0], "FROM") && f[1] != "scratch" {
