@@ -10,7 +10,7 @@ STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 export TESTCONTAINERS_RYUK_DISABLED := true
 export TESTCONTAINERS_HOST_OVERRIDE := 127.0.0.1
 
-.PHONY: run build test test-unit lint bench bench-load fuzz image redis-image tools clean
+.PHONY: run build test test-unit test-clients compose-up compose-down lint bench bench-load fuzz image redis-image tools clean
 
 ## run: the service on the embedded store, in development mode (nothing else to install)
 run:
@@ -21,9 +21,17 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/guardian
 
 ## test: every test, including integration tests against Redis in containers
-test: redis-image
+test: redis-image test-clients
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 	cd $(CLIENT) && $(GO) test -race -count=1 ./...
+
+## test-clients: the Python and TypeScript clients' tests, against a guardian built
+## here and a redis-server on loopback (python3, node 18+, redis-server)
+CLIENT_TEST_BIN := bin/guardian-client-test
+test-clients:
+	$(GO) build -o $(CLIENT_TEST_BIN) ./cmd/guardian
+	cd clients/python && GUARDIAN_BIN=$(CURDIR)/$(CLIENT_TEST_BIN) python3 -m unittest
+	cd clients/typescript && GUARDIAN_BIN=$(CURDIR)/$(CLIENT_TEST_BIN) node --test test/client.test.mjs
 
 ## test-unit: the tests that need no container
 test-unit:
