@@ -10,7 +10,7 @@ STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 export TESTCONTAINERS_RYUK_DISABLED := true
 export TESTCONTAINERS_HOST_OVERRIDE := 127.0.0.1
 
-.PHONY: run build test test-unit test-clients compose-up compose-down lint bench bench-load fuzz image redis-image tools clean
+.PHONY: run build test test-unit test-clients compose-up compose-down prometheus-image lint bench bench-load fuzz image redis-image tools clean
 
 ## run: the service on the embedded store, in development mode (nothing else to install)
 run:
@@ -72,6 +72,25 @@ fuzz:
 ## image: guardian's container image (FROM scratch, static binary), built without any registry
 image:
 	bash deploy/image.sh
+
+## compose-up: the compose fleet of deploy/docker-compose.yaml (two guardians, Redis),
+## with locally built images and a signing key made once in deploy/.secrets
+COMPOSE_KEY := deploy/.secrets/signing-key
+compose-up: image redis-image $(COMPOSE_KEY)
+	bash deploy/compose.sh up -d
+
+## compose-down: stops and removes the fleet; the Redis volume (the hard stops) stays
+compose-down:
+	bash deploy/compose.sh --profile monitoring down
+
+$(COMPOSE_KEY):
+	@mkdir -p $(dir $@)
+	@head -c 48 /dev/urandom | base64 > $@.tmp && chmod 644 $@.tmp && mv $@.tmp $@
+	@echo "compose: made $@ (read by uid 65532 in the containers)"
+
+## prometheus-image: the local Prometheus image of compose's monitoring profile
+prometheus-image:
+	bash scripts/prometheus-image.sh
 
 ## redis-image: the local Redis test image (built once from Debian's redis-server)
 redis-image:
