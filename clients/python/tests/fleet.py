@@ -16,21 +16,8 @@ import urllib.request
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
-# A budget of 2 login checks an hour per account, decided by the strict local
-# fallback while Redis is down.
-RULES = """version: 1
-rules:
-  - name: ct-account
-    flows: [login]
-    key: account
-    type: rate
-    count: attempts
-    limit: 2
-    per: 1h
-    burst: 2
-    action: slow
-    on_store_error: local
-"""
+# The rules every client test runs, shared with the TypeScript client.
+RULES = os.path.join(ROOT, "clients", "testdata", "rules.yaml")
 
 
 def free_port() -> int:
@@ -69,9 +56,7 @@ class Fleet:
         self.key_file = os.path.join(self.dir, "signing-key")
         with open(self.key_file, "w") as f:
             f.write(secrets.token_hex(32))
-        rules = os.path.join(self.dir, "rules.yaml")
-        with open(rules, "w") as f:
-            f.write(RULES)
+        rules = RULES
 
         self.redis_port = free_port()
         self.redis = self._spawn(["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1",

@@ -13,21 +13,8 @@ import { fileURLToPath } from "node:url";
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 
-// A budget of 2 login checks an hour per account, decided by the strict
-// local fallback while Redis is down.
-const RULES = `version: 1
-rules:
-  - name: ct-account
-    flows: [login]
-    key: account
-    type: rate
-    count: attempts
-    limit: 2
-    per: 1h
-    burst: 2
-    action: slow
-    on_store_error: local
-`;
+// The rules every client test runs, shared with the Python client.
+const RULES = join(ROOT, "clients", "testdata", "rules.yaml");
 
 export function freePort() {
   return new Promise((ok, fail) => {
@@ -82,8 +69,7 @@ export class Fleet {
     }
     this.keyFile = join(this.dir, "signing-key");
     writeFileSync(this.keyFile, randomBytes(32).toString("hex"));
-    const rules = join(this.dir, "rules.yaml");
-    writeFileSync(rules, RULES);
+    const rules = RULES;
 
     const redisPort = await freePort();
     this.redis = this.#spawn("redis-server", ["--port", String(redisPort), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
