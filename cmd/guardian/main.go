@@ -59,7 +59,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "replay":
 		return replayCmd(ctx, args, getenv, stdout, stderr)
 	case "help":
-		fmt.Fprint(stdout, usage)
+		fmt.Fprintf(stdout, "guardian %s\n%s", version, usage)
 		return exitOK
 	}
 	fmt.Fprintf(stderr, "guardian: unknown command %q\n%s", cmd, usage)
