@@ -1,5 +1,5 @@
 // Package decisionlog writes guardian's decision log: one line per check and
-// per report, in the replay format (CONTRACT.md section 6), so that
+// per report, in the replay format (package event, docs/operations.md), so that
 // production traffic can be replayed through candidate rules with guardian
 // replay. It is opt-in (guardian serve --decision-log).
 //

@@ -18,7 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Bounds and defaults of the rules-file schema (CONTRACT.md section 3).
+// Bounds and defaults of the rules-file schema (README.md, "Rules").
 const (
 	maxLimit          = 1_000_000
 	minInterval       = time.Microsecond

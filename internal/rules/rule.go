@@ -149,16 +149,6 @@ func (r *Rule) Interval() time.Duration {
 	return r.Per / time.Duration(r.Limit)
 }
 
-// AppliesTo reports whether the rule lists flow.
-func (r *Rule) AppliesTo(flow Flow) bool {
-	for _, f := range r.Flows {
-		if f == flow {
-			return true
-		}
-	}
-	return false
-}
-
 // Set is an immutable, validated rule set. Build one with Parse, Load or
 // Default; a Set is safe for concurrent use.
 type Set struct {
