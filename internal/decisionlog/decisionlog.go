@@ -51,8 +51,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/guardian-sec/guardian/internal/engine"
+	"github.com/guardian-sec/guardian/internal/event"
 	"github.com/guardian-sec/guardian/internal/keys"
-	"github.com/guardian-sec/guardian/internal/replay"
 	"github.com/guardian-sec/guardian/internal/secret"
 )
 
@@ -165,7 +165,7 @@ func (l *Log) Check(req engine.CheckRequest, d engine.Decision) {
 	if err != nil {
 		return // The engine refuses such a check; it was not decided.
 	}
-	ev := replay.Event{Kind: replay.Check, Flow: req.Flow, IP: l.names.ip(ip).String(), Cost: req.Cost}
+	ev := event.Event{Kind: event.Check, Flow: req.Flow, IP: l.names.ip(ip).String(), Cost: req.Cost}
 	if d.AttemptID != "" {
 		ev.ID = l.names.event(d.AttemptID)
 	} else {
@@ -186,7 +186,7 @@ func (l *Log) Check(req engine.CheckRequest, d engine.Decision) {
 
 // Report logs a report of attemptID that the engine recorded.
 func (l *Log) Report(attemptID string, outcome engine.Outcome) {
-	l.append(&replay.Event{Kind: replay.Report, ID: l.names.event(attemptID), Outcome: outcome})
+	l.append(&event.Event{Kind: event.Report, ID: l.names.event(attemptID), Outcome: outcome})
 }
 
 // randomID returns 16 random bytes in unpadded base64url, the form of every
@@ -198,7 +198,7 @@ func randomID() string {
 }
 
 // append stamps ev and buffers its line.
-func (l *Log) append(ev *replay.Event) {
+func (l *Log) append(ev *event.Event) {
 	l.mu.Lock()
 	if l.closed || len(l.buf) >= maxBuffered {
 		l.mu.Unlock()

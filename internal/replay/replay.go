@@ -1,5 +1,5 @@
 // Package replay runs recorded traffic through a rule set offline: the
-// events of the replay format (CONTRACT.md section 6, written by guardian's
+// events of the replay format (package event, written by guardian's
 // decision log or by hand) go through the real engine on the embedded
 // store, in file order, on a simulated clock that reads each event's own
 // timestamp, so a day of traffic replays in seconds and the same input
@@ -60,6 +60,7 @@ import (
 
 	"github.com/guardian-sec/guardian/internal/aggregate"
 	"github.com/guardian-sec/guardian/internal/engine"
+	"github.com/guardian-sec/guardian/internal/event"
 	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/rules"
@@ -92,11 +93,16 @@ const (
 	storeKeys = 1 << 28
 )
 
+// ErrRejected reports a check guardian would have answered with a 400 (see
+// engine.CheckRequest.Validate): an unknown flow, an invalid ip, account or
+// recipient, a cost out of range, otp_send without a recipient.
+var ErrRejected = errors.New("replay: check rejected")
+
 // Config tunes a replay. The zero value is ready to use.
 type Config struct {
 	// Malformed, when set, is called for every line skipped as malformed,
-	// in line order. Its error wraps ErrMalformed, ErrUnknownType or
-	// ErrRejected.
+	// in line order. Its error wraps event.ErrMalformed,
+	// event.ErrUnknownType or ErrRejected.
 	Malformed func(*LineError)
 	// Progress, when set, is called every ProgressEvery lines and after
 	// the last one.
@@ -141,7 +147,7 @@ func Run(ctx context.Context, set *rules.Set, r io.Reader, cfg Config) (*Summary
 	for i := range shadowed.Rules {
 		tracks[shadowed.Rules[i].Name] = &track{rule: &shadowed.Rules[i]}
 	}
-	d.onCheck = func(ev *Event, ds []engine.Decision) {
+	d.onCheck = func(ev *event.Event, ds []engine.Decision) {
 		var ids identifiers
 		for _, trip := range ds[0].Shadow {
 			t := tracks[trip.Rule]
@@ -210,7 +216,7 @@ func Compare(ctx context.Context, before, after *rules.Set, r io.Reader, cfg Con
 		}
 	}
 	var changed int64
-	d.onCheck = func(_ *Event, ds []engine.Decision) {
+	d.onCheck = func(_ *event.Event, ds []engine.Decision) {
 		from := Verdict{Decision: ds[0].Action, Rule: ds[0].Rule}
 		to := Verdict{Decision: ds[1].Action, Rule: ds[1].Rule}
 		if from.Rule != "" {
@@ -333,7 +339,7 @@ type driver struct {
 	pending pending
 	input   Input
 	// onCheck sees each check and the decision of every sim.
-	onCheck func(ev *Event, ds []engine.Decision)
+	onCheck func(ev *event.Event, ds []engine.Decision)
 
 	decisions []engine.Decision
 	ids       []string
@@ -374,18 +380,18 @@ func (d *driver) run(ctx context.Context, r io.Reader) error {
 			d.progress(&lr)
 		}
 		if tooLong {
-			d.skip(lr.lines, fmt.Errorf("%w: longer than %d bytes", ErrMalformed, MaxLine))
+			d.skip(lr.lines, fmt.Errorf("%w: longer than %d bytes", event.ErrMalformed, MaxLine))
 			continue
 		}
 		if blank(line) {
 			continue
 		}
-		ev, err := ParseEvent(line)
+		ev, err := event.Parse(line)
 		if err != nil {
 			d.skip(lr.lines, err)
 			continue
 		}
-		if ev.Kind == Check {
+		if ev.Kind == event.Check {
 			if err := d.check(ctx, &ev); err != nil {
 				d.skip(lr.lines, err)
 				continue
@@ -442,7 +448,7 @@ func (d *driver) tick(t time.Time) {
 
 // check replays one check through every sim. An error is the engine
 // refusing the check, which then leaves no trace, not even on the clock.
-func (d *driver) check(ctx context.Context, ev *Event) error {
+func (d *driver) check(ctx context.Context, ev *event.Event) error {
 	req := engine.CheckRequest{Flow: ev.Flow, Account: ev.Account, IP: ev.IP, Recipient: ev.Recipient, Cost: ev.Cost}
 	prev := d.clock.now
 	d.clock.now, _ = d.at(ev.Time)
@@ -467,7 +473,7 @@ func (d *driver) check(ctx context.Context, ev *Event) error {
 
 // report replays one report through every sim that allowed its check. An
 // error is the engine failing in a way no input explains.
-func (d *driver) report(ctx context.Context, ev *Event) error {
+func (d *driver) report(ctx context.Context, ev *event.Event) error {
 	d.tick(ev.Time)
 	d.input.Reports++
 	d.pending.expire(d.clock.now)
@@ -608,7 +614,7 @@ type identifiers struct {
 
 // key returns the key rule r counts ev by, as the events name it: the
 // engine's grouping, before hashing.
-func (ids *identifiers) key(r *rules.Rule, ev *Event) string {
+func (ids *identifiers) key(r *rules.Rule, ev *event.Event) string {
 	if !ids.done {
 		ids.done = true
 		// The engine accepted these fields, so they normalise.

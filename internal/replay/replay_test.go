@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/guardian-sec/guardian/internal/event"
 	"github.com/guardian-sec/guardian/internal/replay"
 	"github.com/guardian-sec/guardian/internal/rules"
 )
@@ -215,14 +216,14 @@ func TestRunBadInput(t *testing.T) {
 		line int64
 		err  error
 	}{
-		{2, replay.ErrMalformed},
-		{3, replay.ErrUnknownType},
+		{2, event.ErrMalformed},
+		{3, event.ErrUnknownType},
 		{5, replay.ErrRejected},
-		{8, replay.ErrMalformed},
-		{9, replay.ErrMalformed},
+		{8, event.ErrMalformed},
+		{9, event.ErrMalformed},
 		{10, replay.ErrRejected}, // otp_send without a recipient
-		{11, replay.ErrMalformed},
-		{14, replay.ErrMalformed},
+		{11, event.ErrMalformed},
+		{14, event.ErrMalformed},
 	}
 	if len(skipped) != len(wantSkipped) {
 		t.Fatalf("skipped %v, want lines %v", skipped, wantSkipped)

@@ -1,4 +1,4 @@
-package replay_test
+package event_test
 
 import (
 	"encoding/json"
@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/guardian-sec/guardian/internal/engine"
-	"github.com/guardian-sec/guardian/internal/replay"
+	"github.com/guardian-sec/guardian/internal/event"
 	"github.com/guardian-sec/guardian/internal/rules"
 )
 
@@ -17,19 +17,19 @@ var t0 = time.Date(2026, 11, 29, 10, 0, 0, 250e6, time.UTC)
 func TestParseEvent(t *testing.T) {
 	tests := []struct {
 		line string
-		want replay.Event
+		want event.Event
 	}{
 		{`{"ts":"2026-11-29T10:00:00.250Z","type":"check","id":"e1","flow":"login","account":"alice","ip":"192.0.2.1"}`,
-			replay.Event{Time: t0, Kind: replay.Check, ID: "e1", Flow: rules.Login, Account: "alice", IP: "192.0.2.1"}},
+			event.Event{Time: t0, Kind: event.Check, ID: "e1", Flow: rules.Login, Account: "alice", IP: "192.0.2.1"}},
 		{`{"ts":"2026-11-29T11:00:00.25+01:00","type":"check","id":"e2","flow":"otp_send","ip":"2001:db8::1","recipient":"+15550100000","cost":3}`,
-			replay.Event{Time: t0, Kind: replay.Check, ID: "e2", Flow: rules.OTPSend, IP: "2001:db8::1", Recipient: "+15550100000", Cost: 3}},
+			event.Event{Time: t0, Kind: event.Check, ID: "e2", Flow: rules.OTPSend, IP: "2001:db8::1", Recipient: "+15550100000", Cost: 3}},
 		{`  {"id":"e1","outcome":"success","type":"report","ts":"2026-11-29T10:00:00.250Z"}  `,
-			replay.Event{Time: t0, Kind: replay.Report, ID: "e1", Outcome: engine.Success}},
+			event.Event{Time: t0, Kind: event.Report, ID: "e1", Outcome: engine.Success}},
 		{`{"ts":"2026-11-29T10:00:00.250Z","type":"check","id":"e3","flow":"login","account":null,"ip":"192.0.2.1"}`,
-			replay.Event{Time: t0, Kind: replay.Check, ID: "e3", Flow: rules.Login, IP: "192.0.2.1"}},
+			event.Event{Time: t0, Kind: event.Check, ID: "e3", Flow: rules.Login, IP: "192.0.2.1"}},
 	}
 	for _, tt := range tests {
-		got, err := replay.ParseEvent([]byte(tt.line))
+		got, err := event.Parse([]byte(tt.line))
 		if err != nil {
 			t.Errorf("ParseEvent(%s): %v", tt.line, err)
 			continue
@@ -52,31 +52,31 @@ func TestParseEventRefuses(t *testing.T) {
 		// why appears in the message.
 		why string
 	}{
-		{``, replay.ErrMalformed, "not a complete JSON object"},
-		{`{"ts":`, replay.ErrMalformed, "not a complete JSON object"},
-		{`nonsense`, replay.ErrMalformed, "invalid JSON at byte"},
-		{`[1,2]`, replay.ErrMalformed, "want an object"},
-		{`{` + ts + `,"type":"check","id":"a","flow":"login","ip":"192.0.2.1"} {}`, replay.ErrMalformed, "more than one JSON value"},
-		{`{` + ts + `,"type":"check","id":"a","flow":"login","ip":"192.0.2.1","device_token":"x"}`, replay.ErrMalformed, `unknown field "device_token"`},
-		{`{"type":"check","id":"a","flow":"login","ip":"192.0.2.1"}`, replay.ErrMalformed, "ts: required"},
-		{`{"ts":"2026-11-29 10:00:00","type":"check","id":"a","flow":"login","ip":"192.0.2.1"}`, replay.ErrMalformed, "not an RFC 3339 timestamp"},
-		{`{"ts":1764410400,"type":"check","id":"a","flow":"login","ip":"192.0.2.1"}`, replay.ErrMalformed, "ts: got a JSON number"},
-		{`{` + ts + `,"id":"a","flow":"login","ip":"192.0.2.1"}`, replay.ErrMalformed, "type: required"},
-		{`{` + ts + `,"type":"check","flow":"login","ip":"192.0.2.1"}`, replay.ErrMalformed, "id: required"},
-		{`{` + ts + `,"type":"check","id":"","flow":"login","ip":"192.0.2.1"}`, replay.ErrMalformed, "id: required"},
-		{`{` + ts + `,"type":"check","id":"a","ip":"192.0.2.1"}`, replay.ErrMalformed, "flow: required"},
-		{`{` + ts + `,"type":"check","id":"a","flow":"signup","ip":"192.0.2.1"}`, replay.ErrMalformed, `flow: "signup" is not one of`},
-		{`{` + ts + `,"type":"check","id":"a","flow":"login"}`, replay.ErrMalformed, "ip: required"},
-		{`{` + ts + `,"type":"check","id":"a","flow":"login","ip":"192.0.2.1","cost":1.5}`, replay.ErrMalformed, "cost: got a JSON number"},
-		{`{` + ts + `,"type":"check","id":"a","flow":"login","ip":"192.0.2.1","outcome":"success"}`, replay.ErrMalformed, "outcome: not a field of a check"},
-		{`{` + ts + `,"type":"report","id":"a"}`, replay.ErrMalformed, "outcome: required"},
-		{`{` + ts + `,"type":"report","id":"a","outcome":"win"}`, replay.ErrMalformed, `outcome: "win" is not success or failure`},
-		{`{` + ts + `,"type":"report","id":"a","outcome":"failure","ip":"192.0.2.1"}`, replay.ErrMalformed, "a report has only"},
-		{`{` + ts + `,"type":"logout","id":"a"}`, replay.ErrUnknownType, `"logout"`},
-		{`{` + ts + `,"type":"CHECK","id":"a","flow":"login","ip":"192.0.2.1"}`, replay.ErrUnknownType, `"CHECK"`},
+		{``, event.ErrMalformed, "not a complete JSON object"},
+		{`{"ts":`, event.ErrMalformed, "not a complete JSON object"},
+		{`nonsense`, event.ErrMalformed, "invalid JSON at byte"},
+		{`[1,2]`, event.ErrMalformed, "want an object"},
+		{`{` + ts + `,"type":"check","id":"a","flow":"login","ip":"192.0.2.1"} {}`, event.ErrMalformed, "more than one JSON value"},
+		{`{` + ts + `,"type":"check","id":"a","flow":"login","ip":"192.0.2.1","device_token":"x"}`, event.ErrMalformed, `unknown field "device_token"`},
+		{`{"type":"check","id":"a","flow":"login","ip":"192.0.2.1"}`, event.ErrMalformed, "ts: required"},
+		{`{"ts":"2026-11-29 10:00:00","type":"check","id":"a","flow":"login","ip":"192.0.2.1"}`, event.ErrMalformed, "not an RFC 3339 timestamp"},
+		{`{"ts":1764410400,"type":"check","id":"a","flow":"login","ip":"192.0.2.1"}`, event.ErrMalformed, "ts: got a JSON number"},
+		{`{` + ts + `,"id":"a","flow":"login","ip":"192.0.2.1"}`, event.ErrMalformed, "type: required"},
+		{`{` + ts + `,"type":"check","flow":"login","ip":"192.0.2.1"}`, event.ErrMalformed, "id: required"},
+		{`{` + ts + `,"type":"check","id":"","flow":"login","ip":"192.0.2.1"}`, event.ErrMalformed, "id: required"},
+		{`{` + ts + `,"type":"check","id":"a","ip":"192.0.2.1"}`, event.ErrMalformed, "flow: required"},
+		{`{` + ts + `,"type":"check","id":"a","flow":"signup","ip":"192.0.2.1"}`, event.ErrMalformed, `flow: "signup" is not one of`},
+		{`{` + ts + `,"type":"check","id":"a","flow":"login"}`, event.ErrMalformed, "ip: required"},
+		{`{` + ts + `,"type":"check","id":"a","flow":"login","ip":"192.0.2.1","cost":1.5}`, event.ErrMalformed, "cost: got a JSON number"},
+		{`{` + ts + `,"type":"check","id":"a","flow":"login","ip":"192.0.2.1","outcome":"success"}`, event.ErrMalformed, "outcome: not a field of a check"},
+		{`{` + ts + `,"type":"report","id":"a"}`, event.ErrMalformed, "outcome: required"},
+		{`{` + ts + `,"type":"report","id":"a","outcome":"win"}`, event.ErrMalformed, `outcome: "win" is not success or failure`},
+		{`{` + ts + `,"type":"report","id":"a","outcome":"failure","ip":"192.0.2.1"}`, event.ErrMalformed, "a report has only"},
+		{`{` + ts + `,"type":"logout","id":"a"}`, event.ErrUnknownType, `"logout"`},
+		{`{` + ts + `,"type":"CHECK","id":"a","flow":"login","ip":"192.0.2.1"}`, event.ErrUnknownType, `"CHECK"`},
 	}
 	for _, tt := range tests {
-		_, err := replay.ParseEvent([]byte(tt.line))
+		_, err := event.Parse([]byte(tt.line))
 		if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.why) {
 			t.Errorf("ParseEvent(%s) = %v, want %v saying %q", tt.line, err, tt.want, tt.why)
 		}
@@ -88,7 +88,7 @@ func TestAppendJSONIsValidJSONAndRoundTrips(t *testing.T) {
 		"alice", `quote"back\slash`, "tab\tnewline\nnul\x00", "ünïcødé ａｌｉｃｅ", "bad utf8 \xff\xfe", "line\u2028sep\u2029", "<script>&",
 	}
 	for _, account := range accounts {
-		ev := replay.Event{Time: t0, Kind: replay.Check, ID: "id-" + account, Flow: rules.PasswordReset, Account: account, IP: "192.0.2.1", Recipient: "x@example.com", Cost: 7}
+		ev := event.Event{Time: t0, Kind: event.Check, ID: "id-" + account, Flow: rules.PasswordReset, Account: account, IP: "192.0.2.1", Recipient: "x@example.com", Cost: 7}
 		line := ev.AppendJSON(nil)
 		if !strings.HasSuffix(string(line), "}\n") || strings.Count(string(line), "\n") != 1 {
 			t.Fatalf("AppendJSON = %q, want one line", line)
@@ -102,7 +102,7 @@ func TestAppendJSONIsValidJSONAndRoundTrips(t *testing.T) {
 		want, _ := json.Marshal(account)
 		var wantAccount string
 		_ = json.Unmarshal(want, &wantAccount)
-		got, err := replay.ParseEvent(line)
+		got, err := event.Parse(line)
 		if err != nil {
 			t.Fatalf("ParseEvent(AppendJSON(%q)): %v", account, err)
 		}
@@ -114,12 +114,12 @@ func TestAppendJSONIsValidJSONAndRoundTrips(t *testing.T) {
 
 func TestAppendJSONOmitsDefaults(t *testing.T) {
 	tests := []struct {
-		ev   replay.Event
+		ev   event.Event
 		want string
 	}{
-		{replay.Event{Time: t0, Kind: replay.Check, ID: "a", Flow: rules.Login, IP: "192.0.2.1", Cost: 1},
+		{event.Event{Time: t0, Kind: event.Check, ID: "a", Flow: rules.Login, IP: "192.0.2.1", Cost: 1},
 			`{"ts":"2026-11-29T10:00:00.250Z","type":"check","id":"a","flow":"login","ip":"192.0.2.1"}`},
-		{replay.Event{Time: t0.In(time.FixedZone("CET", 3600)), Kind: replay.Report, ID: "a", Outcome: engine.Success},
+		{event.Event{Time: t0.In(time.FixedZone("CET", 3600)), Kind: event.Report, ID: "a", Outcome: engine.Success},
 			`{"ts":"2026-11-29T10:00:00.250Z","type":"report","id":"a","outcome":"success"}`},
 	}
 	for _, tt := range tests {
@@ -134,9 +134,9 @@ func FuzzParseEvent(f *testing.F) {
 	f.Add([]byte(`{"ts":"2026-11-29T10:00:00.250Z","type":"report","id":"e1","outcome":"failure"}`))
 	f.Add([]byte(`{"ts":"2026-11-29T10:00:00Z","type":"check","id":"\u0000","flow":"otp_send","ip":"x","recipient":"\ud800","cost":-1}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
-		ev, err := replay.ParseEvent(line)
+		ev, err := event.Parse(line)
 		if err != nil {
-			if !errors.Is(err, replay.ErrMalformed) && !errors.Is(err, replay.ErrUnknownType) {
+			if !errors.Is(err, event.ErrMalformed) && !errors.Is(err, event.ErrUnknownType) {
 				t.Fatalf("error %v wraps neither sentinel", err)
 			}
 			return
@@ -147,7 +147,7 @@ func FuzzParseEvent(f *testing.F) {
 		if ev.Time.Year() < 0 || ev.Time.Year() > 9999 {
 			return // RFC 3339 cannot write it
 		}
-		again, err := replay.ParseEvent(ev.AppendJSON(nil))
+		again, err := event.Parse(ev.AppendJSON(nil))
 		if err != nil {
 			t.Fatalf("ParseEvent(AppendJSON(%+v)): %v", ev, err)
 		}
