@@ -25,7 +25,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/shadow"
 	"github.com/guardian-sec/guardian/internal/store/memstore"
-	"github.com/guardian-sec/guardian/internal/store/storetest"
+	"github.com/guardian-sec/guardian/internal/testclock"
 	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
@@ -42,7 +42,7 @@ var testKey = func() secret.Key {
 // testEngine is an engine on the embedded store, on a test clock.
 type testEngine struct {
 	eng   *engine.Engine
-	clock *storetest.Clock
+	clock *testclock.Clock
 	book  *shadow.Book
 }
 
@@ -54,7 +54,7 @@ func newEngine(tb testing.TB, yaml string) *testEngine {
 	}
 	var holder rules.Holder
 	holder.Store(set)
-	clock := storetest.NewClock(t0)
+	clock := testclock.New(t0)
 	book := shadow.NewBook()
 	book.Sync(set.ShadowNames())
 	return &testEngine{

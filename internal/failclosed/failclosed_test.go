@@ -15,7 +15,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/store"
 	"github.com/guardian-sec/guardian/internal/store/memstore"
-	"github.com/guardian-sec/guardian/internal/store/storetest"
+	"github.com/guardian-sec/guardian/internal/testclock"
 )
 
 // flakyStore is a primary that works like the embedded store until told to
@@ -458,7 +458,7 @@ func TestOneStallCountsOnce(t *testing.T) {
 // time they take (here none: the clock stands still).
 func TestErrorsStopThePrimaryAtOnce(t *testing.T) {
 	p := newFlaky()
-	clock := storetest.NewClock(time.Now())
+	clock := testclock.New(time.Now())
 	s := New(Config{Primary: p, Probe: p.ping, Metrics: metrics.New(prometheus.NewRegistry()), ProbeInterval: time.Hour, Now: clock.Now})
 	p.setErr(errDown)
 	for i := range 3 {

@@ -15,7 +15,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/store"
 	"github.com/guardian-sec/guardian/internal/store/memstore"
-	"github.com/guardian-sec/guardian/internal/store/storetest"
+	"github.com/guardian-sec/guardian/internal/testclock"
 	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
@@ -315,7 +315,7 @@ func TestRefunds(t *testing.T) {
 // its success against the embedded store while an attacker's failures sit on
 // the same keys.
 func TestSuccessGivesBackOnlyItsOwnReservation(t *testing.T) {
-	clock := storetest.NewClock(t0)
+	clock := testclock.New(t0)
 	st := memstore.New(memstore.Config{Now: clock.Now})
 	ctx := context.Background()
 	rs := []*rules.Rule{rule(t, "login-account"), rule(t, "login-hard-stop")}

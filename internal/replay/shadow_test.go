@@ -20,7 +20,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/shadow"
 	"github.com/guardian-sec/guardian/internal/store/memstore"
-	"github.com/guardian-sec/guardian/internal/store/storetest"
+	"github.com/guardian-sec/guardian/internal/testclock"
 	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
@@ -145,7 +145,7 @@ const shadowRules = `
 // testEngine is an engine on the embedded store, on a clock of its own.
 type testEngine struct {
 	eng     *engine.Engine
-	clock   *storetest.Clock
+	clock   *testclock.Clock
 	book    *shadow.Book
 	metrics *metrics.Metrics
 	set     *rules.Set
@@ -156,7 +156,7 @@ func newTestEngine(tb testing.TB, yaml string, key secret.Key) *testEngine {
 	set := mustParse(tb, yaml)
 	var holder rules.Holder
 	holder.Store(set)
-	clock := storetest.NewClock(day)
+	clock := testclock.New(day)
 	book := shadow.NewBook()
 	book.Sync(set.ShadowNames())
 	m := metrics.New(prometheus.NewRegistry())
