@@ -52,7 +52,6 @@ import (
 
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/event"
-	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/secret"
 )
 
@@ -161,25 +160,21 @@ func (l *Log) run(every time.Duration) {
 
 // Check logs a check that the engine decided as d.
 func (l *Log) Check(req engine.CheckRequest, d engine.Decision) {
-	ip, err := keys.IP(req.IP)
+	ids, err := req.Normalise()
 	if err != nil {
 		return // The engine refuses such a check; it was not decided.
 	}
-	ev := event.Event{Kind: event.Check, Flow: req.Flow, IP: l.names.ip(ip).String(), Cost: req.Cost}
+	ev := event.Event{Kind: event.Check, Flow: req.Flow, IP: l.names.ip(ids.IP).String(), Cost: req.Cost}
 	if d.AttemptID != "" {
 		ev.ID = l.names.event(d.AttemptID)
 	} else {
 		ev.ID = randomID()
 	}
-	if req.Account != "" {
-		if norm, err := keys.Account(req.Account); err == nil {
-			ev.Account = l.names.account(norm)
-		}
+	if ids.Account != "" {
+		ev.Account = l.names.account(ids.Account)
 	}
-	if req.Recipient != "" {
-		if norm, err := keys.Recipient(req.Recipient); err == nil {
-			ev.Recipient = l.names.recipient(norm)
-		}
+	if ids.Recipient != "" {
+		ev.Recipient = l.names.recipient(ids.Recipient)
 	}
 	l.append(&ev)
 }

@@ -61,9 +61,7 @@ func newEngine(tb testing.TB, yaml string) *testEngine {
 		eng: engine.New(engine.Config{
 			Rules:     &holder,
 			Store:     memstore.New(memstore.Config{Now: clock.Now}),
-			Hasher:    keys.NewHasher(testKey),
-			Attempts:  tokens.NewAttempts(testKey),
-			Devices:   tokens.NewDevices(testKey, 0),
+			Key:       testKey,
 			Aggregate: aggregate.New(aggregate.Config{Now: clock.Now}),
 			Shadow:    book,
 			Metrics:   metrics.New(prometheus.NewRegistry()),

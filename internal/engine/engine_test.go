@@ -72,9 +72,7 @@ func newHarnessSet(tb testing.TB, set *rules.Set, newStore ...func(now func() ti
 	eng := engine.New(engine.Config{
 		Rules:     &holder,
 		Store:     st,
-		Hasher:    keys.NewHasher(key),
-		Attempts:  tokens.NewAttempts(key),
-		Devices:   tokens.NewDevices(key, 0),
+		Key:       key,
 		Aggregate: agg,
 		Shadow:    book,
 		Metrics:   m,

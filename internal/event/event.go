@@ -84,8 +84,8 @@ type eventJSON struct {
 }
 
 // Parse reads one line of the replay format. It checks the format
-// only: whether a check's ip, account or recipient are valid is for the
-// engine to say. Errors wrap ErrMalformed or ErrUnknownType.
+// only: whether a check's flow, ip, account or recipient are valid is for
+// the engine to say (engine.CheckRequest.Validate). Errors wrap ErrMalformed or ErrUnknownType.
 func Parse(line []byte) (Event, error) {
 	var w eventJSON
 	dec := json.NewDecoder(bytes.NewReader(line))
@@ -121,22 +121,29 @@ func Parse(line []byte) (Event, error) {
 		if w.Flow == nil {
 			return ev, fmt.Errorf("%w: flow: required", ErrMalformed)
 		}
-		f, ok := rules.ParseFlow(*w.Flow)
-		if !ok {
-			return ev, fmt.Errorf("%w: flow: %s is not one of login, password_reset, otp_send, otp_verify", ErrMalformed, quote(*w.Flow))
-		}
-		ev.Flow = f
+		ev.Flow = rules.Flow(*w.Flow)
 		if w.IP == nil {
 			return ev, fmt.Errorf("%w: ip: required", ErrMalformed)
 		}
 		ev.IP = *w.IP
+		// As in a request to guardian, a field given holds a value: an
+		// empty account or recipient, a cost of 0, is not an absent one.
 		if w.Account != nil {
+			if *w.Account == "" {
+				return ev, fmt.Errorf("%w: account: must not be empty", ErrMalformed)
+			}
 			ev.Account = *w.Account
 		}
 		if w.Recipient != nil {
+			if *w.Recipient == "" {
+				return ev, fmt.Errorf("%w: recipient: must not be empty", ErrMalformed)
+			}
 			ev.Recipient = *w.Recipient
 		}
 		if w.Cost != nil {
+			if err := engine.CheckCost(*w.Cost); err != nil {
+				return ev, fmt.Errorf("%w: %v", ErrMalformed, err)
+			}
 			ev.Cost = *w.Cost
 		}
 	case Report:

@@ -21,7 +21,6 @@ import (
 	"github.com/guardian-sec/guardian/internal/shadow"
 	"github.com/guardian-sec/guardian/internal/store/memstore"
 	"github.com/guardian-sec/guardian/internal/testclock"
-	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
 // Replay counts every rule on its own by running it in shadow mode, which
@@ -164,9 +163,7 @@ func newTestEngine(tb testing.TB, yaml string, key secret.Key) *testEngine {
 		eng: engine.New(engine.Config{
 			Rules:     &holder,
 			Store:     memstore.New(memstore.Config{Now: clock.Now}),
-			Hasher:    keys.NewHasher(key),
-			Attempts:  tokens.NewAttempts(key),
-			Devices:   tokens.NewDevices(key, 0),
+			Key:       key,
 			Aggregate: aggregate.New(aggregate.Config{Now: clock.Now}),
 			Shadow:    book,
 			Metrics:   m,

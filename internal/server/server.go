@@ -25,7 +25,6 @@ import (
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/failclosed"
 	"github.com/guardian-sec/guardian/internal/httpapi"
-	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/secret"
@@ -172,15 +171,15 @@ func New(cfg Config) (*Server, error) {
 	// First among the closers: its last flush needs the Redis client.
 	s.closers = append([]func() error{s.agg.Close}, s.closers...)
 	s.engine = engine.New(engine.Config{
-		Rules:     &s.holder,
-		Store:     st,
-		Hasher:    keys.NewHasher(cfg.HashKey),
-		Attempts:  tokens.NewAttempts(cfg.SigningKey, cfg.PreviousSigningKeys...),
-		Devices:   tokens.NewDevices(cfg.SigningKey, 0, cfg.PreviousSigningKeys...),
-		Aggregate: s.agg,
-		Shadow:    s.shadow,
-		Metrics:   m,
-		Now:       cfg.Now,
+		Rules:        &s.holder,
+		Store:        st,
+		Key:          cfg.SigningKey,
+		PreviousKeys: cfg.PreviousSigningKeys,
+		HashKey:      cfg.HashKey,
+		Aggregate:    s.agg,
+		Shadow:       s.shadow,
+		Metrics:      m,
+		Now:          cfg.Now,
 	})
 	var decider httpapi.Decider = s.engine
 	if cfg.DecisionLog != nil {
