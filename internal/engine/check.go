@@ -87,7 +87,7 @@ func (e *Engine) Check(ctx context.Context, req CheckRequest) (Decision, error) 
 		cost = 1
 	}
 	now := e.now()
-	subj := e.resolve(&ids, req.DeviceToken, now)
+	subj := e.resolve(ids, req.DeviceToken, now)
 
 	p := getPlan()
 	defer p.release()

@@ -144,7 +144,7 @@ func quote(s string) string {
 // has its key: account rules count on its own bucket: its account's key
 // hashes to the device's subject.
 type subjects struct {
-	ids *Identifiers
+	ids Identifiers
 	// account is the account's own subject, "" without an account: what
 	// the attempt and device tokens are bound to. device is the id of a
 	// valid device token for it, "" when the check is untrusted.
@@ -162,7 +162,7 @@ type hashedKey struct {
 // resolve hashes the account of ids and verifies deviceToken for it at
 // instant now. A device token that does not verify is ignored, never an
 // error.
-func (e *Engine) resolve(ids *Identifiers, deviceToken string, now time.Time) subjects {
+func (e *Engine) resolve(ids Identifiers, deviceToken string, now time.Time) subjects {
 	s := subjects{ids: ids}
 	if ids.Account == "" {
 		return s
