@@ -92,8 +92,8 @@ func (req *CheckRequest) Validate() error {
 // Normalise validates req, as Validate does, and returns its identifiers.
 func (req *CheckRequest) Normalise() (Identifiers, error) {
 	var ids Identifiers
-	if !slices.Contains(rules.Flows, req.Flow) {
-		return ids, fmt.Errorf("%w: flow: %s is not one of %s", ErrUnknownFlow, quote(string(req.Flow)), flowNames)
+	if err := CheckFlow(req.Flow); err != nil {
+		return ids, err
 	}
 	if req.Cost != 0 {
 		if err := CheckCost(req.Cost); err != nil {
@@ -118,6 +118,17 @@ func (req *CheckRequest) Normalise() (Identifiers, error) {
 		return ids, fmt.Errorf("%w: recipient: required for flow %s", ErrMissingField, req.Flow)
 	}
 	return ids, nil
+}
+
+// CheckFlow reports whether f is a flow guardian knows (rules.Flows), with
+// an error wrapping ErrUnknownFlow that lists them when it is not. The wire
+// formats (the HTTP API, the replay format) ask it as soon as they read a
+// flow, so that an unknown flow is the first thing said of a request.
+func CheckFlow(f rules.Flow) error {
+	if !slices.Contains(rules.Flows, f) {
+		return fmt.Errorf("%w: flow: %s is not one of %s", ErrUnknownFlow, quote(string(f)), flowNames)
+	}
+	return nil
 }
 
 // CheckCost reports whether n is a cost a check may name: 1 to MaxCost. A

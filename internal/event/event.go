@@ -83,9 +83,11 @@ type eventJSON struct {
 	Outcome   *string `json:"outcome"`
 }
 
-// Parse reads one line of the replay format. It checks the format
-// only: whether a check's flow, ip, account or recipient are valid is for
-// the engine to say (engine.CheckRequest.Validate). Errors wrap ErrMalformed or ErrUnknownType.
+// Parse reads one line of the replay format. It checks the format, the
+// flow and a given cost (engine.CheckFlow, engine.CheckCost); whether a
+// check's ip, account or recipient are valid is for the engine to say
+// (engine.CheckRequest.Validate). Errors wrap ErrMalformed or
+// ErrUnknownType.
 func Parse(line []byte) (Event, error) {
 	var w eventJSON
 	dec := json.NewDecoder(bytes.NewReader(line))
@@ -122,6 +124,9 @@ func Parse(line []byte) (Event, error) {
 			return ev, fmt.Errorf("%w: flow: required", ErrMalformed)
 		}
 		ev.Flow = rules.Flow(*w.Flow)
+		if err := engine.CheckFlow(ev.Flow); err != nil {
+			return ev, fmt.Errorf("%w: %v", ErrMalformed, err)
+		}
 		if w.IP == nil {
 			return ev, fmt.Errorf("%w: ip: required", ErrMalformed)
 		}

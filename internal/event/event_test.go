@@ -14,7 +14,7 @@ import (
 
 var t0 = time.Date(2026, 11, 29, 10, 0, 0, 250e6, time.UTC)
 
-func TestParseEvent(t *testing.T) {
+func TestParse(t *testing.T) {
 	tests := []struct {
 		line string
 		want event.Event
@@ -31,20 +31,20 @@ func TestParseEvent(t *testing.T) {
 	for _, tt := range tests {
 		got, err := event.Parse([]byte(tt.line))
 		if err != nil {
-			t.Errorf("ParseEvent(%s): %v", tt.line, err)
+			t.Errorf("Parse(%s): %v", tt.line, err)
 			continue
 		}
 		if !got.Time.Equal(tt.want.Time) {
-			t.Errorf("ParseEvent(%s).Time = %v, want %v", tt.line, got.Time, tt.want.Time)
+			t.Errorf("Parse(%s).Time = %v, want %v", tt.line, got.Time, tt.want.Time)
 		}
 		got.Time = tt.want.Time
 		if got != tt.want {
-			t.Errorf("ParseEvent(%s) = %+v, want %+v", tt.line, got, tt.want)
+			t.Errorf("Parse(%s) = %+v, want %+v", tt.line, got, tt.want)
 		}
 	}
 }
 
-func TestParseEventRefuses(t *testing.T) {
+func TestParseRefuses(t *testing.T) {
 	const ts = `"ts":"2026-11-29T10:00:00.250Z"`
 	tests := []struct {
 		line string
@@ -65,6 +65,7 @@ func TestParseEventRefuses(t *testing.T) {
 		{`{` + ts + `,"type":"check","flow":"login","ip":"192.0.2.1"}`, event.ErrMalformed, "id: required"},
 		{`{` + ts + `,"type":"check","id":"","flow":"login","ip":"192.0.2.1"}`, event.ErrMalformed, "id: required"},
 		{`{` + ts + `,"type":"check","id":"a","ip":"192.0.2.1"}`, event.ErrMalformed, "flow: required"},
+		{`{` + ts + `,"type":"check","id":"a","flow":"signup","ip":"192.0.2.1"}`, event.ErrMalformed, `flow: "signup" is not one of login, password_reset, otp_send, otp_verify`},
 		{`{` + ts + `,"type":"check","id":"a","flow":"login","ip":"192.0.2.1","cost":0}`, event.ErrMalformed, `cost: must be between 1 and 1000`},
 		{`{` + ts + `,"type":"check","id":"a","flow":"login","ip":"192.0.2.1","cost":1001}`, event.ErrMalformed, `cost: must be between 1 and 1000`},
 		{`{` + ts + `,"type":"check","id":"a","flow":"login","ip":"192.0.2.1","account":""}`, event.ErrMalformed, `account: must not be empty`},
@@ -81,7 +82,7 @@ func TestParseEventRefuses(t *testing.T) {
 	for _, tt := range tests {
 		_, err := event.Parse([]byte(tt.line))
 		if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.why) {
-			t.Errorf("ParseEvent(%s) = %v, want %v saying %q", tt.line, err, tt.want, tt.why)
+			t.Errorf("Parse(%s) = %v, want %v saying %q", tt.line, err, tt.want, tt.why)
 		}
 	}
 }
@@ -107,7 +108,7 @@ func TestAppendJSONIsValidJSONAndRoundTrips(t *testing.T) {
 		_ = json.Unmarshal(want, &wantAccount)
 		got, err := event.Parse(line)
 		if err != nil {
-			t.Fatalf("ParseEvent(AppendJSON(%q)): %v", account, err)
+			t.Fatalf("Parse(AppendJSON(%q)): %v", account, err)
 		}
 		if got.Account != wantAccount || got.Recipient != ev.Recipient || got.Cost != 7 || got.Flow != ev.Flow || !got.Time.Equal(t0) {
 			t.Errorf("round trip of %q = %+v", account, got)
@@ -132,7 +133,7 @@ func TestAppendJSONOmitsDefaults(t *testing.T) {
 	}
 }
 
-func FuzzParseEvent(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"ts":"2026-11-29T10:00:00.250Z","type":"check","id":"e1","flow":"login","account":"alice","ip":"192.0.2.1"}`))
 	f.Add([]byte(`{"ts":"2026-11-29T10:00:00.250Z","type":"report","id":"e1","outcome":"failure"}`))
 	f.Add([]byte(`{"ts":"2026-11-29T10:00:00Z","type":"check","id":"\u0000","flow":"otp_send","ip":"x","recipient":"\ud800","cost":-1}`))
@@ -152,7 +153,7 @@ func FuzzParseEvent(f *testing.F) {
 		}
 		again, err := event.Parse(ev.AppendJSON(nil))
 		if err != nil {
-			t.Fatalf("ParseEvent(AppendJSON(%+v)): %v", ev, err)
+			t.Fatalf("Parse(AppendJSON(%+v)): %v", ev, err)
 		}
 		if ev.Cost == 1 {
 			ev.Cost = 0 // the default, which AppendJSON leaves out

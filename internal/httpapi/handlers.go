@@ -134,6 +134,9 @@ func checkFromBody(c *gin.Context) (engine.CheckRequest, error) {
 		return req, err
 	}
 	req.Flow = rules.Flow(flow)
+	if err := engine.CheckFlow(req.Flow); err != nil {
+		return req, err
+	}
 	if req.IP, err = required(body.IP, "ip"); err != nil {
 		return req, err
 	}

@@ -5,7 +5,6 @@ import (
 	"math"
 	"testing"
 	"time"
-
 )
 
 func TestDistinctIsExactThenEstimates(t *testing.T) {
