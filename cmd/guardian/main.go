@@ -1,7 +1,7 @@
 // Command guardian is the authentication-abuse protection service: `guardian
 // serve` runs it, `guardian token` prints a service token, `guardian rules
 // check` validates a rules file, `guardian replay` runs recorded traffic
-// through rules offline. See CONTRACT.md section 1.
+// through rules offline. README.md describes each command and its flags.
 package main
 
 import (

@@ -18,7 +18,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/shadow"
 	"github.com/guardian-sec/guardian/internal/store"
 	"github.com/guardian-sec/guardian/internal/store/memstore"
-	"github.com/guardian-sec/guardian/internal/store/storetest"
+	"github.com/guardian-sec/guardian/internal/testclock"
 	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
@@ -28,7 +28,7 @@ var t0 = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 type harness struct {
 	eng     *engine.Engine
 	metrics *metrics.Metrics
-	clock   *storetest.Clock
+	clock   *testclock.Clock
 	book    *shadow.Book
 	agg     *aggregate.Aggregate
 }
@@ -60,7 +60,7 @@ func newHarnessSet(tb testing.TB, set *rules.Set, newStore ...func(now func() ti
 	if err != nil {
 		tb.Fatal(err)
 	}
-	clock := storetest.NewClock(t0)
+	clock := testclock.New(t0)
 	book := shadow.NewBook()
 	book.Sync(set.ShadowNames())
 	agg := aggregate.New(aggregate.Config{Now: clock.Now})
@@ -72,9 +72,7 @@ func newHarnessSet(tb testing.TB, set *rules.Set, newStore ...func(now func() ti
 	eng := engine.New(engine.Config{
 		Rules:     &holder,
 		Store:     st,
-		Hasher:    keys.NewHasher(key),
-		Attempts:  tokens.NewAttempts(key),
-		Devices:   tokens.NewDevices(key, 0),
+		Key:       key,
 		Aggregate: agg,
 		Shadow:    book,
 		Metrics:   m,

@@ -41,13 +41,12 @@ func (e *Engine) Report(ctx context.Context, attemptID string, outcome Outcome) 
 	if err != nil {
 		return ReportResult{}, err
 	}
-	// A success that settles gives back what its check spent in the same
-	// store call that accepts the report, one round trip for both.
-	settles := outcome == Success && otp.Settles(rules.Flow(at.Flow))
+	// A success gives back what its check reserved in the same store call
+	// that accepts the report, one round trip for both.
 	var refunds []store.Refund
 	switch {
-	case settles:
-		refunds = loginlimits.Refunds(&at)
+	case outcome == Success:
+		refunds = at.Refunds
 	case outcome == Failure:
 		// A reported failure confirms what its check counted: kept for
 		// longer than what only unreported checks left.
@@ -75,7 +74,7 @@ func (e *Engine) Report(ctx context.Context, attemptID string, outcome Outcome) 
 		e.aggregate.Add(at.Flow, 1)
 		return ReportResult{}, nil
 	}
-	if !settles {
+	if !settles(rules.Flow(at.Flow)) {
 		return ReportResult{}, nil
 	}
 	tok, err := e.login.DeviceToken(&at, now)
@@ -96,4 +95,20 @@ func (e *Engine) holdUnconfirmed(ops []store.Op) {
 			ops[i].Hold = min(ops[i].Hold, most)
 		}
 	}
+}
+
+// settles reports whether a success report of a check of flow settles it:
+// gives back what the check reserved, resets its consecutive-failure counts
+// and trusts its device. It is the one question the engine asks about a
+// flow's success; the OTP flows' answer is package otp's (otp.Settles), and
+// what a settling check reserves is package loginlimits' (Reservations).
+func settles(flow rules.Flow) bool { return otp.Settles(flow) }
+
+// reservations appends to dst what a success report of the check behind p
+// and res gives back, nothing for a flow whose success settles nothing.
+func reservations(dst []store.Refund, flow rules.Flow, p *plan, res []store.Result) []store.Refund {
+	if !settles(flow) {
+		return dst
+	}
+	return loginlimits.Reservations(dst, p.rules, p.ops, res)
 }

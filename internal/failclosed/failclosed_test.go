@@ -15,7 +15,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/store"
 	"github.com/guardian-sec/guardian/internal/store/memstore"
-	"github.com/guardian-sec/guardian/internal/store/storetest"
+	"github.com/guardian-sec/guardian/internal/testclock"
 )
 
 // flakyStore is a primary that works like the embedded store until told to
@@ -459,7 +459,7 @@ func TestOneStallCountsOnce(t *testing.T) {
 // time they take (here none: the clock stands still).
 func TestErrorsStopThePrimaryAtOnce(t *testing.T) {
 	p := newFlaky()
-	clock := storetest.NewClock(time.Now())
+	clock := testclock.New(time.Now())
 	s := New(Config{Primary: p, Probe: p.ping, Metrics: metrics.New(prometheus.NewRegistry()), ProbeInterval: time.Hour, Now: clock.Now})
 	p.setErr(errDown)
 	for i := range 3 {
@@ -522,7 +522,7 @@ func TestCallerGoneIsNotAFailure(t *testing.T) {
 // fallback, a hard stop as a hard stop and a slow until its time, while a
 // key it never saw starts from its local limit.
 func TestFallbackRecallsDenials(t *testing.T) {
-	clock := storetest.NewClock(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
+	clock := testclock.New(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
 	m := metrics.New(prometheus.NewRegistry())
 	primary := &flakyStore{Store: memstore.New(memstore.Config{Now: clock.Now})}
 	s := New(Config{Primary: primary, Probe: primary.ping, FailAfter: 1, ProbeInterval: time.Hour, Metrics: m, Now: clock.Now})

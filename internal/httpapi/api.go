@@ -1,4 +1,4 @@
-// Package httpapi is guardian's HTTP interface (CONTRACT.md section 2): the
+// Package httpapi is guardian's HTTP interface (api/openapi.yaml): the
 // gin routes, the service-token middleware, strict JSON decoding, the error
 // shape and the rate-limit headers. It is the only package that knows HTTP.
 package httpapi

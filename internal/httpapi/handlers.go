@@ -120,8 +120,9 @@ func setCheckHeaders(h http.Header, d *engine.Decision) {
 	}
 }
 
-// checkFromBody decodes and checks the shape of a check request; the engine
-// checks the values.
+// checkFromBody decodes a check request and validates it
+// (engine.CheckRequest.Validate), so that every request guardian would not
+// decide is answered 400 before it reaches the engine.
 func checkFromBody(c *gin.Context) (engine.CheckRequest, error) {
 	var body checkRequest
 	if err := decode(c, &body); err != nil {
@@ -132,11 +133,10 @@ func checkFromBody(c *gin.Context) (engine.CheckRequest, error) {
 	if err != nil {
 		return req, err
 	}
-	f, ok := rules.ParseFlow(flow)
-	if !ok {
-		return req, newError(http.StatusBadRequest, "unknown_flow", "flow: "+strconv.Quote(truncate(flow))+" is not one of login, password_reset, otp_send, otp_verify")
+	req.Flow = rules.Flow(flow)
+	if err := engine.CheckFlow(req.Flow); err != nil {
+		return req, err
 	}
-	req.Flow = f
 	if req.IP, err = required(body.IP, "ip"); err != nil {
 		return req, err
 	}
@@ -150,22 +150,14 @@ func checkFromBody(c *gin.Context) (engine.CheckRequest, error) {
 		req.DeviceToken = *body.DeviceToken
 	}
 	if body.Cost != nil {
-		if *body.Cost < 1 || *body.Cost > engine.MaxCost {
-			return req, newError(http.StatusBadRequest, "invalid_field", "cost: must be between 1 and "+strconv.Itoa(engine.MaxCost))
+		// Only an absent cost is the default: a cost given is 1 to
+		// MaxCost, 0 included.
+		if err := engine.CheckCost(*body.Cost); err != nil {
+			return req, err
 		}
 		req.Cost = *body.Cost
 	}
-	return req, nil
-}
-
-// truncate shortens s for an error message: a client's typo is worth
-// echoing, a megabyte of it is not.
-func truncate(s string) string {
-	const n = 64
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
+	return req, req.Validate()
 }
 
 // reportRequest is the body of /v1/report.

@@ -9,7 +9,8 @@ import (
 )
 
 // Reservations appends to dst what a success report of one check gives
-// back, and returns the extended slice. rs, ops and res are the check's
+// back, and returns the extended slice: the refunds its attempt carries
+// (tokens.Attempt.Refunds). rs, ops and res are the check's
 // batch, index for index: the rule behind each op, the op, and what the
 // store did with it. Only ops the check spent count:
 //
@@ -23,7 +24,7 @@ import (
 // A count: attempts rate rule gives nothing back. Shadow ops are treated
 // like enforced ones: a shadow rule previews its enforced twin, state
 // included.
-func Reservations(dst []tokens.Refund, rs []*rules.Rule, ops []store.Op, res []store.Result) []tokens.Refund {
+func Reservations(dst []store.Refund, rs []*rules.Rule, ops []store.Op, res []store.Result) []store.Refund {
 	for i, r := range rs {
 		if !res[i].Spent {
 			continue
@@ -31,9 +32,9 @@ func Reservations(dst []tokens.Refund, rs []*rules.Rule, ops []store.Op, res []s
 		op := &ops[i]
 		switch {
 		case r.Type == rules.ConsecutiveFailures:
-			dst = append(dst, tokens.Refund{Key: op.Key, Counter: true, Amount: ConfirmedHold(r.Hold, r.Limit, res[i].Count)})
+			dst = append(dst, store.Refund{Key: op.Key, Kind: store.Counter, Amount: ConfirmedHold(r.Hold, r.Limit, res[i].Count)})
 		case r.Type == rules.Rate && r.Count == rules.Failures:
-			dst = append(dst, tokens.Refund{Key: op.Key, Amount: time.Duration(op.Cost) * op.Interval})
+			dst = append(dst, store.Refund{Key: op.Key, Kind: store.Rate, Amount: time.Duration(op.Cost) * op.Interval})
 		}
 	}
 	return dst
@@ -58,26 +59,9 @@ func ConfirmedHold(hold time.Duration, limit, count int64) time.Duration {
 func Confirmations(at *tokens.Attempt) []store.Refund {
 	var out []store.Refund
 	for _, r := range at.Refunds {
-		if r.Counter {
-			out = append(out, store.Refund{Key: r.Key, Kind: store.Counter, Confirm: true, Amount: r.Amount, Local: at.Fallback})
-		}
-	}
-	return out
-}
-
-// Refunds returns the store refunds of a success report of at: its check's
-// reservations, given back to the store that took them (the local fallback
-// when at.Fallback). It returns nil when the check reserved nothing.
-func Refunds(at *tokens.Attempt) []store.Refund {
-	if len(at.Refunds) == 0 {
-		return nil
-	}
-	out := make([]store.Refund, len(at.Refunds))
-	for i, r := range at.Refunds {
-		out[i] = store.Refund{Key: r.Key, Kind: store.Rate, Amount: r.Amount, Local: at.Fallback}
-		if r.Counter {
-			out[i].Kind = store.Counter
-			out[i].Amount = 0
+		if r.Kind == store.Counter {
+			r.Confirm = true
+			out = append(out, r)
 		}
 	}
 	return out

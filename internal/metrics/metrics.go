@@ -1,6 +1,7 @@
-// Package metrics defines guardian's Prometheus metrics, the names of the
-// contract (CONTRACT.md section 2, Operations). Every instance registers its
-// own set on the registry it is given, so tests can run servers side by side.
+// Package metrics defines guardian's Prometheus metrics, the names
+// api/openapi.yaml lists under /metrics and the alerts and dashboard in
+// deploy/ query. Every instance registers its own set on the registry it is
+// given, so tests can run servers side by side.
 // No label ever carries a user, an address or a key.
 package metrics
 

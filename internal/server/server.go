@@ -25,7 +25,6 @@ import (
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/failclosed"
 	"github.com/guardian-sec/guardian/internal/httpapi"
-	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/secret"
@@ -108,18 +107,7 @@ type Server struct {
 // New builds an instance from cfg; it loads the rules and opens the store but
 // does not listen yet.
 func New(cfg Config) (*Server, error) {
-	if cfg.StoreTimeout <= 0 {
-		cfg.StoreTimeout = 5 * time.Millisecond
-	}
-	if cfg.FleetSize < 1 {
-		cfg.FleetSize = 1
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.HashKey.IsZero() {
-		cfg.HashKey = cfg.SigningKey
-	}
+	cfg = withDefaults(cfg)
 	s := &Server{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry(), shadow: shadow.NewBook()}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -133,41 +121,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.applyRules(nil, set)
 
-	st := cfg.Store
-	storeHealthy := func() bool { return true }
-	var shared aggregate.Shared
-	switch {
-	case st != nil:
-	case cfg.RedisURL != "":
-		client, err := redisstore.Open(cfg.RedisURL)
-		if err != nil {
-			return nil, fmt.Errorf("server: --redis-url: %w", err)
-		}
-		s.closers = append(s.closers, client.Close)
-		primary := redisstore.New(client, redisstore.Config{})
-		warm, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		err = primary.Warm(warm)
-		cancel()
-		switch {
-		case errors.Is(err, redisstore.ErrUnsupported):
-			return nil, fmt.Errorf("server: --redis-url: %w", err)
-		case err != nil:
-			s.log.Warn("redis not answering at start: the fallback decides until it does", "err", err)
-		}
-		s.closers = append(s.closers, primary.WatchMemory(memoryEvery, func(r float64) { m.StoreMemoryRatio.WithLabelValues().Set(r) }))
-		fc := failclosed.New(failclosed.Config{
-			Primary:   primary,
-			Probe:     primary.Probe,
-			Timeout:   cfg.StoreTimeout,
-			FleetSize: cfg.FleetSize,
-			Metrics:   m,
-			Logger:    s.log,
-		})
-		st, storeHealthy = fc, fc.Healthy
-		shared = redisagg.New(client)
-	default:
-		s.log.Warn("no --redis-url: limits live in this process only, correct for a single instance")
-		st = memstore.New(memstore.Config{})
+	st, storeHealthy, shared, err := s.openStore(m)
+	if err != nil {
+		return nil, err
 	}
 	s.agg = aggregate.New(aggregate.Config{
 		Now:       cfg.Now,
@@ -180,24 +136,19 @@ func New(cfg Config) (*Server, error) {
 	// First among the closers: its last flush needs the Redis client.
 	s.closers = append([]func() error{s.agg.Close}, s.closers...)
 	s.engine = engine.New(engine.Config{
-		Rules:     &s.holder,
-		Store:     st,
-		Hasher:    keys.NewHasher(cfg.HashKey),
-		Attempts:  tokens.NewAttempts(cfg.SigningKey, cfg.PreviousSigningKeys...).WithTTL(cfg.AttemptTTL),
-		Devices:   tokens.NewDevices(cfg.SigningKey, 0, cfg.PreviousSigningKeys...),
-		Aggregate: s.agg,
-		Shadow:    s.shadow,
-		Metrics:   m,
-		Now:       cfg.Now,
+		Rules:        &s.holder,
+		Store:        st,
+		Key:          cfg.SigningKey,
+		PreviousKeys: cfg.PreviousSigningKeys,
+		HashKey:      cfg.HashKey,
+		AttemptTTL:   cfg.AttemptTTL,
+		Aggregate:    s.agg,
+		Shadow:       s.shadow,
+		Metrics:      m,
+		Now:          cfg.Now,
 	})
-	var decider httpapi.Decider = s.engine
-	if cfg.DecisionLog != nil {
-		dl := decisionlog.New(decisionlog.Config{Out: cfg.DecisionLog, Key: cfg.HashKey, Logger: s.log, Registerer: s.registry})
-		s.closers = append(s.closers, dl.Close)
-		decider = decisionlog.Wrap(s.engine, dl)
-	}
 	s.api = httpapi.New(httpapi.Config{
-		Engine:       decider,
+		Engine:       s.decider(),
 		Tokens:       tokens.NewService(cfg.SigningKey, cfg.PreviousSigningKeys...),
 		Shadow:       s.shadow,
 		Reload:       s.Reload,
@@ -215,6 +166,73 @@ func New(cfg Config) (*Server, error) {
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	return s, nil
+}
+
+// withDefaults returns cfg with its defaults filled in.
+func withDefaults(cfg Config) Config {
+	if cfg.StoreTimeout <= 0 {
+		cfg.StoreTimeout = 5 * time.Millisecond
+	}
+	if cfg.FleetSize < 1 {
+		cfg.FleetSize = 1
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.HashKey.IsZero() {
+		cfg.HashKey = cfg.SigningKey
+	}
+	return cfg
+}
+
+// openStore returns the instance's store, what /readyz asks of its health,
+// and what the aggregate shares the fleet's failures through: Config.Store,
+// Redis behind the fail-closed fallback, or the embedded store alone.
+func (s *Server) openStore(m *metrics.Metrics) (store.Store, func() bool, aggregate.Shared, error) {
+	always := func() bool { return true }
+	switch {
+	case s.cfg.Store != nil:
+		return s.cfg.Store, always, nil, nil
+	case s.cfg.RedisURL == "":
+		s.log.Warn("no --redis-url: limits live in this process only, correct for a single instance")
+		return memstore.New(memstore.Config{}), always, nil, nil
+	}
+	client, err := redisstore.Open(s.cfg.RedisURL)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("server: --redis-url: %w", err)
+	}
+	s.closers = append(s.closers, client.Close)
+	primary := redisstore.New(client, redisstore.Config{})
+	warm, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	err = primary.Warm(warm)
+	cancel()
+	switch {
+	case errors.Is(err, redisstore.ErrUnsupported):
+		return nil, nil, nil, fmt.Errorf("server: --redis-url: %w", err)
+	case err != nil:
+		s.log.Warn("redis not answering at start: the fallback decides until it does", "err", err)
+	}
+	s.closers = append(s.closers, primary.WatchMemory(memoryEvery, func(r float64) { m.StoreMemoryRatio.WithLabelValues().Set(r) }))
+	fc := failclosed.New(failclosed.Config{
+		Primary:   primary,
+		Probe:     primary.Probe,
+		Timeout:   s.cfg.StoreTimeout,
+		FleetSize: s.cfg.FleetSize,
+		Metrics:   m,
+		Logger:    s.log,
+	})
+	return fc, fc.Healthy, redisagg.New(client), nil
+}
+
+// decider is what the HTTP API decides with: the engine, through the
+// decision log when one is configured.
+func (s *Server) decider() httpapi.Decider {
+	if s.cfg.DecisionLog == nil {
+		return s.engine
+	}
+	dl := decisionlog.New(decisionlog.Config{Out: s.cfg.DecisionLog, Key: s.cfg.HashKey, Logger: s.log, Registerer: s.registry})
+	s.closers = append(s.closers, dl.Close)
+	return decisionlog.Wrap(s.engine, dl)
 }
 
 // Handler returns the instance's HTTP handler.

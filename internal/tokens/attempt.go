@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/guardian-sec/guardian/internal/secret"
+	"github.com/guardian-sec/guardian/internal/store"
 )
 
 // attemptPurpose is the secret.Key purpose of the attempt id key.
@@ -46,7 +47,7 @@ const (
 //	flow, account, device: uvarint length, then the bytes
 //	flags    1 byte: bit 0 Fallback, the other bits zero
 //	refunds  uvarint count, then per refund: uvarint key length, key bytes,
-//	         1 byte Counter (0 or 1), uvarint Amount in nanoseconds
+//	         1 byte kind (0 Rate, 1 Counter), uvarint Amount in nanoseconds
 //	tag      16 bytes: HMAC-SHA256 of everything before it, truncated
 const (
 	attemptVersion = 1
@@ -58,19 +59,6 @@ const (
 	flagFallback   = 1
 	maxRawAttempt  = MaxAttemptLen / 4 * 3
 )
-
-// Refund is a spend an attempt gives back when it is reported a success,
-// or, for a Counter, confirms when it is reported a failure.
-type Refund struct {
-	// Key is the store key.
-	Key string
-	// Counter true resets the key's consecutive-failure count; false gives
-	// Amount back to the key's rate bucket.
-	Counter bool
-	// Amount is the GCRA time to give back; for a Counter, how long a
-	// failure report keeps the count it confirms.
-	Amount time.Duration
-}
 
 // Attempt is what a check leaves for its report, sealed into the attempt id.
 type Attempt struct {
@@ -89,8 +77,10 @@ type Attempt struct {
 	// Fallback reports that the check spent on the local fallback store
 	// rather than the primary.
 	Fallback bool
-	// Refunds are given back on a success report.
-	Refunds []Refund
+	// Refunds are given back on a success report: Rate and Counter
+	// refunds only. Local is not sealed: Open sets it to Fallback, since
+	// the store that took a check's spends is the one to give them back.
+	Refunds []store.Refund
 }
 
 // Attempts seals Attempts into attempt ids and opens them again. An id is a
@@ -163,6 +153,7 @@ var (
 	errAttemptRefunds  = wrap(ErrInvalidAttempt, "more than 32 refunds")
 	errAttemptKey      = wrap(ErrInvalidAttempt, "refund key longer than 128 bytes")
 	errAttemptAmount   = wrap(ErrInvalidAttempt, "negative refund amount")
+	errAttemptKind     = wrap(ErrInvalidAttempt, "refund of an unknown kind")
 	errAttemptTooLong  = wrap(ErrInvalidAttempt, "too long")
 	errAttemptEncoding = wrap(ErrInvalidAttempt, "malformed")
 	errAttemptTag      = wrap(ErrInvalidAttempt, "bad signature")
@@ -202,6 +193,9 @@ func (a *Attempts) Seal(at Attempt) (string, error) {
 		if r.Amount < 0 {
 			return "", errAttemptAmount
 		}
+		if r.Kind != store.Rate && r.Kind != store.Counter {
+			return "", errAttemptKind
+		}
 	}
 
 	st := a.pool.Get().(*attemptState)
@@ -221,7 +215,7 @@ func (a *Attempts) Seal(at Attempt) (string, error) {
 	for _, r := range at.Refunds {
 		b = appendString(b, r.Key)
 		var counter byte
-		if r.Counter {
+		if r.Kind == store.Counter {
 			counter = 1
 		}
 		b = append(b, counter)
@@ -304,14 +298,16 @@ func parseAttempt(p, scratch []byte) (Attempt, error) {
 	}
 	count := r.uvarint(MaxRefunds)
 	if !r.bad && count > 0 {
-		at.Refunds = make([]Refund, count)
+		at.Refunds = make([]store.Refund, count)
 		for i := range at.Refunds {
 			f := &at.Refunds[i]
 			f.Key = r.string(MaxRefundKeyLen)
+			f.Local = at.Fallback
 			switch r.byte() {
 			case 0:
+				f.Kind = store.Rate
 			case 1:
-				f.Counter = true
+				f.Kind = store.Counter
 			default:
 				r.bad = true
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/guardian-sec/guardian/internal/store"
 	"github.com/guardian-sec/guardian/internal/store/storetest"
+	"github.com/guardian-sec/guardian/internal/testclock"
 )
 
 func TestConformance(t *testing.T) {
@@ -32,8 +33,8 @@ func TestConformanceOneShard(t *testing.T) {
 var start = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 
 // newTest returns a store configured by cfg, on a clock at start.
-func newTest(cfg Config) (*Store, *storetest.Clock) {
-	c := storetest.NewClock(start)
+func newTest(cfg Config) (*Store, *testclock.Clock) {
+	c := testclock.New(start)
 	cfg.Now = c.Now
 	return New(cfg), c
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/store"
 	"github.com/guardian-sec/guardian/internal/store/redisstore"
 	"github.com/guardian-sec/guardian/internal/store/storetest"
+	"github.com/guardian-sec/guardian/internal/testclock"
 )
 
 // Keys of two subjects, an account and an IP prefix, as one login check
@@ -100,7 +101,7 @@ func TestCluster(t *testing.T) {
 // computes, so no script ever touches two slots.
 func testSlotMatchesKeyslot(t *testing.T, c redis.UniversalClient) {
 	ctx := context.Background()
-	clk := storetest.NewClock(t0)
+	clk := testclock.New(t0)
 	s := redisstore.New(c, redisstore.Config{Now: clk.Now})
 	// Ten subjects, each with two rules, in one batch: the store must split
 	// it by slot or Redis refuses the script with CROSSSLOT.
@@ -142,7 +143,7 @@ func testSlotMatchesKeyslot(t *testing.T, c redis.UniversalClient) {
 // testCrossSlotDenied: a batch over two masters whose IP budget is spent
 // leaves the account's keys exactly as they were, and reports them as found.
 func testCrossSlotDenied(t *testing.T, c redis.UniversalClient) {
-	clk := storetest.NewClock(t0)
+	clk := testclock.New(t0)
 	s := redisstore.New(c, redisstore.Config{Now: clk.Now})
 
 	// The account has some history; the IP prefix is out of budget.
@@ -247,7 +248,7 @@ func testCrossSlotOneRoundTrip(t *testing.T, cl *redistest.Cluster) {
 // batch still runs, and is decided once.
 func testClusterScriptFlush(t *testing.T, c redis.UniversalClient) {
 	ctx := context.Background()
-	clk := storetest.NewClock(t0)
+	clk := testclock.New(t0)
 	s := redisstore.New(c, redisstore.Config{Now: clk.Now})
 	batch := []store.Op{rate(acctRate, 1, time.Minute, 5), rate(ipRate, 1, time.Minute, 5)}
 	do(t, s, batch...)
@@ -327,7 +328,7 @@ func testConcurrentCrossSlot(t *testing.T, cl *redistest.Cluster) {
 // testClusterDeleteRefund: Delete and Refund take keys of many slots at once.
 func testClusterDeleteRefund(t *testing.T, c redis.UniversalClient) {
 	ctx := context.Background()
-	clk := storetest.NewClock(t0)
+	clk := testclock.New(t0)
 	s := redisstore.New(c, redisstore.Config{Now: clk.Now})
 	var keys []string
 	var refunds []store.Refund

@@ -14,6 +14,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/store"
 	"github.com/guardian-sec/guardian/internal/store/redisstore"
 	"github.com/guardian-sec/guardian/internal/store/storetest"
+	"github.com/guardian-sec/guardian/internal/testclock"
 )
 
 // TestRedis runs everything that needs a single Redis against one
@@ -113,7 +114,7 @@ func testOneCallPerBatch(t *testing.T, node *redis.Client) {
 // again and every call still works.
 func testScriptFlush(t *testing.T, node *redis.Client) {
 	ctx := context.Background()
-	clk := storetest.NewClock(t0)
+	clk := testclock.New(t0)
 	s := redisstore.New(node, redisstore.Config{Now: clk.Now})
 	op := rate("guardian:v2:{acct}:login-account", 1, time.Minute, 5)
 	cnt := counter("guardian:v2:{acct}:hard-stop", 1, 100, time.Hour)

@@ -6,12 +6,9 @@ import (
 	"github.com/guardian-sec/guardian/internal/store"
 )
 
-// holdTests are the cases of how long a Counter is kept: a spend never
+// holdCases are the cases of how long a Counter is kept: a spend never
 // shortens a key's life, and a confirming refund lengthens it.
-var holdTests = []struct {
-	name string
-	run  func(*harness)
-}{
+var holdCases = []testCase{
 	{"counter/spend_keeps_the_later_deadline", testCounterLaterDeadline},
 	{"counter/confirm_keeps_the_count_longer", testCounterConfirm},
 	{"counter/confirm_absent", testCounterConfirmAbsent},
