@@ -40,7 +40,8 @@ var _ Decider = (*engine.Engine)(nil)
 type Config struct {
 	Engine Decider
 	Tokens *tokens.Service
-	Shadow *shadow.Book
+	// Shadow reports what shadow rules would have done, fleet-wide.
+	Shadow *shadow.Fleet
 	// Fleet lists the instances sharing the store.
 	Fleet *fleet.Fleet
 	// Reload re-reads the rules file and returns the set now in force, or

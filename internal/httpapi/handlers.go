@@ -230,12 +230,18 @@ func (a *API) reloadRules(c *gin.Context) {
 	c.JSON(http.StatusOK, rulesBody(set))
 }
 
+// shadowResponse is the body of GET /v1/shadow.
+type shadowResponse struct {
+	Rules   []shadow.RuleReport `json:"rules"`
+	Partial bool                `json:"partial,omitempty"`
+}
+
 func (a *API) getShadow(c *gin.Context) {
-	rep := a.cfg.Shadow.Report()
+	rep, partial := a.cfg.Shadow.Report(c.Request.Context())
 	if rep == nil {
 		rep = []shadow.RuleReport{}
 	}
-	c.JSON(http.StatusOK, gin.H{"rules": rep})
+	c.JSON(http.StatusOK, shadowResponse{Rules: rep, Partial: partial})
 }
 
 func (a *API) getFleet(c *gin.Context) {

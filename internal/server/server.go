@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"reflect"
 	"sync"
 	"time"
 
@@ -91,6 +90,7 @@ type Server struct {
 	registry *prometheus.Registry
 	holder   rules.Holder
 	shadow   *shadow.Book
+	tallies  *shadow.Fleet
 	agg      *aggregate.Aggregate
 	fleet    *fleet.Fleet
 	engine   *engine.Engine
@@ -132,12 +132,13 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.applyRules(nil, set)
+	s.applyRules(set)
 
 	st := cfg.Store
 	storeHealthy := func() bool { return true }
 	var shared aggregate.Shared
 	var fleetShared fleet.Shared
+	var shadowShared shadow.Shared
 	switch {
 	case st != nil:
 	case cfg.RedisURL != "":
@@ -167,6 +168,7 @@ func New(cfg Config) (*Server, error) {
 		st, storeHealthy = fc, fc.Healthy
 		shared = redisagg.New(client)
 		fleetShared = redisagg.NewFleet(client)
+		shadowShared = redisagg.NewShadow(client)
 	default:
 		s.log.Warn("no --redis-url: limits live in this process only, correct for a single instance")
 		st = memstore.New(memstore.Config{})
@@ -180,13 +182,19 @@ func New(cfg Config) (*Server, error) {
 		Now:          cfg.Now,
 		Logger:       s.log,
 	})
+	s.tallies = shadow.NewFleet(shadow.FleetConfig{
+		Book:     s.shadow,
+		Shared:   shadowShared,
+		Instance: s.fleet.ID(),
+		Logger:   s.log,
+	})
 	s.agg = aggregate.New(aggregate.Config{
 		Now:       cfg.Now,
 		Shared:    shared,
 		FleetSize: cfg.FleetSize,
 		Observe:   func(flow string, perSecond float64) { m.GlobalFailures.WithLabelValues(flow).Set(perSecond) },
 		Logger:    s.log,
-		Riders:    []aggregate.Rider{s.fleet},
+		Riders:    []aggregate.Rider{s.fleet, s.tallies},
 	})
 	s.trackGlobal(set)
 	// First among the closers: its last flush needs the Redis client.
@@ -211,7 +219,7 @@ func New(cfg Config) (*Server, error) {
 	s.api = httpapi.New(httpapi.Config{
 		Engine:       decider,
 		Tokens:       tokens.NewService(cfg.SigningKey, cfg.PreviousSigningKeys...),
-		Shadow:       s.shadow,
+		Shadow:       s.tallies,
 		Fleet:        s.fleet,
 		Reload:       s.Reload,
 		StoreHealthy: storeHealthy,
@@ -301,7 +309,7 @@ func (s *Server) Reload() (*rules.Set, error) {
 		s.log.Warn("rules reload refused, previous rules kept", "err", err)
 		return nil, err
 	}
-	s.applyRules(s.holder.Load(), set)
+	s.applyRules(set)
 	s.log.Info("rules reloaded", "source", set.Source, "rule_count", len(set.Rules))
 	return set, nil
 }
@@ -319,20 +327,9 @@ func (s *Server) loadRules() (*rules.Set, error) {
 }
 
 // applyRules makes set current and carries over the shadow tallies of shadow
-// rules that did not change.
-func (s *Server) applyRules(old, set *rules.Set) {
-	var names []string
-	for i := range set.Rules {
-		r := &set.Rules[i]
-		if r.Mode != rules.Shadow {
-			continue
-		}
-		names = append(names, r.Name)
-		if old == nil || !sameRule(old, r) {
-			s.shadow.Reset(r.Name)
-		}
-	}
-	s.shadow.Sync(names)
+// rules whose definition did not change.
+func (s *Server) applyRules(set *rules.Set) {
+	s.shadow.Track(set)
 	if s.agg != nil {
 		s.trackGlobal(set)
 	}
@@ -354,16 +351,4 @@ func (s *Server) trackGlobal(set *rules.Set) {
 		}
 	}
 	s.agg.Forget(global)
-}
-
-// sameRule reports whether old holds a rule identical to r, its position in
-// the file aside.
-func sameRule(old *rules.Set, r *rules.Rule) bool {
-	o, ok := old.Rule(r.Name)
-	if !ok {
-		return false
-	}
-	a, b := *o, *r
-	a.Line, b.Line = 0, 0
-	return reflect.DeepEqual(a, b)
 }
