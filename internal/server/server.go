@@ -20,6 +20,7 @@ import (
 
 	"github.com/guardian-sec/guardian/internal/aggregate"
 	"github.com/guardian-sec/guardian/internal/aggregate/redisagg"
+	"github.com/guardian-sec/guardian/internal/audit"
 	"github.com/guardian-sec/guardian/internal/decisionlog"
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/failclosed"
@@ -88,6 +89,7 @@ type Server struct {
 	cfg      Config
 	log      *slog.Logger
 	registry *prometheus.Registry
+	metrics  *metrics.Metrics
 	holder   rules.Holder
 	shadow   *shadow.Book
 	tallies  *shadow.Fleet
@@ -100,10 +102,12 @@ type Server struct {
 	closers   []func() error
 	pprofAddr string
 
-	reloadMu sync.Mutex
-	ln       net.Listener
-	done     chan struct{}
-	serveErr error
+	reloadMu  sync.Mutex
+	stopWatch context.CancelFunc
+	watchDone chan struct{}
+	ln        net.Listener
+	done      chan struct{}
+	serveErr  error
 }
 
 // New builds an instance from cfg; it loads the rules and opens the store but
@@ -127,6 +131,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(s.registry)
+	s.metrics = m
 
 	set, err := s.loadRules()
 	if err != nil {
@@ -199,6 +204,7 @@ func New(cfg Config) (*Server, error) {
 	s.trackGlobal(set)
 	// First among the closers: its last flush needs the Redis client.
 	s.closers = append([]func() error{s.agg.Close}, s.closers...)
+	trail := audit.New(audit.Config{Key: cfg.HashKey, Metrics: m, Logger: s.log})
 	s.engine = engine.New(engine.Config{
 		Rules:     &s.holder,
 		Store:     st,
@@ -209,6 +215,7 @@ func New(cfg Config) (*Server, error) {
 		Shadow:    s.shadow,
 		Metrics:   m,
 		Now:       cfg.Now,
+		Events:    trail,
 	})
 	var decider httpapi.Decider = s.engine
 	if cfg.DecisionLog != nil {
@@ -221,6 +228,7 @@ func New(cfg Config) (*Server, error) {
 		Tokens:       tokens.NewService(cfg.SigningKey, cfg.PreviousSigningKeys...),
 		Shadow:       s.tallies,
 		Fleet:        s.fleet,
+		Audit:        trail,
 		Reload:       s.Reload,
 		StoreHealthy: storeHealthy,
 		Gatherer:     s.registry,
@@ -259,6 +267,7 @@ func (s *Server) Start() error {
 	}
 	s.done = make(chan struct{})
 	s.agg.Start()
+	s.watchRules()
 	go func() {
 		defer close(s.done)
 		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -289,6 +298,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.done != nil {
 		<-s.done
 	}
+	if s.stopWatch != nil {
+		s.stopWatch()
+		<-s.watchDone
+	}
 	for _, c := range s.closers {
 		_ = c()
 	}
@@ -306,12 +319,36 @@ func (s *Server) Reload() (*rules.Set, error) {
 	defer s.reloadMu.Unlock()
 	set, err := s.loadRules()
 	if err != nil {
-		s.log.Warn("rules reload refused, previous rules kept", "err", err)
+		s.metrics.RulesReloads.WithLabelValues("error").Inc()
+		s.log.Warn("rules reload refused, previous rules kept", "err", err, "hash", s.holder.Load().Hash())
 		return nil, err
 	}
 	s.applyRules(set)
-	s.log.Info("rules reloaded", "source", set.Source, "rule_count", len(set.Rules))
+	s.metrics.RulesReloads.WithLabelValues("ok").Inc()
+	s.log.Info("rules reloaded", "source", set.Source, "rule_count", len(set.Rules), "hash", set.Hash())
 	return set, nil
+}
+
+// rulesPoll is how often a rules file is read for changes.
+const rulesPoll = time.Second
+
+// watchRules reloads the rules file whenever its content changes, until
+// Shutdown: a new file, one rewritten in place, or a swapped symlink on
+// the way to it (a Kubernetes ConfigMap). Reload refuses an invalid change
+// and keeps the rules in force.
+func (s *Server) watchRules() {
+	if s.cfg.RulesPath == "" {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stopWatch, s.watchDone = cancel, make(chan struct{})
+	go func() {
+		defer close(s.watchDone)
+		rules.Watch(ctx, s.cfg.RulesPath, rulesPoll, func() {
+			s.log.Info("rules file changed, reloading", "source", s.cfg.RulesPath)
+			_, _ = s.Reload() // Reload logs and counts both outcomes.
+		})
+	}()
 }
 
 func (s *Server) loadRules() (*rules.Set, error) {
@@ -330,6 +367,7 @@ func (s *Server) loadRules() (*rules.Set, error) {
 // rules whose definition did not change.
 func (s *Server) applyRules(set *rules.Set) {
 	s.shadow.Track(set)
+	s.metrics.SetRules(set.Hash())
 	if s.agg != nil {
 		s.trackGlobal(set)
 	}
