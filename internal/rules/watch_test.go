@@ -10,20 +10,19 @@ import (
 	"github.com/guardian-sec/guardian/internal/rules"
 )
 
-// watch runs rules.Watch on path and returns a channel that receives each
-// change.
+// watch runs a rules.Watcher of path and returns a channel that receives
+// each change.
 func watch(t *testing.T, path string) <-chan struct{} {
 	t.Helper()
 	ch := make(chan struct{}, 16)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	w := rules.NewWatcher(path)
 	go func() {
 		defer close(done)
-		rules.Watch(ctx, path, 10*time.Millisecond, func() { ch <- struct{}{} })
+		w.Run(ctx, 10*time.Millisecond, func() { ch <- struct{}{} })
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-	// Let the first poll set the baseline.
-	time.Sleep(30 * time.Millisecond)
 	return ch
 }
 

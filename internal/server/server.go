@@ -340,11 +340,12 @@ func (s *Server) watchRules() {
 	if s.cfg.RulesPath == "" {
 		return
 	}
+	w := rules.NewWatcher(s.cfg.RulesPath)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stopWatch, s.watchDone = cancel, make(chan struct{})
 	go func() {
 		defer close(s.watchDone)
-		rules.Watch(ctx, s.cfg.RulesPath, rulesPoll, func() {
+		w.Run(ctx, rulesPoll, func() {
 			s.log.Info("rules file changed, reloading", "source", s.cfg.RulesPath)
 			_, _ = s.Reload() // Reload logs and counts both outcomes.
 		})
