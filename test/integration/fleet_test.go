@@ -165,6 +165,8 @@ func TestShadowAcrossInstances(t *testing.T) {
 	runStart := time.Now()
 	for i := range n {
 		check(fleet[i%3], "203.0.113.9")
+		// Spread over several rounds of the loop, so tallies are written.
+		time.Sleep(5 * time.Millisecond)
 	}
 	after := redistest.CommandStats(t, client)
 	ran := redistest.Ran(mid, after)
