@@ -21,7 +21,7 @@ import (
 // them as it decodes text/plain.
 func init() {
 	plain := openapi3filter.RegisteredBodyDecoder("text/plain")
-	for _, ct := range []string{"text/html", "text/javascript", "text/css"} {
+	for _, ct := range []string{"text/html", "text/javascript", "text/css", "image/svg+xml"} {
 		openapi3filter.RegisterBodyDecoder(ct, plain)
 	}
 }

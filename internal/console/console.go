@@ -25,7 +25,8 @@ const ContentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 
 
 // File is one file of the console.
 type File struct {
-	// Name is the file's name: "index.html", "console.js", "console.css".
+	// Name is the file's name: "index.html", "console.js", "console.css",
+	// "icon.svg".
 	Name string
 	// ContentType is its media type, with charset.
 	ContentType string
@@ -38,6 +39,7 @@ var contentTypes = map[string]string{
 	".html": "text/html; charset=utf-8",
 	".js":   "text/javascript; charset=utf-8",
 	".css":  "text/css; charset=utf-8",
+	".svg":  "image/svg+xml",
 }
 
 // Page is the console's page, index.html.
@@ -65,4 +67,4 @@ func Lookup(name string) (File, bool) {
 
 // Assets lists the names of the files the page loads besides itself, each
 // served under console/ next to the page.
-func Assets() []string { return []string{"console.css", "console.js"} }
+func Assets() []string { return []string{"icon.svg", "console.css", "console.js"} }

@@ -45,6 +45,7 @@ func TestLookup(t *testing.T) {
 		{"index.html", true, "text/html; charset=utf-8"},
 		{"console.js", true, "text/javascript; charset=utf-8"},
 		{"console.css", true, "text/css; charset=utf-8"},
+		{"icon.svg", true, "image/svg+xml"},
 		{"../console.go", false, ""},
 		{"assets/console.js", false, ""},
 		{"console.go", false, ""},

@@ -24,7 +24,7 @@ func cspDirectives(h string) map[string][]string {
 
 func TestConsoleIsServedUnderAStrictPolicy(t *testing.T) {
 	api := newTestAPI(t, &fakeDecider{set: rules.Default()}, nil)
-	for _, path := range []string{"/console", "/console/console.js", "/console/console.css"} {
+	for _, path := range []string{"/console", "/console/console.js", "/console/console.css", "/console/icon.svg"} {
 		t.Run(path, func(t *testing.T) {
 			// No token: the page loads, and asks for one.
 			_, rec := api.do("GET", path, "", "")
