@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/guardian-sec/guardian/internal/engine"
+	"github.com/guardian-sec/guardian/internal/fleet"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/shadow"
 	"github.com/guardian-sec/guardian/internal/tokens"
@@ -40,6 +41,8 @@ type Config struct {
 	Engine Decider
 	Tokens *tokens.Service
 	Shadow *shadow.Book
+	// Fleet lists the instances sharing the store.
+	Fleet *fleet.Fleet
 	// Reload re-reads the rules file and returns the set now in force, or
 	// an error (rules.ErrInvalid) listing what is wrong, the old set kept.
 	Reload func() (*rules.Set, error)
@@ -95,6 +98,7 @@ func New(cfg Config) *API {
 	admin.GET("/rules/explain", a.explainRules)
 	admin.POST("/rules/reload", a.reloadRules)
 	admin.GET("/shadow", a.getShadow)
+	admin.GET("/fleet", a.getFleet)
 	admin.GET("/accounts/status", a.accountStatus)
 	admin.POST("/accounts/reset", a.accountReset)
 

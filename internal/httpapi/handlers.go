@@ -238,6 +238,10 @@ func (a *API) getShadow(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"rules": rep})
 }
 
+func (a *API) getFleet(c *gin.Context) {
+	c.JSON(http.StatusOK, a.cfg.Fleet.View(c.Request.Context()))
+}
+
 func (a *API) accountStatus(c *gin.Context) {
 	account, ok := c.GetQuery("account")
 	if !ok {

@@ -23,6 +23,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/apitest"
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/failclosed"
+	"github.com/guardian-sec/guardian/internal/fleet"
 	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/secret"
@@ -446,6 +447,7 @@ func newTestAPI(tb testing.TB, fake *fakeDecider, edit func(*Config)) *testAPI {
 		Engine:       fake,
 		Tokens:       svc,
 		Shadow:       shadow.NewBook(),
+		Fleet:        fleet.New(fleet.Config{Rules: fake.Rules}),
 		Reload:       func() (*rules.Set, error) { return fake.set, nil },
 		StoreHealthy: func() bool { return true },
 		Gatherer:     prometheus.NewRegistry(),
@@ -725,6 +727,11 @@ rules:
 				cfg.Shadow = b
 			},
 			method: "GET", path: "/v1/shadow", admin: true,
+			wantStatus: 200,
+		},
+		{
+			name:   "fleet alone",
+			method: "GET", path: "/v1/fleet", admin: true,
 			wantStatus: 200,
 		},
 		{

@@ -169,6 +169,8 @@ type Set struct {
 	// Rules are every rule in file order.
 	Rules  []Rule
 	byFlow map[Flow][]*Rule
+	// hash is Hash, computed once by newSet.
+	hash string
 }
 
 // For returns the rules that apply to flow, in file order. The slice is
@@ -199,7 +201,7 @@ func (s *Set) ShadowNames() []string {
 
 // newSet indexes rules by flow.
 func newSet(source string, loadedAt time.Time, rs []Rule) *Set {
-	s := &Set{Source: source, LoadedAt: loadedAt, Rules: rs, byFlow: make(map[Flow][]*Rule)}
+	s := &Set{Source: source, LoadedAt: loadedAt, Rules: rs, byFlow: make(map[Flow][]*Rule), hash: setHash(rs)}
 	for i := range s.Rules {
 		r := &s.Rules[i]
 		for _, f := range r.Flows {

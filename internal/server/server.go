@@ -24,6 +24,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/decisionlog"
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/failclosed"
+	"github.com/guardian-sec/guardian/internal/fleet"
 	"github.com/guardian-sec/guardian/internal/httpapi"
 	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/metrics"
@@ -75,6 +76,12 @@ type Config struct {
 	// PprofAddr, when set, serves Go's pprof profiles on its own listener,
 	// apart from the API (bind it to loopback). Empty: off.
 	PprofAddr string
+	// Version is guardian's version as GET /v1/fleet shows it (default:
+	// the main module's version from the build information).
+	Version string
+	// InstanceID names the instance in GET /v1/fleet (default: the host
+	// name and a random suffix).
+	InstanceID string
 }
 
 // Server is one running guardian instance.
@@ -85,6 +92,7 @@ type Server struct {
 	holder   rules.Holder
 	shadow   *shadow.Book
 	agg      *aggregate.Aggregate
+	fleet    *fleet.Fleet
 	engine   *engine.Engine
 	api      *httpapi.API
 	http     *http.Server
@@ -129,6 +137,7 @@ func New(cfg Config) (*Server, error) {
 	st := cfg.Store
 	storeHealthy := func() bool { return true }
 	var shared aggregate.Shared
+	var fleetShared fleet.Shared
 	switch {
 	case st != nil:
 	case cfg.RedisURL != "":
@@ -157,16 +166,27 @@ func New(cfg Config) (*Server, error) {
 		})
 		st, storeHealthy = fc, fc.Healthy
 		shared = redisagg.New(client)
+		fleetShared = redisagg.NewFleet(client)
 	default:
 		s.log.Warn("no --redis-url: limits live in this process only, correct for a single instance")
 		st = memstore.New(memstore.Config{})
 	}
+	s.fleet = fleet.New(fleet.Config{
+		ID:           cfg.InstanceID,
+		Version:      cfg.Version,
+		Rules:        s.holder.Load,
+		StoreHealthy: storeHealthy,
+		Shared:       fleetShared,
+		Now:          cfg.Now,
+		Logger:       s.log,
+	})
 	s.agg = aggregate.New(aggregate.Config{
 		Now:       cfg.Now,
 		Shared:    shared,
 		FleetSize: cfg.FleetSize,
 		Observe:   func(flow string, perSecond float64) { m.GlobalFailures.WithLabelValues(flow).Set(perSecond) },
 		Logger:    s.log,
+		Riders:    []aggregate.Rider{s.fleet},
 	})
 	s.trackGlobal(set)
 	// First among the closers: its last flush needs the Redis client.
@@ -192,6 +212,7 @@ func New(cfg Config) (*Server, error) {
 		Engine:       decider,
 		Tokens:       tokens.NewService(cfg.SigningKey, cfg.PreviousSigningKeys...),
 		Shadow:       s.shadow,
+		Fleet:        s.fleet,
 		Reload:       s.Reload,
 		StoreHealthy: storeHealthy,
 		Gatherer:     s.registry,
@@ -208,6 +229,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	return s, nil
 }
+
+// InstanceID returns the id the instance has in GET /v1/fleet.
+func (s *Server) InstanceID() string { return s.fleet.ID() }
 
 // Handler returns the instance's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.api }

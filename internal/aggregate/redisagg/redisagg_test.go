@@ -32,6 +32,7 @@ func TestRedis(t *testing.T) {
 		{"late_flush", testLateFlush},
 		{"commands_independent_of_traffic", testCommandsIndependentOfTraffic},
 		{"every_key_expires", testEveryKeyExpires},
+		{"heartbeats", testHeartbeats},
 		// Last: it pauses the container.
 		{"paused", testPaused},
 	} {
