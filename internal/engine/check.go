@@ -124,9 +124,12 @@ func (e *Engine) Check(ctx context.Context, req CheckRequest) (Decision, error) 
 			p.refunds = loginlimits.Reservations(p.refunds[:0], p.rules, p.ops, res)
 			at.Refunds = p.refunds
 		}
-		for i := range res {
+		for i, r := range p.rules {
 			if res[i].Degraded && res[i].Spent {
 				at.Fallback = true
+			}
+			if res[i].Spent && res[i].Remaining == 0 && r.Mode == rules.Enforce && r.Type == rules.ConsecutiveFailures && r.Action == rules.Block {
+				at.HardStop = true
 			}
 		}
 		id, err := e.attempts.Seal(at)

@@ -40,7 +40,8 @@ func (a *API) authorize(need tokens.Scope) gin.HandlerFunc {
 	}
 }
 
-// subject is the verified token's subject, for the audit log of admin calls.
+// subject is the verified token's subject, for the audit trail of admin
+// calls.
 func subject(c *gin.Context) string {
 	if v, ok := c.Get(claimsKey); ok {
 		if cl, ok := v.(tokens.Claims); ok {

@@ -35,6 +35,17 @@ type Metrics struct {
 	// FailureRateInForce is 1 while a failure_rate rule is in force (its
 	// hysteresis included), by rule and mode.
 	FailureRateInForce *prometheus.GaugeVec
+	// RulesReloads counts reloads of the rules file, by result (ok,
+	// error), whatever asked for them: the API, SIGHUP or a change of the
+	// file.
+	RulesReloads *prometheus.CounterVec
+	// RulesInfo is 1 for the hash of the rules in force (rules.Set.Hash),
+	// the only series: instances of a fleet whose series differ run
+	// different rules.
+	RulesInfo *prometheus.GaugeVec
+	// AdminActions counts admin calls that change state, by action (reset,
+	// reload) and result (ok, error).
+	AdminActions *prometheus.CounterVec
 }
 
 // New registers guardian's metrics on reg.
@@ -78,5 +89,23 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "guardian_failure_rate_in_force",
 			Help: "1 while a failure_rate rule is in force, hysteresis included, by rule and mode; else 0.",
 		}, []string{"rule", "mode"}),
+		RulesReloads: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "guardian_rules_reloads_total",
+			Help: "Reloads of the rules file, by result (ok, error).",
+		}, []string{"result"}),
+		RulesInfo: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "guardian_rules_info",
+			Help: "1 for the hash of the rules in force.",
+		}, []string{"hash"}),
+		AdminActions: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "guardian_admin_actions_total",
+			Help: "Admin calls that change state, by action (reset, reload) and result (ok, error).",
+		}, []string{"action", "result"}),
 	}
+}
+
+// SetRules makes hash the one series of RulesInfo.
+func (m *Metrics) SetRules(hash string) {
+	m.RulesInfo.Reset()
+	m.RulesInfo.WithLabelValues(hash).Set(1)
 }

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"reflect"
 	"sync"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 
 	"github.com/guardian-sec/guardian/internal/aggregate"
 	"github.com/guardian-sec/guardian/internal/aggregate/redisagg"
+	"github.com/guardian-sec/guardian/internal/audit"
 	"github.com/guardian-sec/guardian/internal/decisionlog"
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/failclosed"
@@ -89,8 +89,10 @@ type Server struct {
 	cfg      Config
 	log      *slog.Logger
 	registry *prometheus.Registry
+	metrics  *metrics.Metrics
 	holder   rules.Holder
 	shadow   *shadow.Book
+	tallies  *shadow.Fleet
 	agg      *aggregate.Aggregate
 	fleet    *fleet.Fleet
 	engine   *engine.Engine
@@ -100,10 +102,12 @@ type Server struct {
 	closers   []func() error
 	pprofAddr string
 
-	reloadMu sync.Mutex
-	ln       net.Listener
-	done     chan struct{}
-	serveErr error
+	reloadMu  sync.Mutex
+	stopWatch context.CancelFunc
+	watchDone chan struct{}
+	ln        net.Listener
+	done      chan struct{}
+	serveErr  error
 }
 
 // New builds an instance from cfg; it loads the rules and opens the store but
@@ -127,17 +131,19 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(s.registry)
+	s.metrics = m
 
 	set, err := s.loadRules()
 	if err != nil {
 		return nil, err
 	}
-	s.applyRules(nil, set)
+	s.applyRules(set)
 
 	st := cfg.Store
 	storeHealthy := func() bool { return true }
 	var shared aggregate.Shared
 	var fleetShared fleet.Shared
+	var shadowShared shadow.Shared
 	switch {
 	case st != nil:
 	case cfg.RedisURL != "":
@@ -167,6 +173,7 @@ func New(cfg Config) (*Server, error) {
 		st, storeHealthy = fc, fc.Healthy
 		shared = redisagg.New(client)
 		fleetShared = redisagg.NewFleet(client)
+		shadowShared = redisagg.NewShadow(client)
 	default:
 		s.log.Warn("no --redis-url: limits live in this process only, correct for a single instance")
 		st = memstore.New(memstore.Config{})
@@ -180,17 +187,24 @@ func New(cfg Config) (*Server, error) {
 		Now:          cfg.Now,
 		Logger:       s.log,
 	})
+	s.tallies = shadow.NewFleet(shadow.FleetConfig{
+		Book:     s.shadow,
+		Shared:   shadowShared,
+		Instance: s.fleet.ID(),
+		Logger:   s.log,
+	})
 	s.agg = aggregate.New(aggregate.Config{
 		Now:       cfg.Now,
 		Shared:    shared,
 		FleetSize: cfg.FleetSize,
 		Observe:   func(flow string, perSecond float64) { m.GlobalFailures.WithLabelValues(flow).Set(perSecond) },
 		Logger:    s.log,
-		Riders:    []aggregate.Rider{s.fleet},
+		Riders:    []aggregate.Rider{s.fleet, s.tallies},
 	})
 	s.trackGlobal(set)
 	// First among the closers: its last flush needs the Redis client.
 	s.closers = append([]func() error{s.agg.Close}, s.closers...)
+	trail := audit.New(audit.Config{Key: cfg.HashKey, Metrics: m, Logger: s.log})
 	s.engine = engine.New(engine.Config{
 		Rules:     &s.holder,
 		Store:     st,
@@ -201,6 +215,7 @@ func New(cfg Config) (*Server, error) {
 		Shadow:    s.shadow,
 		Metrics:   m,
 		Now:       cfg.Now,
+		Events:    trail,
 	})
 	var decider httpapi.Decider = s.engine
 	if cfg.DecisionLog != nil {
@@ -211,8 +226,9 @@ func New(cfg Config) (*Server, error) {
 	s.api = httpapi.New(httpapi.Config{
 		Engine:       decider,
 		Tokens:       tokens.NewService(cfg.SigningKey, cfg.PreviousSigningKeys...),
-		Shadow:       s.shadow,
+		Shadow:       s.tallies,
 		Fleet:        s.fleet,
+		Audit:        trail,
 		Reload:       s.Reload,
 		StoreHealthy: storeHealthy,
 		Gatherer:     s.registry,
@@ -251,6 +267,7 @@ func (s *Server) Start() error {
 	}
 	s.done = make(chan struct{})
 	s.agg.Start()
+	s.watchRules()
 	go func() {
 		defer close(s.done)
 		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -281,6 +298,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.done != nil {
 		<-s.done
 	}
+	if s.stopWatch != nil {
+		s.stopWatch()
+		<-s.watchDone
+	}
 	for _, c := range s.closers {
 		_ = c()
 	}
@@ -298,12 +319,36 @@ func (s *Server) Reload() (*rules.Set, error) {
 	defer s.reloadMu.Unlock()
 	set, err := s.loadRules()
 	if err != nil {
-		s.log.Warn("rules reload refused, previous rules kept", "err", err)
+		s.metrics.RulesReloads.WithLabelValues("error").Inc()
+		s.log.Warn("rules reload refused, previous rules kept", "err", err, "hash", s.holder.Load().Hash())
 		return nil, err
 	}
-	s.applyRules(s.holder.Load(), set)
-	s.log.Info("rules reloaded", "source", set.Source, "rule_count", len(set.Rules))
+	s.applyRules(set)
+	s.metrics.RulesReloads.WithLabelValues("ok").Inc()
+	s.log.Info("rules reloaded", "source", set.Source, "rule_count", len(set.Rules), "hash", set.Hash())
 	return set, nil
+}
+
+// rulesPoll is how often a rules file is read for changes.
+const rulesPoll = time.Second
+
+// watchRules reloads the rules file whenever its content changes, until
+// Shutdown: a new file, one rewritten in place, or a swapped symlink on
+// the way to it (a Kubernetes ConfigMap). Reload refuses an invalid change
+// and keeps the rules in force.
+func (s *Server) watchRules() {
+	if s.cfg.RulesPath == "" {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stopWatch, s.watchDone = cancel, make(chan struct{})
+	go func() {
+		defer close(s.watchDone)
+		rules.Watch(ctx, s.cfg.RulesPath, rulesPoll, func() {
+			s.log.Info("rules file changed, reloading", "source", s.cfg.RulesPath)
+			_, _ = s.Reload() // Reload logs and counts both outcomes.
+		})
+	}()
 }
 
 func (s *Server) loadRules() (*rules.Set, error) {
@@ -319,20 +364,10 @@ func (s *Server) loadRules() (*rules.Set, error) {
 }
 
 // applyRules makes set current and carries over the shadow tallies of shadow
-// rules that did not change.
-func (s *Server) applyRules(old, set *rules.Set) {
-	var names []string
-	for i := range set.Rules {
-		r := &set.Rules[i]
-		if r.Mode != rules.Shadow {
-			continue
-		}
-		names = append(names, r.Name)
-		if old == nil || !sameRule(old, r) {
-			s.shadow.Reset(r.Name)
-		}
-	}
-	s.shadow.Sync(names)
+// rules whose definition did not change.
+func (s *Server) applyRules(set *rules.Set) {
+	s.shadow.Track(set)
+	s.metrics.SetRules(set.Hash())
 	if s.agg != nil {
 		s.trackGlobal(set)
 	}
@@ -354,16 +389,4 @@ func (s *Server) trackGlobal(set *rules.Set) {
 		}
 	}
 	s.agg.Forget(global)
-}
-
-// sameRule reports whether old holds a rule identical to r, its position in
-// the file aside.
-func sameRule(old *rules.Set, r *rules.Rule) bool {
-	o, ok := old.Rule(r.Name)
-	if !ok {
-		return false
-	}
-	a, b := *o, *r
-	a.Line, b.Line = 0, 0
-	return reflect.DeepEqual(a, b)
 }

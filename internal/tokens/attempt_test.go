@@ -18,6 +18,7 @@ func sampleAttempt() Attempt {
 		Account:  "AbCdEfGhIjKlMnOpQrStUv",
 		Device:   "ZyXwVuTsRqPoNmLkJiHgFe",
 		Fallback: true,
+		HardStop: true,
 		Refunds: []Refund{
 			{Key: "guardian:v1:{AbCdEfGhIjKlMnOpQrStUv}:login-account", Amount: 12 * time.Second},
 			{Key: "guardian:v1:{AbCdEfGhIjKlMnOpQrStUv}:hard-stop", Counter: true},
@@ -30,7 +31,7 @@ func sampleAttempt() Attempt {
 // instants with Equal and treating a nil and an empty refund list alike.
 func equalAttempts(a, b Attempt) bool {
 	return a.ID == b.ID && a.Issued.Equal(b.Issued) && a.Flow == b.Flow && a.Account == b.Account &&
-		a.Device == b.Device && a.Fallback == b.Fallback && slices.Equal(a.Refunds, b.Refunds)
+		a.Device == b.Device && a.Fallback == b.Fallback && a.HardStop == b.HardStop && slices.Equal(a.Refunds, b.Refunds)
 }
 
 // sealPayload signs an arbitrary payload the way Seal does, so tests can
@@ -52,6 +53,7 @@ func TestAttemptRoundTrip(t *testing.T) {
 		{"minimal", Attempt{Issued: t0}},
 		{"given id", Attempt{ID: "AAECAwQFBgcICQoLDA0ODw", Issued: t0, Flow: "otp_send"}},
 		{"counter only", Attempt{Issued: t0, Flow: "login", Refunds: []Refund{{Key: "k", Counter: true}}}},
+		{"hard stop alone", Attempt{Issued: t0, Flow: "login", HardStop: true}},
 		{"bounds", Attempt{
 			Issued: t0, Flow: strings.Repeat("f", MaxAttemptFieldLen), Account: strings.Repeat("a", MaxAttemptFieldLen),
 			Device:  strings.Repeat("d", MaxAttemptFieldLen),
@@ -247,7 +249,8 @@ func TestAttemptOpenIsStrict(t *testing.T) {
 		{"well formed with a refund", record(empty3, []byte{1}, []byte{1, 1, 'k', 1, 0}), true},
 		{"trailing byte", record(empty3, []byte{0}, []byte{0}, []byte{0}), false},
 		{"unknown version", append([]byte{2}, record(empty3, []byte{0}, []byte{0})[1:]...), false},
-		{"unknown flag", record(empty3, []byte{2}, []byte{0}), false},
+		{"hard stop and fallback flags", record(empty3, []byte{3}, []byte{0}), true},
+		{"unknown flag", record(empty3, []byte{4}, []byte{0}), false},
 		{"counter byte 2", record(empty3, []byte{0}, []byte{1, 1, 'k', 2, 0}), false},
 		{"overlong uvarint", record(empty3, []byte{0}, []byte{0x80, 0x00}), false},
 		{"33 refunds", record(empty3, []byte{0}, []byte{33}), false},

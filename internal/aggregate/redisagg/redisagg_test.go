@@ -33,6 +33,7 @@ func TestRedis(t *testing.T) {
 		{"commands_independent_of_traffic", testCommandsIndependentOfTraffic},
 		{"every_key_expires", testEveryKeyExpires},
 		{"heartbeats", testHeartbeats},
+		{"shadow_tallies", testShadowTallies},
 		// Last: it pauses the container.
 		{"paused", testPaused},
 	} {
