@@ -210,6 +210,13 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	wait("the shadow rule's fleet-wide trips", `(document.querySelector('#shadow tr[data-rule="login-ip-strict"] .would-block') || {}).textContent === "4"`)
 	wait("its top key", `document.querySelector('#shadow tr[data-rule="login-ip-strict"]').textContent.includes("… 4")`)
+	// Two more trips show as a bar of the chart once the page's next poll
+	// sees them.
+	for _, account := range []string{"a3@example.com", "a4@example.com"} {
+		fleet[1].check(t, map[string]any{"flow": "login", "account": account, "ip": ip})
+	}
+	wait("the new trips", `document.querySelector('#shadow tr[data-rule="login-ip-strict"] .would-block').textContent === "6"`)
+	wait("a bar of trips in the chart", `[...document.querySelectorAll("#chart rect.bar")].some(r => +r.getAttribute("height") > 0)`)
 
 	// The account's status.
 	if err := chromedp.Do(tab, chromedp.SendKeys("#account", "victim@example.com"), chromedp.Click(`#account-form button`)); err != nil {
