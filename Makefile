@@ -10,7 +10,7 @@ STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 export TESTCONTAINERS_RYUK_DISABLED := true
 export TESTCONTAINERS_HOST_OVERRIDE := 127.0.0.1
 
-.PHONY: run build test test-unit test-clients compose-up compose-down prometheus-image lint bench bench-load fuzz image redis-image tools clean
+.PHONY: run build test test-unit test-clients compose-up compose-down prometheus-image lint readme bench bench-load fuzz image redis-image tools clean
 
 ## run: the service on the embedded store, in development mode (nothing else to install)
 run:
@@ -48,6 +48,10 @@ lint: $(STATICCHECK)
 
 $(STATICCHECK):
 	GOFLAGS= $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+## readme: rewrite README.md's generated tables (what each built-in rule bounds)
+readme:
+	$(GO) test -count=1 -run '^TestREADME' ./cmd/guardian -update
 
 ## bench: the Go micro-benchmarks, with allocations
 bench:

@@ -1,7 +1,8 @@
 // Command guardian is the authentication-abuse protection service: `guardian
 // serve` runs it, `guardian token` prints a service token, `guardian rules
-// check` validates a rules file, `guardian replay` runs recorded traffic
-// through rules offline. README.md describes each command and its flags.
+// check` validates a rules file, `guardian rules explain` says what each rule
+// bounds per day, `guardian replay` runs recorded traffic through rules
+// offline. README.md describes each command and its flags.
 package main
 
 import (
@@ -38,6 +39,7 @@ const usage = `usage:
   guardian [serve] [flags]                      run the service
   guardian token --scope check|admin [flags]    print a service token
   guardian rules check FILE                     validate a rules file
+  guardian rules explain [FILE]                 what each enforced rule bounds per day
   guardian replay --rules FILE EVENTS.jsonl     what each rule would do to recorded traffic
   guardian replay --compare OLD NEW EVENTS      what NEW would decide differently from OLD
 Run 'guardian serve -h', 'guardian token -h' or 'guardian replay -h' for the flags.
@@ -307,22 +309,31 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 }
 
 func rulesCmd(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "explain" {
+		return explainCmd(args[1:], stdout, stderr)
+	}
 	if len(args) != 2 || args[0] != "check" {
-		fmt.Fprint(stderr, "usage: guardian rules check FILE\n")
+		fmt.Fprint(stderr, "usage: guardian rules check FILE\n       guardian rules explain [--format table|json] [FILE]\n")
 		return exitUsage
 	}
 	set, err := rules.Load(args[1], time.Now())
 	if err != nil {
-		var errs rules.Errors
-		if errors.As(err, &errs) {
-			for _, e := range errs {
-				fmt.Fprintln(stderr, e.Error())
-			}
-		} else {
-			fmt.Fprintf(stderr, "%s:0: %v\n", args[1], err)
-		}
+		printRulesErrors(stderr, args[1], err)
 		return exitUsage
 	}
 	fmt.Fprintf(stdout, "%s: %d rules, valid\n", args[1], len(set.Rules))
 	return exitOK
+}
+
+// printRulesErrors prints why the rules file at path did not load, one
+// FILE:LINE: message a line.
+func printRulesErrors(w io.Writer, path string, err error) {
+	var errs rules.Errors
+	if errors.As(err, &errs) {
+		for _, e := range errs {
+			fmt.Fprintln(w, e.Error())
+		}
+		return
+	}
+	fmt.Fprintf(w, "%s:0: %v\n", path, err)
 }

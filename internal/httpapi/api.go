@@ -91,6 +91,7 @@ func New(cfg Config) *API {
 	r.GET("/healthz", a.healthz)
 	r.GET("/readyz", a.readyz)
 	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})))
+	a.routeConsole(r)
 
 	check := r.Group("/v1", a.authorize(tokens.ScopeCheck))
 	check.POST("/check", a.check)
@@ -98,6 +99,7 @@ func New(cfg Config) *API {
 
 	admin := r.Group("/v1", a.authorize(tokens.ScopeAdmin))
 	admin.GET("/rules", a.getRules)
+	admin.GET("/rules/explain", a.explainRules)
 	admin.POST("/rules/reload", a.reloadRules)
 	admin.GET("/shadow", a.getShadow)
 	admin.GET("/fleet", a.getFleet)
