@@ -53,6 +53,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/replay"
+	"github.com/guardian-sec/guardian/internal/requestid"
 	"github.com/guardian-sec/guardian/internal/secret"
 )
 
@@ -159,13 +160,15 @@ func (l *Log) run(every time.Duration) {
 	}
 }
 
-// Check logs a check that the engine decided as d.
-func (l *Log) Check(req engine.CheckRequest, d engine.Decision) {
+// Check logs a check that the engine decided as d, with its decision, the
+// rule that decided and the request id ctx carries.
+func (l *Log) Check(ctx context.Context, req engine.CheckRequest, d engine.Decision) {
 	ip, err := keys.IP(req.IP)
 	if err != nil {
 		return // The engine refuses such a check; it was not decided.
 	}
-	ev := replay.Event{Kind: replay.Check, Flow: req.Flow, IP: l.names.ip(ip).String(), Cost: req.Cost}
+	ev := replay.Event{Kind: replay.Check, Flow: req.Flow, IP: l.names.ip(ip).String(), Cost: req.Cost,
+		Decision: d.Action, Rule: d.Rule, RequestID: requestid.From(ctx)}
 	if d.AttemptID != "" {
 		ev.ID = l.names.event(d.AttemptID)
 	} else {
@@ -184,9 +187,10 @@ func (l *Log) Check(req engine.CheckRequest, d engine.Decision) {
 	l.append(&ev)
 }
 
-// Report logs a report of attemptID that the engine recorded.
-func (l *Log) Report(attemptID string, outcome engine.Outcome) {
-	l.append(&replay.Event{Kind: replay.Report, ID: l.names.event(attemptID), Outcome: outcome})
+// Report logs a report of attemptID that the engine recorded, with the
+// request id ctx carries.
+func (l *Log) Report(ctx context.Context, attemptID string, outcome engine.Outcome) {
+	l.append(&replay.Event{Kind: replay.Report, ID: l.names.event(attemptID), Outcome: outcome, RequestID: requestid.From(ctx)})
 }
 
 // randomID returns 16 random bytes in unpadded base64url, the form of every
@@ -288,7 +292,7 @@ func Wrap(e *engine.Engine, l *Log) *Engine {
 func (e *Engine) Check(ctx context.Context, req engine.CheckRequest) (engine.Decision, error) {
 	d, err := e.Engine.Check(ctx, req)
 	if err == nil {
-		e.log.Check(req, d)
+		e.log.Check(ctx, req, d)
 	}
 	return d, err
 }
@@ -298,7 +302,7 @@ func (e *Engine) Check(ctx context.Context, req engine.CheckRequest) (engine.Dec
 func (e *Engine) Report(ctx context.Context, attemptID string, outcome engine.Outcome) (engine.ReportResult, error) {
 	res, err := e.Engine.Report(ctx, attemptID, outcome)
 	if err == nil {
-		e.log.Report(attemptID, outcome)
+		e.log.Report(ctx, attemptID, outcome)
 	}
 	return res, err
 }

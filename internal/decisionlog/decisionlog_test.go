@@ -199,7 +199,7 @@ func TestPseudonymsKeepTheGroupingOfTheRules(t *testing.T) {
 		/* 6 */ {Flow: rules.Login, IP: "192.0.3.1"},
 	}
 	for _, req := range reqs {
-		l.Check(req, engine.Decision{Action: rules.Allow})
+		l.Check(context.Background(), req, engine.Decision{Action: rules.Allow})
 	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
@@ -423,7 +423,7 @@ func TestWriteErrorsAreCountedAndNeverFailACheck(t *testing.T) {
 func TestLinesAreWrittenWithoutAFlushAndDroppedAfterClose(t *testing.T) {
 	var out syncBuffer
 	l := decisionlog.New(decisionlog.Config{Out: &out, Key: testKey, FlushEvery: 10 * time.Millisecond})
-	l.Check(engine.CheckRequest{Flow: rules.Login, IP: "192.0.2.1"}, engine.Decision{Action: rules.Allow})
+	l.Check(context.Background(), engine.CheckRequest{Flow: rules.Login, IP: "192.0.2.1"}, engine.Decision{Action: rules.Allow})
 	deadline := time.Now().Add(5 * time.Second)
 	for !strings.HasSuffix(out.String(), "}\n") {
 		if time.Now().After(deadline) {
@@ -434,7 +434,7 @@ func TestLinesAreWrittenWithoutAFlushAndDroppedAfterClose(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	l.Report("some-attempt", engine.Failure)
+	l.Report(context.Background(), "some-attempt", engine.Failure)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -462,7 +462,7 @@ func TestASlowOutputNeverBlocksChecks(t *testing.T) {
 	go func() {
 		defer close(done)
 		for range n {
-			l.Check(engine.CheckRequest{Flow: rules.Login, Account: "alice", IP: "192.0.2.1"}, engine.Decision{Action: rules.Slow})
+			l.Check(context.Background(), engine.CheckRequest{Flow: rules.Login, Account: "alice", IP: "192.0.2.1"}, engine.Decision{Action: rules.Slow})
 		}
 	}()
 	select {

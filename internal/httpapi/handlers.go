@@ -66,6 +66,7 @@ func (a *API) check(c *gin.Context) {
 	if d.Action == rules.Slow || d.Action == rules.Block {
 		status = http.StatusTooManyRequests
 	}
+	a.decided(c, string(d.Action), d.Rule, d.Degraded)
 	setCheckHeaders(c.Writer.Header(), &d)
 	writeAnswer(c, status, func(b []byte) []byte { return appendCheck(b, &d) })
 }
@@ -220,13 +221,11 @@ func (a *API) getRules(c *gin.Context) {
 }
 
 func (a *API) reloadRules(c *gin.Context) {
-	set, err := a.cfg.Reload()
+	set, err := a.cfg.Reload(c.Request.Context(), subject(c))
 	if err != nil {
-		a.log.Warn("rules reload refused", "by", subject(c), "err", err)
 		a.abort(c, err)
 		return
 	}
-	a.log.Info("rules reloaded", "by", subject(c), "source", set.Source, "rules", len(set.Rules))
 	c.JSON(http.StatusOK, rulesBody(set))
 }
 
@@ -279,6 +278,6 @@ func (a *API) accountReset(c *gin.Context) {
 		a.abort(c, err)
 		return
 	}
-	a.log.Info("account reset", "by", subject(c))
+	a.log.InfoContext(c.Request.Context(), "account reset", "by", subject(c))
 	c.JSON(http.StatusOK, gin.H{"reset": true})
 }

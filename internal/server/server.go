@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/guardian-sec/guardian/internal/aggregate"
 	"github.com/guardian-sec/guardian/internal/aggregate/redisagg"
@@ -27,6 +28,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/httpapi"
 	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/metrics"
+	"github.com/guardian-sec/guardian/internal/requestid"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/shadow"
@@ -34,6 +36,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/store/memstore"
 	"github.com/guardian-sec/guardian/internal/store/redisstore"
 	"github.com/guardian-sec/guardian/internal/tokens"
+	"github.com/guardian-sec/guardian/internal/tracing"
 )
 
 // Config is everything an instance is built from.
@@ -75,6 +78,10 @@ type Config struct {
 	// PprofAddr, when set, serves Go's pprof profiles on its own listener,
 	// apart from the API (bind it to loopback). Empty: off.
 	PprofAddr string
+	// OTLPEndpoint, when set, traces checks and reports, their store calls
+	// as child spans, to this OTLP/HTTP collector ("http://collector:4318").
+	// Empty: off.
+	OTLPEndpoint string
 }
 
 // Server is one running guardian instance.
@@ -117,6 +124,8 @@ func New(cfg Config) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	// Every line logged with a request's context carries its id and trace.
+	s.log = slog.New(requestid.NewHandler(s.log.Handler()))
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(s.registry)
 
@@ -171,6 +180,16 @@ func New(cfg Config) (*Server, error) {
 	s.trackGlobal(set)
 	// First among the closers: its last flush needs the Redis client.
 	s.closers = append([]func() error{s.agg.Close}, s.closers...)
+	var tracer trace.Tracer
+	if cfg.OTLPEndpoint != "" {
+		tp, err := tracing.New(cfg.OTLPEndpoint)
+		if err != nil {
+			return nil, fmt.Errorf("server: --otlp-endpoint: %w", err)
+		}
+		s.closers = append(s.closers, tp.Close)
+		tracer = tp.Tracer()
+		st = tracing.WrapStore(st, tracer)
+	}
 	s.engine = engine.New(engine.Config{
 		Rules:     &s.holder,
 		Store:     st,
@@ -192,9 +211,11 @@ func New(cfg Config) (*Server, error) {
 		Engine:       decider,
 		Tokens:       tokens.NewService(cfg.SigningKey, cfg.PreviousSigningKeys...),
 		Shadow:       s.shadow,
-		Reload:       s.Reload,
+		Reload:       s.reload,
 		StoreHealthy: storeHealthy,
 		Gatherer:     s.registry,
+		Metrics:      m,
+		Tracer:       tracer,
 		Logger:       s.log,
 		Now:          cfg.Now,
 	})
@@ -267,18 +288,25 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return s.serveErr
 }
 
-// Reload re-reads the rules file. An invalid file is refused and the rules in
-// force stay; in-flight checks finish on the set they started with.
+// Reload re-reads the rules file, as SIGHUP asks. An invalid file is
+// refused and the rules in force stay; in-flight checks finish on the set
+// they started with.
 func (s *Server) Reload() (*rules.Set, error) {
+	return s.reload(context.Background(), "signal")
+}
+
+// reload is Reload for one who asked, by: logged once, whatever the outcome,
+// with ctx's request id when an admin call asked.
+func (s *Server) reload(ctx context.Context, by string) (*rules.Set, error) {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
 	set, err := s.loadRules()
 	if err != nil {
-		s.log.Warn("rules reload refused, previous rules kept", "err", err)
+		s.log.WarnContext(ctx, "rules reload refused, previous rules kept", "by", by, "err", err)
 		return nil, err
 	}
 	s.applyRules(s.holder.Load(), set)
-	s.log.Info("rules reloaded", "source", set.Source, "rule_count", len(set.Rules))
+	s.log.InfoContext(ctx, "rules reloaded", "by", by, "source", set.Source, "rule_count", len(set.Rules))
 	return set, nil
 }
 
