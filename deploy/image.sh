@@ -2,7 +2,9 @@
 # Builds guardian's container image (default guardian:latest) without any
 # registry: the binary is compiled here (static, CGO_ENABLED=0, -trimpath)
 # and copied with the host's CA bundle into the FROM scratch image of
-# deploy/Dockerfile. Set GUARDIAN_IMAGE for another tag, GO for another go.
+# deploy/Dockerfile, stamped with the version and revision (VERSION and
+# REVISION override them). Set GUARDIAN_IMAGE for another tag, GO for
+# another go.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,7 +20,12 @@ fi
 ctx=$(mktemp -d)
 trap 'rm -rf "$ctx"' EXIT
 
-CGO_ENABLED=0 "$go" build -trimpath -o "$ctx/guardian" ./cmd/guardian
+# guardian version and guardian_build_info report what was built.
+version="${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo devel)}"
+revision="${REVISION:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+pkg=github.com/guardian-sec/guardian/internal/version
+CGO_ENABLED=0 "$go" build -trimpath -ldflags "-X $pkg.version=$version -X $pkg.revision=$revision" \
+	-o "$ctx/guardian" ./cmd/guardian
 cp "$ca" "$ctx/ca-certificates.crt"
 old=$(docker image inspect -f '{{.Id}}' "$image" 2>/dev/null || true)
 docker build -q -f deploy/Dockerfile -t "$image" "$ctx" >/dev/null
