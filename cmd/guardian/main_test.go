@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/guardian-sec/guardian/internal/logtest"
 )
 
 const testSigningKey = "guardian-cli-test-signing-key-0123456789"
@@ -111,7 +113,7 @@ func TestServeReloadsOnSIGHUPAndDrainsOnSIGTERM(t *testing.T) {
 	addr := freeAddr(t)
 	cmd := exec.Command(bin, "serve", "--addr", addr, "--rules", rulesPath)
 	cmd.Env = append(os.Environ(), "GUARDIAN_SIGNING_KEY="+testSigningKey, "GUARDIAN_LOG_FORMAT=text")
-	var stderr syncBuffer
+	var stderr logtest.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -176,7 +178,7 @@ func TestServeReloadsOnSIGHUPAndDrainsOnSIGTERM(t *testing.T) {
 // admin token on stderr.
 func TestDevModePrintsAToken(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	var errOut syncBuffer
+	var errOut logtest.Buffer
 	done := make(chan int)
 	go func() {
 		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0"}, env(nil), &bytes.Buffer{}, &errOut)
@@ -241,7 +243,7 @@ func TestDevModeInvalidRulesPrintsNoToken(t *testing.T) {
 // log, at debug level.
 func TestServeLogIsJSONWithRedisDown(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	var errOut syncBuffer
+	var errOut logtest.Buffer
 	done := make(chan int)
 	go func() {
 		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--redis-url", "redis://" + freeAddr(t), "--log-level", "debug"},
@@ -253,15 +255,11 @@ func TestServeLogIsJSONWithRedisDown(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	redisLines := 0
-	for _, line := range strings.Split(strings.TrimSpace(errOut.String()), "\n") {
-		var rec map[string]any
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			t.Fatalf("not a JSON line: %q", line)
-		}
+	for _, rec := range logtest.JSONLines(t, errOut.String()) {
 		if rec["msg"] == "redis client" {
 			redisLines++
 			if rec["level"] != "DEBUG" {
-				t.Errorf("go-redis line at %v, want DEBUG: %q", rec["level"], line)
+				t.Errorf("go-redis line at %v, want DEBUG: %v", rec["level"], rec)
 			}
 		}
 	}

@@ -14,6 +14,8 @@ import (
 
 	"github.com/guardian-sec/guardian/internal/replay"
 	"github.com/guardian-sec/guardian/internal/tokens"
+
+	"github.com/guardian-sec/guardian/internal/logtest"
 )
 
 const replayRules = `version: 1
@@ -219,7 +221,7 @@ func TestServeWritesADecisionLog(t *testing.T) {
 	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int)
-	var errOut syncBuffer
+	var errOut logtest.Buffer
 	go func() {
 		done <- run(ctx, []string{"serve", "--addr", addr, "--rules", rulesPath, "--decision-log", logPath},
 			env(map[string]string{"GUARDIAN_SIGNING_KEY": testSigningKey}), &bytes.Buffer{}, &errOut)

@@ -1,9 +1,7 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -11,51 +9,14 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/guardian-sec/guardian/internal/logtest"
 	"github.com/guardian-sec/guardian/internal/server"
 	"github.com/guardian-sec/guardian/internal/tokens"
 	"github.com/guardian-sec/guardian/internal/version"
 )
-
-// lockedBuffer is a bytes.Buffer the server's goroutines write while the
-// test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// jsonLines decodes every line of s, failing the test on one that is not a
-// JSON object.
-func jsonLines(t *testing.T, s string) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
-		if l == "" {
-			continue
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(l), &m); err != nil {
-			t.Fatalf("not a JSON line: %q", l)
-		}
-		out = append(out, m)
-	}
-	return out
-}
 
 // send makes one request with the given headers and returns the answer.
 func send(t *testing.T, method, url, token, body string, header map[string]string) *http.Response {
@@ -97,7 +58,7 @@ rules:
 func TestRequestIDEndToEnd(t *testing.T) {
 	rulesPath := filepath.Join(t.TempDir(), "rules.yaml")
 	writeFile(t, rulesPath, oneCheckRules)
-	var logBuf, decisions lockedBuffer
+	var logBuf, decisions logtest.Buffer
 	srv, err := server.New(server.Config{
 		Addr: "127.0.0.1:0", SigningKey: testKey, RulesPath: rulesPath,
 		Logger:      slog.New(slog.NewJSONHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug})),
@@ -153,7 +114,7 @@ func TestRequestIDEndToEnd(t *testing.T) {
 
 	// The log: the request lines carry the ids, and the caller's trace.
 	logged := map[string]map[string]any{}
-	for _, l := range jsonLines(t, logBuf.String()) {
+	for _, l := range logtest.JSONLines(t, logBuf.String()) {
 		if l["msg"] == "request" {
 			logged[str(l["request_id"])] = l
 		}
@@ -172,7 +133,7 @@ func TestRequestIDEndToEnd(t *testing.T) {
 
 	// The decision log: each check with its request id, decision and rule.
 	byID := map[string]map[string]any{}
-	for _, l := range jsonLines(t, decisions.String()) {
+	for _, l := range logtest.JSONLines(t, decisions.String()) {
 		byID[str(l["request_id"])] = l
 	}
 	if l := byID["login-svc/42"]; l == nil || l["decision"] != "allow" || l["rule"] != nil {
@@ -204,7 +165,7 @@ next:
 // included, unknown paths as "other"; build_info names the binary; a token
 // that expires within a day is counted on every use and logged once.
 func TestHTTPMetrics(t *testing.T) {
-	var logBuf lockedBuffer
+	var logBuf logtest.Buffer
 	srv := serve(t, server.Config{Addr: "127.0.0.1:0", SigningKey: testKey,
 		Logger: slog.New(slog.NewJSONHandler(&logBuf, nil))})
 	base := "http://" + srv.Addr()
@@ -264,7 +225,7 @@ func TestHTTPMetrics(t *testing.T) {
 		t.Errorf("a token valid for three days was counted as expiring: %v", got)
 	}
 	warned := 0
-	for _, l := range jsonLines(t, logBuf.String()) {
+	for _, l := range logtest.JSONLines(t, logBuf.String()) {
 		if strings.HasPrefix(str(l["msg"]), "service token expires soon") {
 			warned++
 			if l["subject"] != "login-svc" || l["scope"] != "check" || l["request_id"] == nil {

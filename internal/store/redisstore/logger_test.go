@@ -1,9 +1,7 @@
 package redisstore_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
@@ -11,13 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/guardian-sec/guardian/internal/logtest"
 	"github.com/guardian-sec/guardian/internal/store/redisstore"
 )
 
 // TestRouteLogs: with RouteLogs, a dial go-redis cannot make is a debug
 // line of guardian's JSON log, and nothing else is written.
 func TestRouteLogs(t *testing.T) {
-	var buf bytes.Buffer
+	var buf logtest.Buffer
 	redisstore.RouteLogs(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	t.Cleanup(func() { redisstore.RouteLogs(slog.New(slog.DiscardHandler)) })
 
@@ -32,19 +31,13 @@ func TestRouteLogs(t *testing.T) {
 		t.Fatal("ping of a closed port succeeded")
 	}
 	client.Close()
-	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	found := false
-	for _, l := range lines {
-		var rec struct {
-			Level, Msg, Detail string
+	for _, rec := range logtest.JSONLines(t, buf.String()) {
+		if rec["level"] != "DEBUG" {
+			t.Errorf("line %v: level %v, want DEBUG", rec, rec["level"])
 		}
-		if err := json.Unmarshal([]byte(l), &rec); err != nil {
-			t.Fatalf("line %q is not JSON: %v", l, err)
-		}
-		if rec.Level != "DEBUG" {
-			t.Errorf("line %q: level %s, want DEBUG", l, rec.Level)
-		}
-		found = found || strings.Contains(rec.Detail, "dial")
+		detail, _ := rec["detail"].(string)
+		found = found || strings.Contains(detail, "dial")
 	}
 	if !found {
 		t.Fatalf("no line about the failed dial in %q", buf.String())
