@@ -2,58 +2,43 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
 	"text/tabwriter"
-	"time"
 
 	"github.com/guardian-sec/guardian/internal/rules"
 )
 
-const explainHelp = `usage:
-  guardian rules explain [--format table|json] [FILE]
+const explainHelp = `Usage: guardian rules explain [--format table|json] [FILE]
 
 Prints, for each enforced rule of FILE (the built-in rules without FILE),
 the most it lets one key spend in a day: for a rate rule
 burst + floor(24h × limit / per) units, for any other rule its limit.
 Shadow rules decide nothing and are left out. --format json prints
 {"rules": [{"rule", "key", "per_day", "what"}]}.
-
-Flags:
 `
 
 // explainCmd is `guardian rules explain`.
 func explainCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("guardian rules explain", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, explainHelp)
-		fs.PrintDefaults()
-	}
+	c := newCommand("guardian rules explain", explainHelp)
 	var format string
-	fs.StringVar(&format, "format", "table", "output: table (for people) or json (for machines)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	c.fs.StringVar(&format, "format", "table", "output: table (for people) or json (for machines)")
+	pos, code, ok := c.parse(args, func(string) string { return "" }, stdout, stderr)
+	if !ok {
+		return code
 	}
 	if format != "table" && format != "json" {
-		fmt.Fprintf(stderr, "guardian rules explain: --format: %q is not table or json\n", format)
+		c.fail(stderr, "--format: %q is not table or json", format)
 		return exitUsage
 	}
-	if fs.NArg() > 1 {
-		fs.Usage()
+	if len(pos) > 1 {
+		c.fail(stderr, "want at most one rules file")
 		return exitUsage
 	}
 	set := rules.Default()
-	if fs.NArg() == 1 {
-		var err error
-		if set, err = rules.Load(fs.Arg(0), time.Now()); err != nil {
-			printRulesErrors(stderr, fs.Arg(0), err)
+	if len(pos) == 1 {
+		if set = loadRulesFile(pos[0], stderr); set == nil {
 			return exitUsage
 		}
 	}

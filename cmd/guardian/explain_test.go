@@ -48,6 +48,8 @@ rules:
 		// wantLines, for tables, are lines the output must have, in order.
 		wantLines []string
 		wantErr   string
+		// wantOut is text stdout must contain.
+		wantOut string
 	}{
 		{
 			name:     "built-in rules as json",
@@ -80,8 +82,8 @@ rules:
 		{name: "an invalid file", args: []string{bad}, wantCode: exitUsage, wantErr: bad + ":7: limit"},
 		{name: "a missing file", args: []string{filepath.Join(dir, "none.yaml")}, wantCode: exitUsage, wantErr: "none.yaml:0:"},
 		{name: "an unknown format", args: []string{"--format", "xml"}, wantCode: exitUsage, wantErr: `"xml" is not table or json`},
-		{name: "two files", args: []string{file, file}, wantCode: exitUsage, wantErr: "usage:"},
-		{name: "help", args: []string{"--help"}, wantCode: exitOK, wantErr: "burst + floor(24h × limit / per)"},
+		{name: "two files", args: []string{file, file}, wantCode: exitUsage, wantErr: "want at most one rules file"},
+		{name: "help", args: []string{"--help"}, wantCode: exitOK, wantOut: "burst + floor(24h × limit / per)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -92,6 +94,9 @@ rules:
 			}
 			if !strings.Contains(errOut.String(), tt.wantErr) {
 				t.Errorf("stderr %q, want it to contain %q", errOut.String(), tt.wantErr)
+			}
+			if !strings.Contains(out.String(), tt.wantOut) {
+				t.Errorf("stdout %q, want it to contain %q", out.String(), tt.wantOut)
 			}
 			if tt.wantJSON != nil {
 				var got struct{ Rules []bound }

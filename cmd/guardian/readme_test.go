@@ -4,16 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
 )
 
-// update rewrites the README's generated parts from the commands they come
-// from: go test ./cmd/guardian -run TestREADME -update (or make readme).
-var update = flag.Bool("update", false, "rewrite README.md's generated tables")
+// With -update (cli_test.go), the README's generated parts are rewritten
+// from the commands they come from: go test ./cmd/guardian -run TestREADME
+// -update (or make readme).
 
 const readmePath = "../../README.md"
 
