@@ -13,7 +13,6 @@ import (
 	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/server"
 	"github.com/guardian-sec/guardian/internal/store/redisstore"
-	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
 // deadRedis is the address of a loopback port nothing listens on.
@@ -47,10 +46,7 @@ func TestSecondReportRefusedOnAFullFallback(t *testing.T) {
 		MaxLocalKeys: table,
 		Metrics:      metrics.New(prometheus.NewRegistry()),
 	})
-	cfg := server.Config{Addr: "127.0.0.1:0", SigningKey: testKey, Store: fc}
-	in := &instance{}
-	in.rulesPath = t.TempDir() + "/rules.yaml"
-	writeFile(t, in.rulesPath, `version: 1
+	in := startConfig(t, `version: 1
 rules:
   - name: hard-stop
     flows: [login]
@@ -58,12 +54,7 @@ rules:
     type: consecutive_failures
     limit: 1
     on_store_error: local
-`)
-	cfg.RulesPath = in.rulesPath
-	in.srv = serve(t, cfg)
-	in.base = "http://" + in.srv.Addr()
-	svc := tokens.NewService(testKey)
-	in.checkToken = mustToken(t, svc, tokens.ScopeCheck)
+`, server.Config{Store: fc})
 
 	kept := in.check(t, map[string]any{"flow": "login", "account": "kept", "ip": "192.0.2.1"})
 	if kept.status != http.StatusOK || kept.body["degraded"] != true {
