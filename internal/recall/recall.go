@@ -145,26 +145,27 @@ func (m *Memory) put(key string, d Denial, now time.Time) {
 		// A slow seen on a key known to be stopped: the stop stands.
 		return
 	}
-	if _, ok := sh.m[key]; !ok && len(sh.m) >= m.max {
-		sh.evict(now)
+	if _, ok := sh.m[key]; !ok && len(sh.m) >= m.max && !sh.evict(now, d.Stop) {
+		// Only hard stops are left: a slow gives way to them.
+		return
 	}
 	sh.m[key] = d
 }
 
 // evict drops the entry of a full shard that ends soonest among a sample of
-// slowed keys, an ended entry first; a hard stop only when the shard holds
-// nothing else.
-func (sh *shard) evict(now time.Time) {
-	var victim, stop string
+// slowed keys, an ended entry first; a hard stop only for another (stop)
+// when the shard holds nothing else. It reports whether it dropped one.
+func (sh *shard) evict(now time.Time, stop bool) bool {
+	var victim, stopped string
 	var best Denial
 	seen := 0
 	for k, d := range sh.m {
 		if !now.Before(d.Until) {
 			delete(sh.m, k)
-			return
+			return true
 		}
 		if d.Stop {
-			stop = k
+			stopped = k
 			continue
 		}
 		if seen == 0 || d.Until.Before(best.Until) {
@@ -175,7 +176,11 @@ func (sh *shard) evict(now time.Time) {
 		}
 	}
 	if seen == 0 {
-		victim = stop
+		if !stop {
+			return false
+		}
+		victim = stopped
 	}
 	delete(sh.m, victim)
+	return true
 }
