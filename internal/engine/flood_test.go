@@ -48,3 +48,48 @@ func TestFloodOfRandomAccounts(t *testing.T) {
 		t.Errorf("victim after the flood = %s, want still blocked", d.Action)
 	}
 }
+
+// TestFloodOfReportedAttempts: a flood of random accounts whose every
+// attempt is also reported leaves a once-marker per attempt, which a full
+// store keeps before anything else but hard stops; the marks must not fill
+// it so that fresh users are refused, nor push out a hard stop. (The flood
+// reports successes: failures leave the same marks, and would also trip
+// the global failure rate, which challenges everyone by design.)
+func TestFloodOfReportedAttempts(t *testing.T) {
+	small := func(now func() time.Time) store.Store {
+		return memstore.New(memstore.Config{Now: now, MaxKeys: 500, Shards: 4})
+	}
+	h := newHarnessSet(t, rules.Default(), small)
+	victim := engine.CheckRequest{Flow: rules.Login, Account: "victim@example.com", IP: "192.0.2.1"}
+	for range 100 {
+		d := h.check(t, victim)
+		if _, err := h.eng.Report(context.Background(), d.AttemptID, engine.Failure); err != nil {
+			t.Fatal(err)
+		}
+		h.clock.Advance(time.Minute)
+	}
+	reported := 0
+	for i := range 5000 {
+		req := engine.CheckRequest{Flow: rules.Login, Account: fmt.Sprintf("random-%d@example.com", i), IP: fmt.Sprintf("198.51.%d.%d", i/250%250, i%250)}
+		d := h.check(t, req)
+		if d.AttemptID == "" {
+			continue
+		}
+		if _, err := h.eng.Report(context.Background(), d.AttemptID, engine.Success); err != nil {
+			t.Fatal(err)
+		}
+		reported++
+	}
+	if reported < 1000 {
+		t.Fatalf("%d attempts of the flood reported, want the store filled with marks", reported)
+	}
+	for i := range 20 {
+		d := h.check(t, engine.CheckRequest{Flow: rules.Login, Account: fmt.Sprintf("fresh-%d@example.com", i), IP: "203.0.113.9"})
+		if d.Action != rules.Allow {
+			t.Errorf("fresh user %d after the flood = %s (%s), want allow", i, d.Action, d.Rule)
+		}
+	}
+	if d := h.check(t, victim); d.Action != rules.Block {
+		t.Errorf("victim after the flood = %s, want still blocked", d.Action)
+	}
+}
