@@ -567,6 +567,32 @@ func TestFallbackRecallsDenials(t *testing.T) {
 	}
 }
 
+// TestFallbackRecallsAStopJustStarted: the spend that takes a count to its
+// limit starts a hard stop, though the primary allowed it; an outage right
+// after it does not lift the stop.
+func TestFallbackRecallsAStopJustStarted(t *testing.T) {
+	clock := testclock.New(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
+	m := metrics.New(prometheus.NewRegistry())
+	primary := &flakyStore{Store: memstore.New(memstore.Config{Now: clock.Now})}
+	s := New(Config{Primary: primary, Probe: primary.ping, FailAfter: 1, ProbeInterval: time.Hour, Metrics: m, Now: clock.Now})
+	stop := store.Op{Key: "stop", Kind: store.Counter, Cost: 1, Limit: 2, Hold: time.Hour, Rule: "stop"}
+	for i := range 2 {
+		res := make([]store.Result, 1)
+		if err := s.Do(context.Background(), []store.Op{stop}, res); err != nil || !res[0].Spent {
+			t.Fatalf("count %d on the primary = %+v, %v; want spent", i+1, res[0], err)
+		}
+	}
+	primary.setErr(errDown)
+	clock.Advance(time.Minute)
+	res := make([]store.Result, 1)
+	if err := s.Do(context.Background(), []store.Op{stop}, res); err != nil {
+		t.Fatal(err)
+	}
+	if r := res[0]; r.Allowed || r.Count != 2 || r.ResetAfter != 59*time.Minute || !r.Degraded {
+		t.Errorf("a count the primary took to its limit, on the fallback = %+v, want denied at its limit for 59m", r)
+	}
+}
+
 // TestRejectedWriteKeepsFallback: while the primary refuses writes the probe
 // fails, the fallback stays on and the refusals count as rejected; once a
 // write succeeds the primary decides again.

@@ -71,10 +71,11 @@ func (m *Memory) shard(key string) *shard {
 }
 
 // Observe records what a store answered for ops at instant now: a rate op
-// denied is slowed until its RetryAfter, a counter denied at its limit is a
-// hard stop for its ResetAfter, and a key the answer allowed is no longer
-// denied. Results decided by a fallback (Degraded) are not the store's
-// answer and are ignored.
+// denied is slowed until its RetryAfter, a counter at its limit is a hard
+// stop for its ResetAfter (denied, or allowed by the spend that took it
+// there: the next op is denied), and another key the answer allowed is no
+// longer denied. Results decided by a fallback (Degraded) are not the
+// store's answer and are ignored.
 func (m *Memory) Observe(ops []store.Op, res []store.Result, now time.Time) {
 	for i := range ops {
 		op, r := &ops[i], &res[i]
@@ -82,12 +83,12 @@ func (m *Memory) Observe(ops []store.Op, res []store.Result, now time.Time) {
 			continue
 		}
 		switch {
+		case op.Kind == store.Counter && r.RetryAfter == 0 && r.Count >= op.Limit && r.ResetAfter > 0:
+			m.put(op.Key, Denial{Until: now.Add(r.ResetAfter), Stop: true}, now)
 		case r.Allowed:
 			m.forget(op.Key)
 		case op.Kind == store.Rate && r.RetryAfter > 0:
 			m.put(op.Key, Denial{Until: now.Add(r.RetryAfter)}, now)
-		case op.Kind == store.Counter && r.RetryAfter == 0 && r.Count >= op.Limit && r.ResetAfter > 0:
-			m.put(op.Key, Denial{Until: now.Add(r.ResetAfter), Stop: true}, now)
 		}
 	}
 }
