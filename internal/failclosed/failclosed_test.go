@@ -494,15 +494,22 @@ func TestCallerGoneIsNotAFailure(t *testing.T) {
 	}
 }
 
-// TestFallbackRecallsDenials: keys the primary denied stay denied on the
-// fallback, a hard stop as a hard stop and a slow until its time, while a
-// key it never saw starts from its local limit.
-func TestFallbackRecallsDenials(t *testing.T) {
+// newRecallTest returns a Store on a primary that fails on demand, the two
+// on one test clock and never probing, and a counter op of limit 2 held an
+// hour.
+func newRecallTest() (*testclock.Clock, *flakyStore, *Store, store.Op) {
 	clock := testclock.New(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
 	m := metrics.New(prometheus.NewRegistry())
 	primary := &flakyStore{Store: memstore.New(memstore.Config{Now: clock.Now})}
 	s := New(Config{Primary: primary, Probe: primary.ping, FailAfter: 1, ProbeInterval: time.Hour, Metrics: m, Now: clock.Now})
-	stop := store.Op{Key: "stop", Kind: store.Counter, Cost: 1, Limit: 2, Hold: time.Hour, Rule: "stop"}
+	return clock, primary, s, store.Op{Key: "stop", Kind: store.Counter, Cost: 1, Limit: 2, Hold: time.Hour, Rule: "stop"}
+}
+
+// TestFallbackRecallsDenials: keys the primary denied stay denied on the
+// fallback, a hard stop as a hard stop and a slow until its time, while a
+// key it never saw starts from its local limit.
+func TestFallbackRecallsDenials(t *testing.T) {
+	clock, primary, s, stop := newRecallTest()
 	slowed := store.Op{Key: "slowed", Kind: store.Rate, Cost: 1, Interval: time.Minute, Burst: 1, Rule: "slowed"}
 	do := func(ops ...store.Op) []store.Result {
 		t.Helper()
@@ -540,6 +547,28 @@ func TestFallbackRecallsDenials(t *testing.T) {
 	clock.Advance(40 * time.Second)
 	if r := do(slowed)[0]; !r.Spent {
 		t.Errorf("slowed key on the fallback once its time came = %+v, want spent", r)
+	}
+}
+
+// TestFallbackRecallsAStopJustStarted: the spend that takes a count to its
+// limit starts a hard stop, though the primary allowed it; an outage right
+// after it does not lift the stop.
+func TestFallbackRecallsAStopJustStarted(t *testing.T) {
+	clock, primary, s, stop := newRecallTest()
+	for i := range 2 {
+		res := make([]store.Result, 1)
+		if err := s.Do(context.Background(), []store.Op{stop}, res); err != nil || !res[0].Spent {
+			t.Fatalf("count %d on the primary = %+v, %v; want spent", i+1, res[0], err)
+		}
+	}
+	primary.setErr(errDown)
+	clock.Advance(time.Minute)
+	res := make([]store.Result, 1)
+	if err := s.Do(context.Background(), []store.Op{stop}, res); err != nil {
+		t.Fatal(err)
+	}
+	if r := res[0]; r.Allowed || r.Count != 2 || r.ResetAfter != 59*time.Minute || !r.Degraded {
+		t.Errorf("a count the primary took to its limit, on the fallback = %+v, want denied at its limit for 59m", r)
 	}
 }
 

@@ -91,7 +91,7 @@ func New(cfg Config) *API {
 	r.HandleMethodNotAllowed = true
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
-	r.Use(a.observe, a.recover, a.limitBody)
+	r.Use(a.observe, a.recover, a.limitBody, detach)
 	r.NoRoute(func(c *gin.Context) {
 		a.abort(c, newError(http.StatusNotFound, "not_found", "no such path: "+c.Request.URL.Path))
 	})
@@ -146,6 +146,15 @@ func (a *API) recover(c *gin.Context) {
 			a.abort(c, newError(http.StatusInternalServerError, "internal", "internal error"))
 		}
 	}()
+	c.Next()
+}
+
+// detach runs the request on a context its caller cannot cancel: a caller
+// that goes away mid-request is no store failure on any store, the embedded
+// one included, and what it asked for is decided to the end, each store
+// call bounded by the store's own deadline.
+func detach(c *gin.Context) {
+	c.Request = c.Request.WithContext(context.WithoutCancel(c.Request.Context()))
 	c.Next()
 }
 

@@ -71,10 +71,11 @@ func (m *Memory) shard(key string) *shard {
 }
 
 // Observe records what a store answered for ops at instant now: a rate op
-// denied is slowed until its RetryAfter, a counter denied at its limit is a
-// hard stop for its ResetAfter, and a key the answer allowed is no longer
-// denied. Results decided by a fallback (Degraded) are not the store's
-// answer and are ignored.
+// denied is slowed until its RetryAfter, a counter at its limit is a hard
+// stop for its ResetAfter (denied, or allowed by the spend that took it
+// there: the next op is denied), and another key the answer allowed is no
+// longer denied. Results decided by a fallback (Degraded) are not the
+// store's answer and are ignored.
 func (m *Memory) Observe(ops []store.Op, res []store.Result, now time.Time) {
 	for i := range ops {
 		op, r := &ops[i], &res[i]
@@ -82,12 +83,12 @@ func (m *Memory) Observe(ops []store.Op, res []store.Result, now time.Time) {
 			continue
 		}
 		switch {
+		case op.Kind == store.Counter && r.RetryAfter == 0 && r.Count >= op.Limit && r.ResetAfter > 0:
+			m.put(op.Key, Denial{Until: now.Add(r.ResetAfter), Stop: true}, now)
 		case r.Allowed:
 			m.forget(op.Key)
 		case op.Kind == store.Rate && r.RetryAfter > 0:
 			m.put(op.Key, Denial{Until: now.Add(r.RetryAfter)}, now)
-		case op.Kind == store.Counter && r.RetryAfter == 0 && r.Count >= op.Limit && r.ResetAfter > 0:
-			m.put(op.Key, Denial{Until: now.Add(r.ResetAfter), Stop: true}, now)
 		}
 	}
 }
@@ -145,26 +146,27 @@ func (m *Memory) put(key string, d Denial, now time.Time) {
 		// A slow seen on a key known to be stopped: the stop stands.
 		return
 	}
-	if _, ok := sh.m[key]; !ok && len(sh.m) >= m.max {
-		sh.evict(now)
+	if _, ok := sh.m[key]; !ok && len(sh.m) >= m.max && !sh.evict(now, d.Stop) {
+		// Only hard stops are left: a slow gives way to them.
+		return
 	}
 	sh.m[key] = d
 }
 
 // evict drops the entry of a full shard that ends soonest among a sample of
-// slowed keys, an ended entry first; a hard stop only when the shard holds
-// nothing else.
-func (sh *shard) evict(now time.Time) {
-	var victim, stop string
+// slowed keys, an ended entry first; a hard stop only for another (stop)
+// when the shard holds nothing else. It reports whether it dropped one.
+func (sh *shard) evict(now time.Time, stop bool) bool {
+	var victim, stopped string
 	var best Denial
 	seen := 0
 	for k, d := range sh.m {
 		if !now.Before(d.Until) {
 			delete(sh.m, k)
-			return
+			return true
 		}
 		if d.Stop {
-			stop = k
+			stopped = k
 			continue
 		}
 		if seen == 0 || d.Until.Before(best.Until) {
@@ -175,7 +177,11 @@ func (sh *shard) evict(now time.Time) {
 		}
 	}
 	if seen == 0 {
-		victim = stop
+		if !stop {
+			return false
+		}
+		victim = stopped
 	}
 	delete(sh.m, victim)
+	return true
 }

@@ -77,3 +77,36 @@ func TestBounded(t *testing.T) {
 		t.Errorf("%d of 100 hard stops kept through a flood of slowed keys, want all", kept)
 	}
 }
+
+// TestStopsFillingTheMemory: when hard stops fill the memory, a flood of
+// slowed keys pushes none of them out: a slow is forgotten in favour of a
+// stop, never a stop in favour of a slow.
+func TestStopsFillingTheMemory(t *testing.T) {
+	const max = 64
+	m := New(max)
+	stop := func(i int) string { return fmt.Sprintf("stop-%d", i) }
+	for i := range 2000 {
+		m.Observe([]store.Op{{Key: stop(i), Kind: store.Counter, Limit: 1}}, []store.Result{{Count: 1, ResetAfter: time.Hour}}, t0)
+	}
+	var stops []string
+	for i := range 2000 {
+		if _, ok := m.Denied(stop(i), t0); ok {
+			stops = append(stops, stop(i))
+		}
+	}
+	if len(stops) < max {
+		t.Fatalf("%d hard stops remembered after 2,000, want the memory full (%d)", len(stops), max)
+	}
+	for i := range 10_000 {
+		m.Observe([]store.Op{{Key: fmt.Sprintf("slow-%d", i), Kind: store.Rate}}, []store.Result{{RetryAfter: time.Minute}}, t0)
+	}
+	lost := 0
+	for _, k := range stops {
+		if d, ok := m.Denied(k, t0); !ok || !d.Stop {
+			lost++
+		}
+	}
+	if lost > 0 {
+		t.Errorf("%d of %d hard stops forgotten for slowed keys", lost, len(stops))
+	}
+}
