@@ -115,7 +115,9 @@ func parseInstances(reply any) ([]fleet.Instance, error) {
 		}
 		var hb heartbeat
 		if err := json.Unmarshal([]byte(raw), &hb); err != nil {
-			return nil, fmt.Errorf("%w: instance %d: heartbeat: %v", ErrBadReply, i/3, err)
+			// One instance's unreadable heartbeat (another version's
+			// format) leaves out that instance, never the whole fleet.
+			continue
 		}
 		out = append(out, fleet.Instance{
 			ID:            id,

@@ -98,4 +98,15 @@ func testHeartbeats(t *testing.T, r *redisEnv) {
 	if err := f.Beat(ctx, fleet.Instance{}, ttl); !errors.Is(err, redisagg.ErrBadBatch) {
 		t.Errorf("a heartbeat without an id: got %v, want ErrBadBatch", err)
 	}
+	// One instance's heartbeat that is not JSON (another version's format)
+	// leaves out that instance alone.
+	if err := f.Beat(ctx, fleet.Instance{ID: "host-c"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.plain.HSet(ctx, redisagg.HeartbeatsKey, "host-c", "not json").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if list, err = f.List(ctx, time.Minute); err != nil || len(list) != 1 || list[0].ID != a.ID {
+		t.Errorf("with one unreadable heartbeat: listed %+v (%v), want a alone", list, err)
+	}
 }

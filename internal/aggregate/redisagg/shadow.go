@@ -79,7 +79,8 @@ func (s *Shadow) Put(ctx context.Context, tallies []shadow.Tally, keep time.Dura
 	return nil
 }
 
-// Get returns every instance's tallies of defs.
+// Get returns every instance's tallies of defs; a tally it cannot read is
+// left out.
 func (s *Shadow) Get(ctx context.Context, defs []string) ([]shadow.Tally, error) {
 	cmds := make([]*redis.MapStringStringCmd, len(defs))
 	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -96,7 +97,10 @@ func (s *Shadow) Get(ctx context.Context, defs []string) ([]shadow.Tally, error)
 		for inst, raw := range cmds[i].Val() {
 			t, err := parseTally(raw)
 			if err != nil {
-				return nil, fmt.Errorf("%w: shadow tally of %s by %s: %v", ErrBadReply, def, inst, err)
+				// One instance's unreadable tally (another version's
+				// format, a damaged field) costs only its own counts,
+				// never the whole fleet's view.
+				continue
 			}
 			t.Instance, t.Def = inst, def
 			out = append(out, t)
