@@ -98,6 +98,9 @@ type Server struct {
 
 	closers   []func() error
 	pprofAddr string
+	// invalidate, when set, stops the store's memory of its last answers
+	// deciding checks on rules a reload replaced.
+	invalidate func()
 
 	reloadMu sync.Mutex
 	ln       net.Listener
@@ -164,6 +167,9 @@ func New(cfg Config) (*Server, error) {
 			Logger:    s.log,
 		})
 		st, storeHealthy = fc, fc.Healthy
+		s.invalidate = fc.Invalidate
+		// Resets anywhere in the fleet reach this instance's memory.
+		s.closers = append(s.closers, primary.Listen(fc.Forgotten, fc.Listening))
 		shared = redisagg.New(client)
 	default:
 		s.log.Warn("no --redis-url: limits live in this process only, correct for a single instance")
@@ -286,6 +292,9 @@ func (s *Server) Reload() (*rules.Set, error) {
 		return nil, err
 	}
 	s.applyRules(s.holder.Load(), set)
+	if s.invalidate != nil {
+		s.invalidate()
+	}
 	s.log.Info("rules reloaded", "source", set.Source, "rule_count", len(set.Rules))
 	return set, nil
 }

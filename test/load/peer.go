@@ -132,7 +132,6 @@ type peerService struct {
 	pid   func() int
 	redis *redis.Client
 	d     *driver
-	stop  func()
 }
 
 // cpu is the service process's CPU seconds so far.
