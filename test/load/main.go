@@ -205,10 +205,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	var res any
+	var print func()
 	if cfg.peerBin != "" {
-		return runPeer(ctx, &cfg, stdout, stderr)
+		r, e := benchPeer(ctx, &cfg, stderr)
+		res, err, print = r, e, func() { printPeer(stdout, r) }
+	} else {
+		r, e := bench(ctx, &cfg, stderr)
+		res, err, print = r, e, func() { printText(stdout, r) }
 	}
-	res, err := bench(ctx, &cfg, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "load:", err)
 		return 1
@@ -222,28 +227,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	printText(stdout, res)
+	print()
 	return 0
 }
 
-// runPeer runs the peer comparison and prints it.
-func runPeer(ctx context.Context, cfg *config, stdout, stderr io.Writer) int {
-	res, err := benchPeer(ctx, cfg, stderr)
+// runKey makes a run's signing key, new each run so that the run's
+// identities differ from any earlier run's against the same Redis, as the
+// hex text guardian reads, with its bytes and a check token it signed.
+func runKey() (keyText string, keyBytes []byte, token string, err error) {
+	keyBytes = make([]byte, 32)
+	_, _ = rand.Read(keyBytes)
+	keyText = hex.EncodeToString(keyBytes)
+	key, err := secret.New([]byte(keyText))
 	if err != nil {
-		fmt.Fprintln(stderr, "load:", err)
-		return 1
+		return "", nil, "", err
 	}
-	if cfg.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
-			fmt.Fprintln(stderr, "load:", err)
-			return 1
-		}
-		return 0
-	}
-	printPeer(stdout, res)
-	return 0
+	token, err = tokens.NewService(key).Issue(tokens.ScopeCheck, "load", 24*time.Hour, time.Now())
+	return keyText, keyBytes, token, err
 }
 
 // bench runs the whole benchmark.
@@ -285,14 +285,7 @@ func bench(ctx context.Context, cfg *config, log io.Writer) (*result, error) {
 	rc := redis.NewClient(ropt)
 	defer rc.Close()
 
-	keyBytes := make([]byte, 32)
-	_, _ = rand.Read(keyBytes)
-	keyText := hex.EncodeToString(keyBytes)
-	key, err := secret.New([]byte(keyText))
-	if err != nil {
-		return nil, err
-	}
-	token, err := tokens.NewService(key).Issue(tokens.ScopeCheck, "load", 24*time.Hour, time.Now())
+	keyText, keyBytes, token, err := runKey()
 	if err != nil {
 		return nil, err
 	}

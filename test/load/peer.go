@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	crand "crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -18,9 +16,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/guardian-sec/guardian/internal/secret"
-	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
 // The peer comparison (make bench-peer, --peer BIN): guardian and the envoy
@@ -145,9 +140,10 @@ func benchPeer(ctx context.Context, cfg *config, log io.Writer) (*peerResult, er
 	if _, err := os.Stat(cfg.peerBin); err != nil {
 		return nil, fmt.Errorf("--peer: %w", err)
 	}
-	keyBytes := make([]byte, 32)
-	_, _ = crand.Read(keyBytes)
-	keyText := hex.EncodeToString(keyBytes)
+	keyText, keyBytes, token, err := runKey()
+	if err != nil {
+		return nil, err
+	}
 	tag := keyText[:8]
 
 	var cleanup []func()
@@ -169,14 +165,6 @@ func benchPeer(ctx context.Context, cfg *config, log io.Writer) (*peerResult, er
 
 	// guardian, on a Redis of its own.
 	grs, grc, err := startOne()
-	if err != nil {
-		return nil, err
-	}
-	key, err := secret.New([]byte(keyText))
-	if err != nil {
-		return nil, err
-	}
-	token, err := tokens.NewService(key).Issue(tokens.ScopeCheck, "load", 24*time.Hour, time.Now())
 	if err != nil {
 		return nil, err
 	}
