@@ -17,8 +17,11 @@ import (
 // round trip, the one it rides in. The script takes the batches in queue
 // order, so one that arrived later sees what an earlier one spent.
 
-// defaultLanes is Config.Lanes when it is not set.
-const defaultLanes = 2
+// defaultLanes is Config.Lanes when it is not set: one call in flight,
+// everything that arrives meanwhile in the next. Measured against two
+// (docs/performance.md), two lanes left nearly every call alone under
+// load, so nothing was shared.
+const defaultLanes = 1
 
 // maxGroupOps bounds the ops of one grouped call; what does not fit goes
 // out in the next.

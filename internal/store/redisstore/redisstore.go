@@ -74,7 +74,7 @@ type Config struct {
 	Now func() time.Time
 	// Lanes is how many do-script calls a single Redis may have in flight
 	// before further checks are grouped into one call (coalesce.go);
-	// default 2. On Redis Cluster checks are not grouped.
+	// default 1. On Redis Cluster checks are not grouped.
 	Lanes int
 }
 
