@@ -16,7 +16,7 @@ LDFLAGS   := -X github.com/guardian-sec/guardian/internal/version.version=$(VERS
 export TESTCONTAINERS_RYUK_DISABLED := true
 export TESTCONTAINERS_HOST_OVERRIDE := 127.0.0.1
 
-.PHONY: run build test test-unit test-clients compose-up compose-down prometheus-image lint readme bench bench-load fuzz image redis-image tools clean
+.PHONY: run build test test-unit test-clients compose-up compose-down prometheus-image lint readme bench bench-load bench-peer fuzz image redis-image tools clean
 
 ## run: the service on the embedded store, in development mode (nothing else to install)
 run:
@@ -69,6 +69,15 @@ bench:
 LOAD_FLAGS ?=
 bench-load:
 	$(GO) run ./test/load $(LOAD_FLAGS)
+
+## bench-peer: guardian against the envoy ratelimit service, side by side, each
+## on its own Redis (ENVOY_RATELIMIT_BIN: the service's binary, built by hand;
+## docs/performance.md says how). Not part of make test.
+ENVOY_RATELIMIT_BIN ?=
+bench-peer:
+	@if [ -z "$(ENVOY_RATELIMIT_BIN)" ]; then \
+	  echo "bench-peer: needs ENVOY_RATELIMIT_BIN=/path/to/envoy-ratelimit-binary (see docs/performance.md, \"Against envoy ratelimit\")" >&2; exit 2; fi
+	$(GO) run ./test/load --peer --peer-bin "$(ENVOY_RATELIMIT_BIN)" $(LOAD_FLAGS)
 
 ## fuzz: a short run of every fuzz target (FUZZTIME each)
 FUZZTIME ?= 15s

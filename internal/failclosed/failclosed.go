@@ -14,7 +14,10 @@
 // The fallback starts from what this instance last heard: every answer of
 // the primary is remembered (package recall) for the keys it denied, so a
 // key seen slowed stays slowed until its time and a hard stop stays in
-// force while the fallback decides.
+// force while the fallback decides. The same memory answers, without a
+// store call, a check the primary would deny because a key it slowed is
+// still waiting for its retry time, while the fleet's resets are heard
+// (Listening; package recall says when it answers).
 //
 // A caller that goes away is not a store failure: every call runs on a
 // context the caller cannot cancel, bounded by the store deadline alone.
@@ -178,6 +181,12 @@ func (s *Store) evaluate(ctx context.Context, ops []store.Op, res []store.Result
 	}
 	ctx = context.WithoutCancel(ctx)
 	if s.healthy.Load() {
+		now := s.cfg.Now()
+		if spend && s.recall.Answer(ops, res, now) {
+			s.cfg.Metrics.RecalledChecks.Inc()
+			return nil
+		}
+		epoch := s.recall.Epoch()
 		err := s.primary(ctx, func(ctx context.Context) error {
 			if spend {
 				return s.cfg.Primary.Do(ctx, ops, res)
@@ -186,7 +195,7 @@ func (s *Store) evaluate(ctx context.Context, ops []store.Op, res []store.Result
 		})
 		if err == nil {
 			if spend {
-				s.recall.Observe(ops, res, s.cfg.Now())
+				s.recall.ObserveAt(ops, res, now, epoch)
 			}
 			return nil
 		}
@@ -400,7 +409,7 @@ var ErrUnavailable = errors.New("failclosed: store unavailable")
 // failing: an account reset must not be reported done when it is not.
 func (s *Store) Delete(ctx context.Context, keys ...string) error {
 	ctx = context.WithoutCancel(ctx)
-	s.recall.Forget(keys...)
+	s.Forgotten(keys)
 	if err := s.local.Delete(ctx, keys...); err != nil {
 		return fmt.Errorf("failclosed: local fallback: %w", err)
 	}
@@ -412,6 +421,22 @@ func (s *Store) Delete(ctx context.Context, keys ...string) error {
 	}
 	return nil
 }
+
+// Forgotten drops keys reset elsewhere in the fleet (or here) from what
+// this instance remembers, and stops its memory answering checks until the
+// store is asked again: an answer in flight may predate the reset.
+func (s *Store) Forgotten(keys []string) {
+	s.recall.Forget(keys...)
+	s.recall.Invalidate()
+}
+
+// Listening says whether the fleet's resets are being heard: only then are
+// checks answered from memory.
+func (s *Store) Listening(up bool) { s.recall.Listening(up) }
+
+// Invalidate stops what this instance remembers answering checks until the
+// store is asked again; a reload of the rules calls it.
+func (s *Store) Invalidate() { s.recall.Invalidate() }
 
 // MarkOnce marks on the primary, or on the fallback while the primary fails:
 // during an outage an attempt id is accepted once per instance. When the

@@ -34,6 +34,10 @@ type Metrics struct {
 	// FallbackDecisions counts every op the fallback decided, by rule and
 	// on_store_error.
 	FallbackDecisions *prometheus.CounterVec
+	// RecalledChecks counts checks answered from what the store last said
+	// about their keys (a key it slowed, until its retry time), without a
+	// store call.
+	RecalledChecks prometheus.Counter
 	// GlobalFailures is the failure rate per second seen by failure_rate
 	// rules, by flow.
 	GlobalFailures *prometheus.GaugeVec
@@ -97,6 +101,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "guardian_fallback_decisions_total",
 			Help: "Ops decided by the fallback, by rule and on_store_error.",
 		}, []string{"rule", "on_store_error"}),
+		RecalledChecks: f.NewCounter(prometheus.CounterOpts{
+			Name: "guardian_recalled_checks_total",
+			Help: "Checks answered from the store's last answer for keys it slowed, without a store call.",
+		}),
 		GlobalFailures: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "guardian_global_failures_per_second",
 			Help: "Reported failures per second seen by failure_rate rules, by flow.",

@@ -114,6 +114,9 @@ type Server struct {
 
 	closers   []func() error
 	pprofAddr string
+	// invalidate, when set, stops the store's memory of its last answers
+	// deciding checks on rules a reload replaced.
+	invalidate func()
 
 	reloadMu  sync.Mutex
 	stopWatch context.CancelFunc
@@ -284,6 +287,9 @@ func (s *Server) openStore(m *metrics.Metrics) (store.Store, func() bool, shared
 		Metrics:   m,
 		Logger:    s.log,
 	})
+	s.invalidate = fc.Invalidate
+	// Resets anywhere in the fleet reach this instance's memory.
+	s.closers = append(s.closers, primary.Listen(fc.Forgotten, fc.Listening))
 	return fc, fc.Healthy, shared{agg: redisagg.New(client), fleet: redisagg.NewFleet(client), shadow: redisagg.NewShadow(client)}, nil
 }
 
@@ -383,6 +389,9 @@ func (s *Server) reload(ctx context.Context, by string) (*rules.Set, error) {
 		return nil, err
 	}
 	s.applyRules(set)
+	if s.invalidate != nil {
+		s.invalidate()
+	}
 	s.metrics.RulesReloads.WithLabelValues("ok").Inc()
 	s.log.InfoContext(ctx, "rules reloaded", "by", by, "source", set.Source, "rule_count", len(set.Rules), "hash", set.Hash())
 	return set, nil

@@ -35,9 +35,11 @@ end
 
 -- put sets key i to v, expiring at d (microseconds, after now): its
 -- deadline, or for a mark later (once.lua). PX is whole milliseconds: one
--- more keeps the expiry strictly past d.
+-- more keeps the expiry strictly past d. Numbers reach redis.call as
+-- strings made here: it would print them with %.17g, which costs Redis
+-- about twice what %d does.
 local function put(i, v, d)
-  redis.call('SET', KEYS[i], v, 'PX', math.ceil((d - now) / 1000) + 1)
+  redis.call('SET', KEYS[i], v, 'PX', int(math.ceil((d - now) / 1000) + 1))
 end
 
 -- forget removes key i; it replies 1 when it was there.
