@@ -73,6 +73,9 @@ type Config struct {
 	// Key keys the pseudonyms: the instance's signing key, so that every
 	// instance of a fleet writes the same ones.
 	Key secret.Key
+	// Normalizer normalises accounts and recipients before they are
+	// pseudonymised, as the engine does (nil: the defaults).
+	Normalizer *keys.Normalizer
 	// Logger receives the first write error (default slog.Default()).
 	Logger *slog.Logger
 	// Registerer, when set, registers guardian_decision_log_dropped_total.
@@ -92,6 +95,7 @@ type Log struct {
 	log     *slog.Logger
 	now     func() time.Time
 	names   *pseudonyms
+	norm    *keys.Normalizer
 	dropped atomic.Uint64
 	metric  prometheus.Counter
 
@@ -120,6 +124,7 @@ func New(cfg Config) *Log {
 		log:   cfg.Logger,
 		now:   cfg.Now,
 		names: newPseudonyms(cfg.Key),
+		norm:  cfg.Normalizer,
 		kick:  make(chan struct{}, 1),
 		stop:  make(chan struct{}),
 		done:  make(chan struct{}),
@@ -172,12 +177,12 @@ func (l *Log) Check(req engine.CheckRequest, d engine.Decision) {
 		ev.ID = randomID()
 	}
 	if req.Account != "" {
-		if norm, err := keys.Account(req.Account); err == nil {
+		if norm, err := l.norm.Account(req.Account); err == nil {
 			ev.Account = l.names.account(norm)
 		}
 	}
 	if req.Recipient != "" {
-		if norm, err := keys.Recipient(req.Recipient); err == nil {
+		if norm, err := l.norm.Recipient(req.Recipient); err == nil {
 			ev.Recipient = l.names.recipient(norm)
 		}
 	}

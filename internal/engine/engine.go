@@ -40,7 +40,8 @@ var (
 // MaxCost is the largest cost one check may spend.
 const MaxCost = 1000
 
-// Config holds what an Engine is built from. Every field but Now is required.
+// Config holds what an Engine is built from. Every field but Normalizer
+// and Now is required.
 type Config struct {
 	// Rules holds the rule set in force; a reload swaps it.
 	Rules *rules.Holder
@@ -48,6 +49,9 @@ type Config struct {
 	Store store.Store
 	// Hasher turns accounts, addresses and recipients into subjects.
 	Hasher *keys.Hasher
+	// Normalizer normalises accounts and recipients before hashing
+	// (optional; nil: the defaults).
+	Normalizer *keys.Normalizer
 	// Attempts seals and opens attempt ids.
 	Attempts *tokens.Attempts
 	// Devices issues and verifies trusted-device tokens.
@@ -88,8 +92,8 @@ func New(cfg Config) *Engine {
 		store:     cfg.Store,
 		hasher:    cfg.Hasher,
 		attempts:  cfg.Attempts,
-		login:     loginlimits.New(cfg.Hasher, cfg.Devices),
-		otp:       otp.New(cfg.Hasher),
+		login:     loginlimits.New(cfg.Hasher, cfg.Devices, cfg.Normalizer),
+		otp:       otp.New(cfg.Hasher, cfg.Normalizer),
 		aggregate: cfg.Aggregate,
 		shadow:    cfg.Shadow,
 		metrics:   cfg.Metrics,

@@ -15,7 +15,7 @@ import (
 
 func ExamplePolicy_Account() {
 	k, _ := secret.New(bytes.Repeat([]byte{1}, secret.MinLen))
-	p := loginlimits.New(keys.NewHasher(k), tokens.NewDevices(k, 0))
+	p := loginlimits.New(keys.NewHasher(k), tokens.NewDevices(k, 0), nil)
 	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 
 	// A success earns the device a token for the account.

@@ -63,12 +63,13 @@ const (
 type Policy struct {
 	hasher  *keys.Hasher
 	devices *tokens.Devices
+	norm    *keys.Normalizer
 }
 
-// New returns a Policy hashing subjects with h and issuing and verifying
-// device tokens with d.
-func New(h *keys.Hasher, d *tokens.Devices) *Policy {
-	return &Policy{hasher: h, devices: d}
+// New returns a Policy normalising accounts with n (nil: the defaults),
+// hashing subjects with h and issuing and verifying device tokens with d.
+func New(h *keys.Hasher, d *tokens.Devices, n *keys.Normalizer) *Policy {
+	return &Policy{hasher: h, devices: d, norm: n}
 }
 
 // Account is a check's account as login rules count it. The zero value is a
@@ -95,7 +96,7 @@ func (a *Account) Trusted() bool { return a.Device != "" }
 func (a *Account) Bucket() string { return a.bucket }
 
 // Account resolves a check's account at instant now: account is normalised
-// (keys.Account) and hashed, and deviceToken, when not empty, is verified
+// (keys.Normalizer.Account) and hashed, and deviceToken, when not empty, is verified
 // for it. An invalid account is an error wrapping keys.ErrInvalidAccount; an
 // invalid, expired or other account's device token is not an error, the
 // check is untrusted. An empty account gives the zero Account, whatever the
@@ -104,7 +105,7 @@ func (p *Policy) Account(account, deviceToken string, now time.Time) (Account, e
 	if account == "" {
 		return Account{}, nil
 	}
-	norm, err := keys.Account(account)
+	norm, err := p.norm.Account(account)
 	if err != nil {
 		return Account{}, err
 	}
@@ -132,7 +133,7 @@ func (p *Policy) AccountIP(a *Account, ip netip.Addr) string {
 // Subject returns the hashed subject of account, as Account does, for the
 // calls that name an account without a check: status and reset.
 func (p *Policy) Subject(account string) (string, error) {
-	norm, err := keys.Account(account)
+	norm, err := p.norm.Account(account)
 	if err != nil {
 		return "", err
 	}

@@ -41,7 +41,7 @@ func newPolicy(tb testing.TB) (*loginlimits.Policy, *keys.Hasher, *tokens.Device
 	tb.Helper()
 	k := testKey(tb, 1)
 	h, d := keys.NewHasher(k), tokens.NewDevices(k, 0)
-	return loginlimits.New(h, d), h, d
+	return loginlimits.New(h, d, nil), h, d
 }
 
 // mustAccount resolves account and token at now, failing the test on error.

@@ -13,7 +13,7 @@ import (
 
 func ExamplePolicy_Recipient() {
 	k, _ := secret.New(bytes.Repeat([]byte{1}, secret.MinLen))
-	p := otp.New(keys.NewHasher(k))
+	p := otp.New(keys.NewHasher(k), nil)
 
 	a, _ := p.Recipient(rules.OTPSend, "+1 (555) 010-0000")
 	b, _ := p.Recipient(rules.OTPSend, "1.555.010.0000")

@@ -3,9 +3,10 @@
 // before a code is checked). The engine asks it two things.
 //
 // Whom a check counts by. A recipient is where a code goes: a phone number
-// in any common format or an e-mail address, normalised by keys.Recipient
-// (phones to E.164 with separators and parentheses dropped, e-mail trimmed
-// and lower-cased), so that a new format is never a new bucket, and hashed.
+// in any common format or an e-mail address, normalised by
+// keys.Normalizer.Recipient (phones to E.164 with libphonenumber's
+// metadata, e-mail with its domain in IDNA form and without a sub-address),
+// so that a new format is never a new bucket, and hashed.
 // Anything else is an error wrapping keys.ErrInvalidRecipient, which the
 // HTTP API answers 400 invalid_recipient. Limits per recipient stop SMS
 // bombing of one number; limits per IP prefix on otp_send (a key: ip rule,
@@ -44,11 +45,13 @@ const kindRecipient = "recipient"
 // build one with New.
 type Policy struct {
 	hasher *keys.Hasher
+	norm   *keys.Normalizer
 }
 
-// New returns a Policy hashing recipients with h.
-func New(h *keys.Hasher) *Policy {
-	return &Policy{hasher: h}
+// New returns a Policy normalising recipients with n (nil: the defaults)
+// and hashing them with h.
+func New(h *keys.Hasher, n *keys.Normalizer) *Policy {
+	return &Policy{hasher: h, norm: n}
 }
 
 // Recipient returns the subject key: recipient rules count a check of flow
@@ -63,7 +66,7 @@ func (p *Policy) Recipient(flow rules.Flow, recipient string) (string, error) {
 		}
 		return "", nil
 	}
-	norm, err := keys.Recipient(recipient)
+	norm, err := p.norm.Recipient(recipient)
 	if err != nil {
 		return "", err
 	}

@@ -18,7 +18,7 @@ func newPolicy(tb testing.TB) (*otp.Policy, *keys.Hasher) {
 		tb.Fatal(err)
 	}
 	h := keys.NewHasher(k)
-	return otp.New(h), h
+	return otp.New(h, nil), h
 }
 
 func TestRecipientFormatsShareOneSubject(t *testing.T) {

@@ -55,6 +55,10 @@ type Config struct {
 	// The zero Key derives it from SigningKey; a HashKey of its own lets the
 	// signing key rotate without resetting every limit.
 	HashKey secret.Key
+	// Normalizer says how accounts and recipients compare: accent folding
+	// and the default region of phone numbers (nil: the defaults, accents
+	// kept and no default region).
+	Normalizer *keys.Normalizer
 	// StoreTimeout is the deadline of one store call (default 5ms).
 	StoreTimeout time.Duration
 	// FleetSize is how many instances share the store (default 1).
@@ -172,19 +176,20 @@ func New(cfg Config) (*Server, error) {
 	// First among the closers: its last flush needs the Redis client.
 	s.closers = append([]func() error{s.agg.Close}, s.closers...)
 	s.engine = engine.New(engine.Config{
-		Rules:     &s.holder,
-		Store:     st,
-		Hasher:    keys.NewHasher(cfg.HashKey),
-		Attempts:  tokens.NewAttempts(cfg.SigningKey, cfg.PreviousSigningKeys...),
-		Devices:   tokens.NewDevices(cfg.SigningKey, 0, cfg.PreviousSigningKeys...),
-		Aggregate: s.agg,
-		Shadow:    s.shadow,
-		Metrics:   m,
-		Now:       cfg.Now,
+		Rules:      &s.holder,
+		Store:      st,
+		Hasher:     keys.NewHasher(cfg.HashKey),
+		Normalizer: cfg.Normalizer,
+		Attempts:   tokens.NewAttempts(cfg.SigningKey, cfg.PreviousSigningKeys...),
+		Devices:    tokens.NewDevices(cfg.SigningKey, 0, cfg.PreviousSigningKeys...),
+		Aggregate:  s.agg,
+		Shadow:     s.shadow,
+		Metrics:    m,
+		Now:        cfg.Now,
 	})
 	var decider httpapi.Decider = s.engine
 	if cfg.DecisionLog != nil {
-		dl := decisionlog.New(decisionlog.Config{Out: cfg.DecisionLog, Key: cfg.HashKey, Logger: s.log, Registerer: s.registry})
+		dl := decisionlog.New(decisionlog.Config{Out: cfg.DecisionLog, Key: cfg.HashKey, Normalizer: cfg.Normalizer, Logger: s.log, Registerer: s.registry})
 		s.closers = append(s.closers, dl.Close)
 		decider = decisionlog.Wrap(s.engine, dl)
 	}
