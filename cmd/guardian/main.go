@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/server"
@@ -141,7 +142,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	fs.SetOutput(stderr)
 	var cfg server.Config
 	var keys, previousKey, hashKey keyFlags
-	var logFormat, decisionLog string
+	var logFormat, decisionLog, accountFold, region string
 	fs.StringVar(&cfg.Addr, "addr", ":8080", "listen address")
 	fs.StringVar(&cfg.RulesPath, "rules", "", "rules file (YAML); empty: the built-in default rules")
 	fs.StringVar(&cfg.RedisURL, "redis-url", "", "the security store: redis://host:port/db, rediss://…, or host:port,host:port,… for Redis Cluster; empty: embedded in-memory store (one instance only)")
@@ -152,6 +153,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	fs.IntVar(&cfg.FleetSize, "fleet-size", 1, "how many guardian instances share the store; the local fallback divides limits by it")
 	fs.StringVar(&logFormat, "log-format", "json", "log format: json or text")
 	fs.StringVar(&cfg.PprofAddr, "pprof", "", "serve Go pprof profiles on this address (e.g. 127.0.0.1:6060), apart from the API; empty: off")
+	fs.StringVar(&accountFold, "account-fold", "", "accents: accounts also compare without accents (combining marks removed), for auth services whose user lookup ignores them; empty: accents count")
+	fs.StringVar(&region, "default-region", "", "ISO 3166-1 alpha-2 region (e.g. GB) a phone number without an international prefix is dialled in; empty: such a number is read as international without its +")
 	fs.StringVar(&decisionLog, "decision-log", "", "append a decision log (one JSON line per check and report, in the replay format, identifiers pseudonymised) to this file, or - for stdout; empty: none")
 	if err := parse(fs, args, getenv); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -175,6 +178,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	if cfg.StoreTimeout <= 0 {
 		fmt.Fprintln(stderr, "guardian: --store-timeout must be positive")
+		return exitUsage
+	}
+	if cfg.Normalizer, err = normalizer(accountFold, region); err != nil {
+		fmt.Fprintln(stderr, "guardian:", err)
 		return exitUsage
 	}
 	key, ok, err := keys.load()
@@ -220,6 +227,19 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		cfg.DecisionLog = f
 	}
 	return serveUntilSignalled(ctx, cfg, log)
+}
+
+// normalizer builds the key normaliser of --account-fold and
+// --default-region.
+func normalizer(fold, region string) (*keys.Normalizer, error) {
+	if fold != "" && fold != "accents" {
+		return nil, fmt.Errorf("--account-fold: %q is not accents", fold)
+	}
+	n, err := keys.NewNormalizer(keys.Options{FoldAccents: fold == "accents", DefaultRegion: region})
+	if err != nil {
+		return nil, fmt.Errorf("--default-region: %w", err)
+	}
+	return n, nil
 }
 
 // serveUntilSignalled runs the instance until SIGTERM or SIGINT (drain, exit
@@ -318,6 +338,6 @@ func rulesCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitUsage
 	}
-	fmt.Fprintf(stdout, "%s: %d rules, valid\n", args[1], len(set.Rules))
+	fmt.Fprintf(stdout, "%s: %d rules, valid, sha256 %s\n", args[1], len(set.Rules), set.Hash)
 	return exitOK
 }

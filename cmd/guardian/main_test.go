@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -75,6 +77,10 @@ func TestRulesCheckCommand(t *testing.T) {
 	if code := run(context.Background(), []string{"rules", "check", good}, env(nil), &out, &errOut); code != exitOK {
 		t.Fatalf("valid file: exit %d, stderr %q", code, errOut.String())
 	}
+	data, _ := os.ReadFile(good)
+	if want := fmt.Sprintf("%s: 1 rules, valid, sha256 %x\n", good, sha256.Sum256(data)); out.String() != want {
+		t.Fatalf("valid file: stdout %q, want %q (the hash sha256sum prints)", out.String(), want)
+	}
 	out.Reset()
 	errOut.Reset()
 	if code := run(context.Background(), []string{"rules", "check", bad}, env(nil), &out, &errOut); code != exitUsage {
@@ -83,6 +89,29 @@ func TestRulesCheckCommand(t *testing.T) {
 	lines := strings.Split(strings.TrimRight(errOut.String(), "\n"), "\n")
 	if len(lines) != 2 || !strings.HasPrefix(lines[0], bad+":7: ") || !strings.HasPrefix(lines[1], bad+":9: ") {
 		t.Fatalf("stderr %q, want two errors, at lines 7 and 9", errOut.String())
+	}
+}
+
+func TestServeRefusesBadNormalisationFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"unknown fold", []string{"--account-fold", "case"}, nil, `guardian: --account-fold: "case" is not accents`},
+		{"not a region", []string{"--default-region", "UK"}, nil, `guardian: --default-region: keys: invalid default region: "UK" is not an ISO 3166-1 alpha-2 region with phone numbering metadata`},
+		{"region from the environment", nil, map[string]string{"GUARDIAN_DEFAULT_REGION": "GBR"}, `guardian: --default-region: keys: invalid default region: "GBR" is not`},
+		{"fold from the environment", nil, map[string]string{"GUARDIAN_ACCOUNT_FOLD": "none"}, `guardian: --account-fold: "none" is not accents`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := run(context.Background(), append([]string{"serve", "--addr", "127.0.0.1:0"}, tt.args...), env(tt.env), &out, &errOut)
+			if code != exitUsage || !strings.HasPrefix(errOut.String(), tt.want) {
+				t.Fatalf("exit %d, stderr %q; want 2 and %q", code, errOut.String(), tt.want)
+			}
+		})
 	}
 }
 
