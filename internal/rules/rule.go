@@ -149,6 +149,13 @@ func (r *Rule) Interval() time.Duration {
 	return r.Per / time.Duration(r.Limit)
 }
 
+// GivesBack reports whether a success report gives back what a check spent
+// on the rule: a rate rule with count: failures (its reservation) and a
+// consecutive_failures rule (its count is reset).
+func (r *Rule) GivesBack() bool {
+	return r.Type == ConsecutiveFailures || r.Type == Rate && r.Count == Failures
+}
+
 // AppliesTo reports whether the rule lists flow.
 func (r *Rule) AppliesTo(flow Flow) bool {
 	for _, f := range r.Flows {
@@ -166,6 +173,9 @@ type Set struct {
 	Source string
 	// LoadedAt is when the set was built.
 	LoadedAt time.Time
+	// Hash is the SHA-256 of the file's bytes in lowercase hex, what
+	// sha256sum prints for it: which file is in force.
+	Hash string
 	// Rules are every rule in file order.
 	Rules  []Rule
 	byFlow map[Flow][]*Rule
