@@ -102,6 +102,9 @@ func (e *Engine) Check(ctx context.Context, req CheckRequest) (Decision, error) 
 			continue
 		}
 		if subject := e.subjectFor(&subj, r); subject != "" {
+			if err := fits(r, req.Cost); err != nil {
+				return Decision{}, err
+			}
 			p.add(r, subject, req.Cost)
 		}
 	}

@@ -13,6 +13,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/guardian-sec/guardian/internal/aggregate"
@@ -39,6 +40,16 @@ var (
 
 // MaxCost is the largest cost one check may spend.
 const MaxCost = 1000
+
+// fits refuses a cost that an enforced rate rule r could never allow: more
+// than its burst, which no wait makes room for. Shadow rules do not refuse
+// a check.
+func fits(r *rules.Rule, cost int64) error {
+	if r.Type == rules.Rate && r.Mode == rules.Enforce && cost > r.Burst {
+		return fmt.Errorf("%w: cost: %d is more than the burst of rule %s (%d), so no wait would let it through", ErrInvalidField, cost, r.Name, r.Burst)
+	}
+	return nil
+}
 
 // Config holds what an Engine is built from. Every field but Normalizer
 // and Now is required.

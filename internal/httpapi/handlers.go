@@ -208,11 +208,12 @@ func (a *API) report(c *gin.Context) {
 type rulesResponse struct {
 	Source   string       `json:"source"`
 	LoadedAt time.Time    `json:"loaded_at"`
+	Hash     string       `json:"hash"`
 	Rules    []rules.Rule `json:"rules"`
 }
 
 func rulesBody(s *rules.Set) rulesResponse {
-	return rulesResponse{Source: s.Source, LoadedAt: s.LoadedAt.UTC().Truncate(time.Second), Rules: s.Rules}
+	return rulesResponse{Source: s.Source, LoadedAt: s.LoadedAt.UTC().Truncate(time.Second), Hash: s.Hash, Rules: s.Rules}
 }
 
 func (a *API) getRules(c *gin.Context) {
@@ -226,7 +227,7 @@ func (a *API) reloadRules(c *gin.Context) {
 		a.abort(c, err)
 		return
 	}
-	a.log.Info("rules reloaded", "by", subject(c), "source", set.Source, "rules", len(set.Rules))
+	a.log.Info("rules reloaded", "by", subject(c), "source", set.Source, "rules", len(set.Rules), "hash", set.Hash)
 	c.JSON(http.StatusOK, rulesBody(set))
 }
 

@@ -35,6 +35,21 @@ type Metrics struct {
 	// FailureRateInForce is 1 while a failure_rate rule is in force (its
 	// hysteresis included), by rule and mode.
 	FailureRateInForce *prometheus.GaugeVec
+	// RulesInfo is 1 for the hash of the rules file in force (its SHA-256)
+	// and has no other series; set it with SetRules.
+	RulesInfo *prometheus.GaugeVec
+	// Rules is how many rules are in force, by mode (enforce, shadow).
+	Rules *prometheus.GaugeVec
+}
+
+// SetRules records the rules put in force: hash is the file's SHA-256,
+// enforced and shadow how many rules of each mode it holds. The previous
+// hash's series goes, so exactly one hash is exported.
+func (m *Metrics) SetRules(hash string, enforced, shadow int) {
+	m.RulesInfo.Reset()
+	m.RulesInfo.WithLabelValues(hash).Set(1)
+	m.Rules.WithLabelValues("enforce").Set(float64(enforced))
+	m.Rules.WithLabelValues("shadow").Set(float64(shadow))
 }
 
 // New registers guardian's metrics on reg.
@@ -78,5 +93,13 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "guardian_failure_rate_in_force",
 			Help: "1 while a failure_rate rule is in force, hysteresis included, by rule and mode; else 0.",
 		}, []string{"rule", "mode"}),
+		RulesInfo: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "guardian_rules_info",
+			Help: "1 for the SHA-256 of the rules file in force (what sha256sum prints for it).",
+		}, []string{"hash"}),
+		Rules: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "guardian_rules",
+			Help: "Rules in force, by mode.",
+		}, []string{"mode"}),
 	}
 }

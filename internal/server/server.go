@@ -86,6 +86,7 @@ type Server struct {
 	cfg      Config
 	log      *slog.Logger
 	registry *prometheus.Registry
+	metrics  *metrics.Metrics
 	holder   rules.Holder
 	shadow   *shadow.Book
 	agg      *aggregate.Aggregate
@@ -123,6 +124,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(s.registry)
+	s.metrics = m
 
 	set, err := s.loadRules()
 	if err != nil {
@@ -239,7 +241,7 @@ func (s *Server) Start() error {
 		}
 	}()
 	set := s.holder.Load()
-	s.log.Info("guardian started", "addr", ln.Addr().String(), "rules", set.Source, "rule_count", len(set.Rules), "fleet_size", s.cfg.FleetSize)
+	s.log.Info("guardian started", "addr", ln.Addr().String(), "rules", set.Source, "rule_count", len(set.Rules), "rules_hash", set.Hash, "fleet_size", s.cfg.FleetSize)
 	return nil
 }
 
@@ -279,11 +281,11 @@ func (s *Server) Reload() (*rules.Set, error) {
 	defer s.reloadMu.Unlock()
 	set, err := s.loadRules()
 	if err != nil {
-		s.log.Warn("rules reload refused, previous rules kept", "err", err)
+		s.log.Warn("rules reload refused, previous rules kept", "err", err, "hash", s.holder.Load().Hash)
 		return nil, err
 	}
 	s.applyRules(s.holder.Load(), set)
-	s.log.Info("rules reloaded", "source", set.Source, "rule_count", len(set.Rules))
+	s.log.Info("rules reloaded", "source", set.Source, "rule_count", len(set.Rules), "hash", set.Hash)
 	return set, nil
 }
 
@@ -314,6 +316,7 @@ func (s *Server) applyRules(old, set *rules.Set) {
 		}
 	}
 	s.shadow.Sync(names)
+	s.metrics.SetRules(set.Hash, len(set.Rules)-len(names), len(names))
 	if s.agg != nil {
 		s.trackGlobal(set)
 	}
