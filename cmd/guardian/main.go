@@ -1,7 +1,7 @@
 // Command guardian is the authentication-abuse protection service: `guardian
 // serve` runs it, `guardian token` prints a service token, `guardian rules
 // check` validates a rules file, `guardian replay` runs recorded traffic
-// through rules offline. See CONTRACT.md section 1.
+// through rules offline. README.md describes each command and its flags.
 package main
 
 import (
@@ -60,7 +60,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "replay":
 		return replayCmd(ctx, args, getenv, stdout, stderr)
 	case "help":
-		fmt.Fprint(stdout, usage)
+		fmt.Fprintf(stdout, "guardian %s\n%s", version, usage)
 		return exitOK
 	}
 	fmt.Fprintf(stderr, "guardian: unknown command %q\n%s", cmd, usage)
@@ -150,6 +150,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	previousKey.register(fs, "previous-signing-key", "during a key rotation, the signing key being replaced: what it signed still verifies; never used to sign")
 	hashKey.register(fs, "hash-key", "secret (at least 32 bytes) that keys the hashes of accounts, addresses and recipients; empty: derived from the signing key. Set it to rotate the signing key without resetting every limit")
 	fs.DurationVar(&cfg.StoreTimeout, "store-timeout", 5*time.Millisecond, "deadline of one store call")
+	fs.DurationVar(&cfg.AttemptTTL, "attempt-ttl", tokens.AttemptTTL, "how long an attempt id can be reported; a count only unreported checks made is kept twice as long at most")
 	fs.IntVar(&cfg.FleetSize, "fleet-size", 1, "how many guardian instances share the store; the local fallback divides limits by it")
 	fs.StringVar(&logFormat, "log-format", "json", "log format: json or text")
 	fs.StringVar(&cfg.PprofAddr, "pprof", "", "serve Go pprof profiles on this address (e.g. 127.0.0.1:6060), apart from the API; empty: off")
@@ -178,6 +179,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	if cfg.StoreTimeout <= 0 {
 		fmt.Fprintln(stderr, "guardian: --store-timeout must be positive")
+		return exitUsage
+	}
+	if cfg.AttemptTTL <= 0 {
+		fmt.Fprintln(stderr, "guardian: --attempt-ttl must be positive")
 		return exitUsage
 	}
 	if cfg.Normalizer, err = normalizer(accountFold, region); err != nil {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/guardian-sec/guardian/internal/event"
 	"github.com/guardian-sec/guardian/internal/replay"
 	"github.com/guardian-sec/guardian/internal/rules"
 )
@@ -125,7 +126,7 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, s
 				pct = fmt.Sprintf(" (%d%% of %d MiB)", p.Bytes*100/size, size>>20)
 			}
 			fmt.Fprintf(stderr, "guardian replay: %d lines%s, replay clock %s, %s elapsed\n",
-				p.Lines, pct, p.Time.UTC().Format(replay.TimeLayout), now.Sub(start).Round(time.Second))
+				p.Lines, pct, p.Time.UTC().Format(event.TimeLayout), now.Sub(start).Round(time.Second))
 		},
 	}
 	var out interface{ WriteTable(io.Writer) error }

@@ -1,5 +1,5 @@
 // Package decisionlog writes guardian's decision log: one line per check and
-// per report, in the replay format (CONTRACT.md section 6), so that
+// per report, in the replay format (package event, docs/operations.md), so that
 // production traffic can be replayed through candidate rules with guardian
 // replay. It is opt-in (guardian serve --decision-log).
 //
@@ -51,8 +51,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/guardian-sec/guardian/internal/engine"
+	"github.com/guardian-sec/guardian/internal/event"
 	"github.com/guardian-sec/guardian/internal/keys"
-	"github.com/guardian-sec/guardian/internal/replay"
 	"github.com/guardian-sec/guardian/internal/secret"
 )
 
@@ -166,32 +166,28 @@ func (l *Log) run(every time.Duration) {
 
 // Check logs a check that the engine decided as d.
 func (l *Log) Check(req engine.CheckRequest, d engine.Decision) {
-	ip, err := keys.IP(req.IP)
+	ids, err := req.Normalise(l.norm)
 	if err != nil {
 		return // The engine refuses such a check; it was not decided.
 	}
-	ev := replay.Event{Kind: replay.Check, Flow: req.Flow, IP: l.names.ip(ip).String(), Cost: req.Cost}
+	ev := event.Event{Kind: event.Check, Flow: req.Flow, IP: l.names.ip(ids.IP).String(), Cost: req.Cost}
 	if d.AttemptID != "" {
 		ev.ID = l.names.event(d.AttemptID)
 	} else {
 		ev.ID = randomID()
 	}
-	if req.Account != "" {
-		if norm, err := l.norm.Account(req.Account); err == nil {
-			ev.Account = l.names.account(norm)
-		}
+	if ids.Account != "" {
+		ev.Account = l.names.account(ids.Account)
 	}
-	if req.Recipient != "" {
-		if norm, err := l.norm.Recipient(req.Recipient); err == nil {
-			ev.Recipient = l.names.recipient(norm)
-		}
+	if ids.Recipient != "" {
+		ev.Recipient = l.names.recipient(ids.Recipient)
 	}
 	l.append(&ev)
 }
 
 // Report logs a report of attemptID that the engine recorded.
 func (l *Log) Report(attemptID string, outcome engine.Outcome) {
-	l.append(&replay.Event{Kind: replay.Report, ID: l.names.event(attemptID), Outcome: outcome})
+	l.append(&event.Event{Kind: event.Report, ID: l.names.event(attemptID), Outcome: outcome})
 }
 
 // randomID returns 16 random bytes in unpadded base64url, the form of every
@@ -203,7 +199,7 @@ func randomID() string {
 }
 
 // append stamps ev and buffers its line.
-func (l *Log) append(ev *replay.Event) {
+func (l *Log) append(ev *event.Event) {
 	l.mu.Lock()
 	if l.closed || len(l.buf) >= maxBuffered {
 		l.mu.Unlock()

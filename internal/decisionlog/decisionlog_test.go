@@ -17,6 +17,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/aggregate"
 	"github.com/guardian-sec/guardian/internal/decisionlog"
 	"github.com/guardian-sec/guardian/internal/engine"
+	"github.com/guardian-sec/guardian/internal/event"
 	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/replay"
@@ -24,7 +25,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/shadow"
 	"github.com/guardian-sec/guardian/internal/store/memstore"
-	"github.com/guardian-sec/guardian/internal/store/storetest"
+	"github.com/guardian-sec/guardian/internal/testclock"
 	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
@@ -41,7 +42,7 @@ var testKey = func() secret.Key {
 // testEngine is an engine on the embedded store, on a test clock.
 type testEngine struct {
 	eng   *engine.Engine
-	clock *storetest.Clock
+	clock *testclock.Clock
 	book  *shadow.Book
 }
 
@@ -53,16 +54,14 @@ func newEngine(tb testing.TB, yaml string) *testEngine {
 	}
 	var holder rules.Holder
 	holder.Store(set)
-	clock := storetest.NewClock(t0)
+	clock := testclock.New(t0)
 	book := shadow.NewBook()
 	book.Sync(set.ShadowNames())
 	return &testEngine{
 		eng: engine.New(engine.Config{
 			Rules:     &holder,
 			Store:     memstore.New(memstore.Config{Now: clock.Now}),
-			Hasher:    keys.NewHasher(testKey),
-			Attempts:  tokens.NewAttempts(testKey),
-			Devices:   tokens.NewDevices(testKey, 0),
+			Key:       testKey,
 			Aggregate: aggregate.New(aggregate.Config{Now: clock.Now}),
 			Shadow:    book,
 			Metrics:   metrics.New(prometheus.NewRegistry()),
@@ -92,14 +91,14 @@ func (s *syncBuffer) String() string {
 }
 
 // events parses every line of a log.
-func events(tb testing.TB, log string) []replay.Event {
+func events(tb testing.TB, log string) []event.Event {
 	tb.Helper()
-	var out []replay.Event
+	var out []event.Event
 	for i, line := range strings.Split(strings.TrimSuffix(log, "\n"), "\n") {
 		if line == "" {
 			continue
 		}
-		ev, err := replay.ParseEvent([]byte(line))
+		ev, err := event.Parse([]byte(line))
 		if err != nil {
 			tb.Fatalf("line %d %q: %v", i+1, line, err)
 		}
@@ -168,16 +167,16 @@ func TestLogWritesChecksAndReportsAsReplayEvents(t *testing.T) {
 		t.Fatalf("%d events, want 3:\n%s", len(evs), log)
 	}
 	check, report, slow := evs[0], evs[1], evs[2]
-	if check.Kind != replay.Check || !check.Time.Equal(t0) || check.Flow != rules.Login || !accountPseudonym.MatchString(check.Account) || !eventID.MatchString(check.ID) {
+	if check.Kind != event.Check || !check.Time.Equal(t0) || check.Flow != rules.Login || !accountPseudonym.MatchString(check.Account) || !eventID.MatchString(check.ID) {
 		t.Errorf("check event = %+v", check)
 	}
 	if ip, err := netip.ParseAddr(check.IP); err != nil || !ip.Is4() {
 		t.Errorf("check ip %q: want an IPv4 pseudonym (%v)", check.IP, err)
 	}
-	if report.Kind != replay.Report || report.ID != check.ID || report.Outcome != engine.Failure || !report.Time.Equal(t0.Add(250*time.Millisecond)) {
+	if report.Kind != event.Report || report.ID != check.ID || report.Outcome != engine.Failure || !report.Time.Equal(t0.Add(250*time.Millisecond)) {
 		t.Errorf("report event = %+v, want the failure of %s", report, check.ID)
 	}
-	if slow.Kind != replay.Check || slow.ID == check.ID || !eventID.MatchString(slow.ID) || slow.Account != check.Account || slow.IP != check.IP || slow.Cost != 3 || slow.Flow != rules.OTPSend {
+	if slow.Kind != event.Check || slow.ID == check.ID || !eventID.MatchString(slow.ID) || slow.Account != check.Account || slow.IP != check.IP || slow.Cost != 3 || slow.Flow != rules.OTPSend {
 		t.Errorf("slowed check event = %+v; want a fresh id, the same pseudonyms as %+v, cost 3", slow, check)
 	}
 	if r, err := keys.Recipient(slow.Recipient); err != nil || r != slow.Recipient || !strings.HasSuffix(r, "@log.invalid") {
@@ -525,10 +524,10 @@ rules:
 			t.Fatalf("line %d goes back in time: %v after %v", i+1, ev.Time, evs[i-1].Time)
 		}
 		switch ev.Kind {
-		case replay.Check:
+		case event.Check:
 			checks++
 			seen[ev.ID] = true
-		case replay.Report:
+		case event.Report:
 			if !seen[ev.ID] {
 				t.Fatalf("line %d reports %s before its check", i+1, ev.ID)
 			}

@@ -29,7 +29,7 @@ type AccountStatus struct {
 // cost 1. An account guardian never saw answers zeros, exactly like one that
 // exists.
 func (e *Engine) Status(ctx context.Context, account string) (AccountStatus, error) {
-	subject, err := e.login.Subject(account)
+	subject, err := e.accountSubject(account)
 	if err != nil {
 		return AccountStatus{}, err
 	}
@@ -58,7 +58,7 @@ func (e *Engine) Status(ctx context.Context, account string) (AccountStatus, err
 // (loginlimits.ResetKeys), after the account's owner proved themselves
 // through a verified channel.
 func (e *Engine) Reset(ctx context.Context, account string) error {
-	subject, err := e.login.Subject(account)
+	subject, err := e.accountSubject(account)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-// Package httpapi is guardian's HTTP interface (CONTRACT.md section 2): the
+// Package httpapi is guardian's HTTP interface (api/openapi.yaml): the
 // gin routes, the service-token middleware, strict JSON decoding, the error
 // shape and the rate-limit headers. It is the only package that knows HTTP.
 package httpapi
@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/guardian-sec/guardian/internal/engine"
+	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/shadow"
 	"github.com/guardian-sec/guardian/internal/tokens"
@@ -43,6 +44,9 @@ type Config struct {
 	// Reload re-reads the rules file and returns the set now in force, or
 	// an error (rules.ErrInvalid) listing what is wrong, the old set kept.
 	Reload func() (*rules.Set, error)
+	// Normalizer is the engine's (engine.Config.Normalizer), so that a check
+	// is validated as the engine will read it; nil: the defaults.
+	Normalizer *keys.Normalizer
 	// StoreHealthy reports whether the store answers (for /readyz).
 	StoreHealthy func() bool
 	// Gatherer serves /metrics.

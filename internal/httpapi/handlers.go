@@ -8,6 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/guardian-sec/guardian/internal/engine"
+	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/shadow"
 )
@@ -52,7 +53,7 @@ func limitsJSON(ls []engine.Limit) []limitJSON {
 }
 
 func (a *API) check(c *gin.Context) {
-	req, err := checkFromBody(c)
+	req, err := checkFromBody(c, a.cfg.Normalizer)
 	if err != nil {
 		a.abort(c, err)
 		return
@@ -120,9 +121,11 @@ func setCheckHeaders(h http.Header, d *engine.Decision) {
 	}
 }
 
-// checkFromBody decodes and checks the shape of a check request; the engine
-// checks the values.
-func checkFromBody(c *gin.Context) (engine.CheckRequest, error) {
+// checkFromBody decodes a check request and validates it
+// (engine.CheckRequest.Validate, with the engine's normaliser n), so that
+// every request guardian would not decide is answered 400 before it
+// reaches the engine.
+func checkFromBody(c *gin.Context, n *keys.Normalizer) (engine.CheckRequest, error) {
 	var body checkRequest
 	if err := decode(c, &body); err != nil {
 		return engine.CheckRequest{}, err
@@ -132,11 +135,10 @@ func checkFromBody(c *gin.Context) (engine.CheckRequest, error) {
 	if err != nil {
 		return req, err
 	}
-	f, ok := rules.ParseFlow(flow)
-	if !ok {
-		return req, newError(http.StatusBadRequest, "unknown_flow", "flow: "+strconv.Quote(truncate(flow))+" is not one of login, password_reset, otp_send, otp_verify")
+	req.Flow = rules.Flow(flow)
+	if err := engine.CheckFlow(req.Flow); err != nil {
+		return req, err
 	}
-	req.Flow = f
 	if req.IP, err = required(body.IP, "ip"); err != nil {
 		return req, err
 	}
@@ -150,22 +152,14 @@ func checkFromBody(c *gin.Context) (engine.CheckRequest, error) {
 		req.DeviceToken = *body.DeviceToken
 	}
 	if body.Cost != nil {
-		if *body.Cost < 1 || *body.Cost > engine.MaxCost {
-			return req, newError(http.StatusBadRequest, "invalid_field", "cost: must be between 1 and "+strconv.Itoa(engine.MaxCost))
+		// Only an absent cost is the default: a cost given is 1 to
+		// MaxCost, 0 included.
+		if err := engine.CheckCost(*body.Cost); err != nil {
+			return req, err
 		}
 		req.Cost = *body.Cost
 	}
-	return req, nil
-}
-
-// truncate shortens s for an error message: a client's typo is worth
-// echoing, a megabyte of it is not.
-func truncate(s string) string {
-	const n = 64
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
+	return req, req.Validate(n)
 }
 
 // reportRequest is the body of /v1/report.

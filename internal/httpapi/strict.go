@@ -45,7 +45,9 @@ func strictMembers(body []byte, v any) error {
 				name := memberName(body[i:end])
 				switch {
 				case names != nil && !names[name]:
-					return newError(http.StatusBadRequest, "unknown_field", truncate(name)+": unknown field (field names are case-sensitive)")
+					// name matched a field when case is ignored, so it
+					// is short: naming it back is safe.
+					return newError(http.StatusBadRequest, "unknown_field", name+": unknown field (field names are case-sensitive)")
 				case slices.Contains(seen, name):
 					return newError(http.StatusBadRequest, "invalid_json", name+": given twice; each field may appear once")
 				}

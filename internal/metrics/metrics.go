@@ -1,6 +1,7 @@
-// Package metrics defines guardian's Prometheus metrics, the names of the
-// contract (CONTRACT.md section 2, Operations). Every instance registers its
-// own set on the registry it is given, so tests can run servers side by side.
+// Package metrics defines guardian's Prometheus metrics, the names
+// api/openapi.yaml lists under /metrics and the alerts and dashboard in
+// deploy/ query. Every instance registers its own set on the registry it is
+// given, so tests can run servers side by side.
 // No label ever carries a user, an address or a key.
 package metrics
 
@@ -24,6 +25,10 @@ type Metrics struct {
 	StoreErrors *prometheus.CounterVec
 	// FallbackActive is 1 while the store is failing and the fallback decides.
 	FallbackActive prometheus.Gauge
+	// StoreMemoryRatio is the store's used memory over its maxmemory, read
+	// periodically. It has no labels; its one series is absent until the
+	// ratio is known (never without maxmemory, nor on the embedded store).
+	StoreMemoryRatio *prometheus.GaugeVec
 	// FallbackDecisions counts every op the fallback decided, by rule and
 	// on_store_error.
 	FallbackDecisions *prometheus.CounterVec
@@ -77,6 +82,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "guardian_fallback_active",
 			Help: "1 while the store is failing and the fallback decides, else 0.",
 		}),
+		StoreMemoryRatio: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "guardian_store_memory_ratio",
+			Help: "Redis used memory over maxmemory (highest over Cluster masters), read every few seconds; absent without maxmemory.",
+		}, nil),
 		FallbackDecisions: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "guardian_fallback_decisions_total",
 			Help: "Ops decided by the fallback, by rule and on_store_error.",

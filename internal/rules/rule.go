@@ -4,6 +4,7 @@
 package rules
 
 import (
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -156,16 +157,6 @@ func (r *Rule) GivesBack() bool {
 	return r.Type == ConsecutiveFailures || r.Type == Rate && r.Count == Failures
 }
 
-// AppliesTo reports whether the rule lists flow.
-func (r *Rule) AppliesTo(flow Flow) bool {
-	for _, f := range r.Flows {
-		if f == flow {
-			return true
-		}
-	}
-	return false
-}
-
 // Set is an immutable, validated rule set. Build one with Parse, Load or
 // Default; a Set is safe for concurrent use.
 type Set struct {
@@ -205,6 +196,20 @@ func (s *Set) ShadowNames() []string {
 		}
 	}
 	return names
+}
+
+// InMode returns a copy of s with every rule in mode m, and s itself when
+// they all are. A rule's mode constrains none of its other fields, so the
+// copy is as valid as s.
+func (s *Set) InMode(m Mode) *Set {
+	if !slices.ContainsFunc(s.Rules, func(r Rule) bool { return r.Mode != m }) {
+		return s
+	}
+	rs := slices.Clone(s.Rules)
+	for i := range rs {
+		rs[i].Mode = m
+	}
+	return newSet(s.Source, s.LoadedAt, rs)
 }
 
 // newSet indexes rules by flow.

@@ -63,6 +63,10 @@ type Config struct {
 	StoreTimeout time.Duration
 	// FleetSize is how many instances share the store (default 1).
 	FleetSize int
+	// AttemptTTL is how long an attempt id can be reported (default
+	// tokens.AttemptTTL); a count only unreported checks made is kept twice
+	// as long at most.
+	AttemptTTL time.Duration
 	// Logger receives guardian's logs (default slog.Default()).
 	Logger *slog.Logger
 	// Store, when set, is used as the primary store instead of the one
@@ -80,6 +84,9 @@ type Config struct {
 	// apart from the API (bind it to loopback). Empty: off.
 	PprofAddr string
 }
+
+// memoryEvery is how often the Redis memory ratio is read.
+const memoryEvery = 5 * time.Second
 
 // Server is one running guardian instance.
 type Server struct {
@@ -106,18 +113,7 @@ type Server struct {
 // New builds an instance from cfg; it loads the rules and opens the store but
 // does not listen yet.
 func New(cfg Config) (*Server, error) {
-	if cfg.StoreTimeout <= 0 {
-		cfg.StoreTimeout = 5 * time.Millisecond
-	}
-	if cfg.FleetSize < 1 {
-		cfg.FleetSize = 1
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.HashKey.IsZero() {
-		cfg.HashKey = cfg.SigningKey
-	}
+	cfg = withDefaults(cfg)
 	s := &Server{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry(), shadow: shadow.NewBook()}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -132,40 +128,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.applyRules(nil, set)
 
-	st := cfg.Store
-	storeHealthy := func() bool { return true }
-	var shared aggregate.Shared
-	switch {
-	case st != nil:
-	case cfg.RedisURL != "":
-		client, err := redisstore.Open(cfg.RedisURL)
-		if err != nil {
-			return nil, fmt.Errorf("server: --redis-url: %w", err)
-		}
-		s.closers = append(s.closers, client.Close)
-		primary := redisstore.New(client, redisstore.Config{})
-		warm, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		err = primary.Warm(warm)
-		cancel()
-		switch {
-		case errors.Is(err, redisstore.ErrUnsupported):
-			return nil, fmt.Errorf("server: --redis-url: %w", err)
-		case err != nil:
-			s.log.Warn("redis not answering at start: the fallback decides until it does", "err", err)
-		}
-		fc := failclosed.New(failclosed.Config{
-			Primary:   primary,
-			Probe:     func(ctx context.Context) error { return client.Ping(ctx).Err() },
-			Timeout:   cfg.StoreTimeout,
-			FleetSize: cfg.FleetSize,
-			Metrics:   m,
-			Logger:    s.log,
-		})
-		st, storeHealthy = fc, fc.Healthy
-		shared = redisagg.New(client)
-	default:
-		s.log.Warn("no --redis-url: limits live in this process only, correct for a single instance")
-		st = memstore.New(memstore.Config{})
+	st, storeHealthy, shared, err := s.openStore(m)
+	if err != nil {
+		return nil, err
 	}
 	s.agg = aggregate.New(aggregate.Config{
 		Now:       cfg.Now,
@@ -178,28 +143,24 @@ func New(cfg Config) (*Server, error) {
 	// First among the closers: its last flush needs the Redis client.
 	s.closers = append([]func() error{s.agg.Close}, s.closers...)
 	s.engine = engine.New(engine.Config{
-		Rules:      &s.holder,
-		Store:      st,
-		Hasher:     keys.NewHasher(cfg.HashKey),
-		Normalizer: cfg.Normalizer,
-		Attempts:   tokens.NewAttempts(cfg.SigningKey, cfg.PreviousSigningKeys...),
-		Devices:    tokens.NewDevices(cfg.SigningKey, 0, cfg.PreviousSigningKeys...),
-		Aggregate:  s.agg,
-		Shadow:     s.shadow,
-		Metrics:    m,
-		Now:        cfg.Now,
+		Rules:        &s.holder,
+		Store:        st,
+		Key:          cfg.SigningKey,
+		PreviousKeys: cfg.PreviousSigningKeys,
+		HashKey:      cfg.HashKey,
+		Normalizer:   cfg.Normalizer,
+		AttemptTTL:   cfg.AttemptTTL,
+		Aggregate:    s.agg,
+		Shadow:       s.shadow,
+		Metrics:      m,
+		Now:          cfg.Now,
 	})
-	var decider httpapi.Decider = s.engine
-	if cfg.DecisionLog != nil {
-		dl := decisionlog.New(decisionlog.Config{Out: cfg.DecisionLog, Key: cfg.HashKey, Normalizer: cfg.Normalizer, Logger: s.log, Registerer: s.registry})
-		s.closers = append(s.closers, dl.Close)
-		decider = decisionlog.Wrap(s.engine, dl)
-	}
 	s.api = httpapi.New(httpapi.Config{
-		Engine:       decider,
+		Engine:       s.decider(),
 		Tokens:       tokens.NewService(cfg.SigningKey, cfg.PreviousSigningKeys...),
 		Shadow:       s.shadow,
 		Reload:       s.Reload,
+		Normalizer:   cfg.Normalizer,
 		StoreHealthy: storeHealthy,
 		Gatherer:     s.registry,
 		Logger:       s.log,
@@ -214,6 +175,73 @@ func New(cfg Config) (*Server, error) {
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	return s, nil
+}
+
+// withDefaults returns cfg with its defaults filled in.
+func withDefaults(cfg Config) Config {
+	if cfg.StoreTimeout <= 0 {
+		cfg.StoreTimeout = 5 * time.Millisecond
+	}
+	if cfg.FleetSize < 1 {
+		cfg.FleetSize = 1
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.HashKey.IsZero() {
+		cfg.HashKey = cfg.SigningKey
+	}
+	return cfg
+}
+
+// openStore returns the instance's store, what /readyz asks of its health,
+// and what the aggregate shares the fleet's failures through: Config.Store,
+// Redis behind the fail-closed fallback, or the embedded store alone.
+func (s *Server) openStore(m *metrics.Metrics) (store.Store, func() bool, aggregate.Shared, error) {
+	always := func() bool { return true }
+	switch {
+	case s.cfg.Store != nil:
+		return s.cfg.Store, always, nil, nil
+	case s.cfg.RedisURL == "":
+		s.log.Warn("no --redis-url: limits live in this process only, correct for a single instance")
+		return memstore.New(memstore.Config{}), always, nil, nil
+	}
+	client, err := redisstore.Open(s.cfg.RedisURL)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("server: --redis-url: %w", err)
+	}
+	s.closers = append(s.closers, client.Close)
+	primary := redisstore.New(client, redisstore.Config{})
+	warm, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	err = primary.Warm(warm)
+	cancel()
+	switch {
+	case errors.Is(err, redisstore.ErrUnsupported):
+		return nil, nil, nil, fmt.Errorf("server: --redis-url: %w", err)
+	case err != nil:
+		s.log.Warn("redis not answering at start: the fallback decides until it does", "err", err)
+	}
+	s.closers = append(s.closers, primary.WatchMemory(memoryEvery, func(r float64) { m.StoreMemoryRatio.WithLabelValues().Set(r) }))
+	fc := failclosed.New(failclosed.Config{
+		Primary:   primary,
+		Probe:     primary.Probe,
+		Timeout:   s.cfg.StoreTimeout,
+		FleetSize: s.cfg.FleetSize,
+		Metrics:   m,
+		Logger:    s.log,
+	})
+	return fc, fc.Healthy, redisagg.New(client), nil
+}
+
+// decider is what the HTTP API decides with: the engine, through the
+// decision log when one is configured.
+func (s *Server) decider() httpapi.Decider {
+	if s.cfg.DecisionLog == nil {
+		return s.engine
+	}
+	dl := decisionlog.New(decisionlog.Config{Out: s.cfg.DecisionLog, Key: s.cfg.HashKey, Normalizer: s.cfg.Normalizer, Logger: s.log, Registerer: s.registry})
+	s.closers = append(s.closers, dl.Close)
+	return decisionlog.Wrap(s.engine, dl)
 }
 
 // Handler returns the instance's HTTP handler.

@@ -135,18 +135,6 @@ func (t *TopK) Len() int {
 	return len(t.counters)
 }
 
-// Min returns the smallest count held, or 0 while counters are free. Once
-// the counters are full, no key without a counter was seen more than Min()
-// times, and no count is over by more than Min().
-func (t *TopK) Min() uint64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.counters) < cap(t.counters) {
-		return 0
-	}
-	return t.counters[t.heap[0]].hits
-}
-
 // find returns the counter holding key, whose hash is h.
 func (t *TopK) find(key string, h uint64) (int32, bool) {
 	for i := h & t.mask; t.index[i] != 0; i = (i + 1) & t.mask {

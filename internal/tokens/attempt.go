@@ -12,12 +12,14 @@ import (
 	"time"
 
 	"github.com/guardian-sec/guardian/internal/secret"
+	"github.com/guardian-sec/guardian/internal/store"
 )
 
 // attemptPurpose is the secret.Key purpose of the attempt id key.
 const attemptPurpose = "guardian attempt ids v1"
 
-// AttemptTTL is how long an attempt id can be reported.
+// AttemptTTL is how long an attempt id can be reported unless WithTTL says
+// otherwise (--attempt-ttl).
 const AttemptTTL = 10 * time.Minute
 
 // attemptSkew is how far in the future an attempt id may say it was issued:
@@ -45,7 +47,7 @@ const (
 //	flow, account, device: uvarint length, then the bytes
 //	flags    1 byte: bit 0 Fallback, the other bits zero
 //	refunds  uvarint count, then per refund: uvarint key length, key bytes,
-//	         1 byte Counter (0 or 1), uvarint Amount in nanoseconds
+//	         1 byte kind (0 Rate, 1 Counter), uvarint Amount in nanoseconds
 //	tag      16 bytes: HMAC-SHA256 of everything before it, truncated
 const (
 	attemptVersion = 1
@@ -57,17 +59,6 @@ const (
 	flagFallback   = 1
 	maxRawAttempt  = MaxAttemptLen / 4 * 3
 )
-
-// Refund is a spend an attempt gives back when it is reported a success.
-type Refund struct {
-	// Key is the store key.
-	Key string
-	// Counter true resets the key's consecutive-failure count; false gives
-	// Amount back to the key's rate bucket.
-	Counter bool
-	// Amount is the GCRA time to give back; zero for a Counter.
-	Amount time.Duration
-}
 
 // Attempt is what a check leaves for its report, sealed into the attempt id.
 type Attempt struct {
@@ -86,8 +77,10 @@ type Attempt struct {
 	// Fallback reports that the check spent on the local fallback store
 	// rather than the primary.
 	Fallback bool
-	// Refunds are given back on a success report.
-	Refunds []Refund
+	// Refunds are given back on a success report: Rate and Counter
+	// refunds only. Local is not sealed: Open sets it to Fallback, since
+	// the store that took a check's spends is the one to give them back.
+	Refunds []store.Refund
 }
 
 // Attempts seals Attempts into attempt ids and opens them again. An id is a
@@ -97,6 +90,7 @@ type Attempt struct {
 // An Attempts is safe for concurrent use; build one with NewAttempts.
 type Attempts struct {
 	pool sync.Pool // of *attemptState
+	ttl  time.Duration
 }
 
 // attemptState is one HMAC with scratch space, reused through the pool.
@@ -117,7 +111,7 @@ func NewAttempts(k secret.Key, previous ...secret.Key) *Attempts {
 	for _, p := range previous {
 		old = append(old, p.Derive(attemptPurpose))
 	}
-	a := &Attempts{}
+	a := &Attempts{ttl: AttemptTTL}
 	a.pool.New = func() any {
 		st := &attemptState{
 			mac: hmac.New(sha256.New, key),
@@ -132,6 +126,25 @@ func NewAttempts(k secret.Key, previous ...secret.Key) *Attempts {
 	return a
 }
 
+// WithTTL sets how long ids opened by a can be reported, when ttl is
+// positive, and returns a. Call it before a is used.
+func (a *Attempts) WithTTL(ttl time.Duration) *Attempts {
+	if ttl > 0 {
+		a.ttl = ttl
+	}
+	return a
+}
+
+// TTL is how long an attempt id can be reported.
+func (a *Attempts) TTL() time.Duration { return a.ttl }
+
+// OnceTTL is how long the store must remember that an attempt was reported
+// for the mark to outlive the id's validity on every instance's clock: the
+// TTL, plus the skew by which the issuing instance's clock may run ahead
+// (Open accepts an id that far in the future) and the same again for an
+// instance whose clock runs behind, which accepts the id that much longer.
+func (a *Attempts) OnceTTL() time.Duration { return a.ttl + 2*attemptSkew }
+
 // Errors of Seal and Open, built once.
 var (
 	errAttemptID       = wrap(ErrInvalidAttempt, "id must be 16 bytes of base64url")
@@ -140,6 +153,7 @@ var (
 	errAttemptRefunds  = wrap(ErrInvalidAttempt, "more than 32 refunds")
 	errAttemptKey      = wrap(ErrInvalidAttempt, "refund key longer than 128 bytes")
 	errAttemptAmount   = wrap(ErrInvalidAttempt, "negative refund amount")
+	errAttemptKind     = wrap(ErrInvalidAttempt, "refund of an unknown kind")
 	errAttemptTooLong  = wrap(ErrInvalidAttempt, "too long")
 	errAttemptEncoding = wrap(ErrInvalidAttempt, "malformed")
 	errAttemptTag      = wrap(ErrInvalidAttempt, "bad signature")
@@ -179,6 +193,9 @@ func (a *Attempts) Seal(at Attempt) (string, error) {
 		if r.Amount < 0 {
 			return "", errAttemptAmount
 		}
+		if r.Kind != store.Rate && r.Kind != store.Counter {
+			return "", errAttemptKind
+		}
 	}
 
 	st := a.pool.Get().(*attemptState)
@@ -198,7 +215,7 @@ func (a *Attempts) Seal(at Attempt) (string, error) {
 	for _, r := range at.Refunds {
 		b = appendString(b, r.Key)
 		var counter byte
-		if r.Counter {
+		if r.Kind == store.Counter {
 			counter = 1
 		}
 		b = append(b, counter)
@@ -219,7 +236,7 @@ func (a *Attempts) Seal(at Attempt) (string, error) {
 // not canonical base64url, forged or altered (the tag is checked, in
 // constant time, before anything else is read), not exactly what Seal
 // writes, or issued more than a minute after now. An id issued more than
-// AttemptTTL before now gives ErrExpiredAttempt.
+// TTL before now gives ErrExpiredAttempt.
 func (a *Attempts) Open(token string, now time.Time) (Attempt, error) {
 	if len(token) > MaxAttemptLen {
 		return Attempt{}, errAttemptTooLong
@@ -249,7 +266,7 @@ func (a *Attempts) Open(token string, now time.Time) (Attempt, error) {
 	if at.Issued.After(now.Add(attemptSkew)) {
 		return Attempt{}, errAttemptFuture
 	}
-	if now.Sub(at.Issued) > AttemptTTL {
+	if now.Sub(at.Issued) > a.ttl {
 		return Attempt{}, ErrExpiredAttempt
 	}
 	return at, nil
@@ -281,14 +298,16 @@ func parseAttempt(p, scratch []byte) (Attempt, error) {
 	}
 	count := r.uvarint(MaxRefunds)
 	if !r.bad && count > 0 {
-		at.Refunds = make([]Refund, count)
+		at.Refunds = make([]store.Refund, count)
 		for i := range at.Refunds {
 			f := &at.Refunds[i]
 			f.Key = r.string(MaxRefundKeyLen)
+			f.Local = at.Fallback
 			switch r.byte() {
 			case 0:
+				f.Kind = store.Rate
 			case 1:
-				f.Counter = true
+				f.Kind = store.Counter
 			default:
 				r.bad = true
 			}

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
+	"github.com/guardian-sec/guardian/internal/store"
 	"slices"
 	"strings"
 	"testing"
@@ -18,10 +19,10 @@ func sampleAttempt() Attempt {
 		Account:  "AbCdEfGhIjKlMnOpQrStUv",
 		Device:   "ZyXwVuTsRqPoNmLkJiHgFe",
 		Fallback: true,
-		Refunds: []Refund{
-			{Key: "guardian:v1:{AbCdEfGhIjKlMnOpQrStUv}:login-account", Amount: 12 * time.Second},
-			{Key: "guardian:v1:{AbCdEfGhIjKlMnOpQrStUv}:hard-stop", Counter: true},
-			{Key: "guardian:v1:{0123456789abcdefghijkl}:login-ip", Amount: 20 * time.Second},
+		Refunds: []store.Refund{
+			{Key: "guardian:v1:{AbCdEfGhIjKlMnOpQrStUv}:login-account", Kind: store.Rate, Amount: 12 * time.Second, Local: true},
+			{Key: "guardian:v1:{AbCdEfGhIjKlMnOpQrStUv}:hard-stop", Kind: store.Counter, Local: true},
+			{Key: "guardian:v1:{0123456789abcdefghijkl}:login-ip", Kind: store.Rate, Amount: 20 * time.Second, Local: true},
 		},
 	}
 }
@@ -51,11 +52,11 @@ func TestAttemptRoundTrip(t *testing.T) {
 		{"every field", sampleAttempt()},
 		{"minimal", Attempt{Issued: t0}},
 		{"given id", Attempt{ID: "AAECAwQFBgcICQoLDA0ODw", Issued: t0, Flow: "otp_send"}},
-		{"counter only", Attempt{Issued: t0, Flow: "login", Refunds: []Refund{{Key: "k", Counter: true}}}},
+		{"counter only", Attempt{Issued: t0, Flow: "login", Refunds: []store.Refund{{Key: "k", Kind: store.Counter}}}},
 		{"bounds", Attempt{
 			Issued: t0, Flow: strings.Repeat("f", MaxAttemptFieldLen), Account: strings.Repeat("a", MaxAttemptFieldLen),
 			Device:  strings.Repeat("d", MaxAttemptFieldLen),
-			Refunds: slices.Repeat([]Refund{{Key: strings.Repeat("k", MaxRefundKeyLen), Amount: 1<<63 - 1}}, 20),
+			Refunds: slices.Repeat([]store.Refund{{Key: strings.Repeat("k", MaxRefundKeyLen), Kind: store.Rate, Amount: 1<<63 - 1}}, 20),
 		}},
 	}
 	for _, tt := range tests {
@@ -274,8 +275,8 @@ func TestAttemptOpenIsStrict(t *testing.T) {
 
 func TestAttemptSealRejects(t *testing.T) {
 	a := NewAttempts(testKey(t, 1))
-	refunds := func(n, keyLen int) []Refund {
-		return slices.Repeat([]Refund{{Key: strings.Repeat("k", keyLen)}}, n)
+	refunds := func(n, keyLen int) []store.Refund {
+		return slices.Repeat([]store.Refund{{Key: strings.Repeat("k", keyLen), Kind: store.Rate}}, n)
 	}
 	tests := []struct {
 		name string
@@ -291,7 +292,8 @@ func TestAttemptSealRejects(t *testing.T) {
 		{"device too long", Attempt{Issued: t0, Device: strings.Repeat("d", MaxAttemptFieldLen+1)}},
 		{"33 refunds", Attempt{Issued: t0, Refunds: refunds(MaxRefunds+1, 1)}},
 		{"refund key too long", Attempt{Issued: t0, Refunds: refunds(1, MaxRefundKeyLen+1)}},
-		{"negative amount", Attempt{Issued: t0, Refunds: []Refund{{Key: "k", Amount: -time.Second}}}},
+		{"negative amount", Attempt{Issued: t0, Refunds: []store.Refund{{Key: "k", Kind: store.Rate, Amount: -time.Second}}}},
+		{"unknown kind", Attempt{Issued: t0, Refunds: []store.Refund{{Key: "k"}}}},
 		{"over 4 KiB in all", Attempt{Issued: t0, Refunds: refunds(MaxRefunds, MaxRefundKeyLen)}},
 	}
 	for _, tt := range tests {

@@ -325,7 +325,7 @@ func TestQueriedMetricsAreExported(t *testing.T) {
 		"guardian_global_failures_per_second", "guardian_reports_total",
 	} {
 		if _, ok := fams[want]; !ok {
-			t.Errorf("guardian does not export %s (CONTRACT.md section 2)", want)
+			t.Errorf("guardian does not export %s (api/openapi.yaml lists it)", want)
 		}
 	}
 

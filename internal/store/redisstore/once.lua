@@ -1,14 +1,15 @@
--- guardian: mark a field once and, when this call marked it, give back what
--- the marked attempt spent, in the same step. Sets the mark until now +
--- ARGV[base+1] unless it is set and not past its deadline; replies 1 when
--- this call set it. The mark holds its deadline, so the store's clock (or a
--- test's override) decides expiry the same way it does for limit state.
+-- guardian: mark a key once and, when this call marked it, give back what
+-- the marked attempt spent (or confirm what it counted), in the same step.
+-- Sets the mark until now + ARGV[base+1] unless it is set and not past its
+-- deadline; replies 1 when this call set it. The mark holds its deadline, so
+-- the store's clock (or a test's override) decides expiry the same way it
+-- does for limit state.
 --
--- KEYS[1], ARGV[2]    the mark's hash and field; ARGV[1] is the time
+-- KEYS[1]             the mark; ARGV[1] is the time
 -- ARGV[base+1]        how long the mark lasts, in microseconds
--- KEYS[i], ARGV[1+i]  for i > 1, the hash and field of give-back entry i-1
---                     (every hash shares one cluster slot)
--- ARGV[base+2+2(i-2)..]  entry i-1: how ("r", "c" or "x"), amount
+-- KEYS[i]             for i > 1, the key of give-back entry i-1 (every key
+--                     shares one cluster slot)
+-- ARGV[base+2+2(i-2)..]  entry i-1: how ("r", "c", "k" or "x"), amount
 
 local ttl = tonumber(ARGV[base + 1])
 local v = get(1)
