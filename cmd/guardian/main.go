@@ -343,6 +343,6 @@ func rulesCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitUsage
 	}
-	fmt.Fprintf(stdout, "%s: %d rules, valid, sha256 %s\n", args[1], len(set.Rules), set.Hash)
+	fmt.Fprintf(stdout, "%s: %d rules, valid, hash %s\n", args[1], len(set.Rules), set.Hash())
 	return exitOK
 }

@@ -66,8 +66,18 @@ func (e *Engine) Reset(ctx context.Context, account string) error {
 	if len(ks) == 0 {
 		return nil
 	}
+	// Whether the reset ends a hard stop, for Events: one more store call,
+	// on an admin call.
+	var blocked bool
+	if e.events != nil {
+		st, err := e.Status(ctx, account)
+		blocked = err == nil && st.Blocked
+	}
 	if err := e.store.Delete(ctx, ks...); err != nil {
 		return fmt.Errorf("engine: store: %w", err)
+	}
+	if blocked {
+		e.events.HardStopEnded(subject)
 	}
 	return nil
 }

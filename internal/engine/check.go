@@ -119,9 +119,12 @@ func (e *Engine) Check(ctx context.Context, req CheckRequest) (Decision, error) 
 			Account: subj.account,
 			Device:  subj.device,
 		}
-		for i := range res {
+		for i, r := range p.rules {
 			if res[i].Degraded && res[i].Spent {
 				at.Fallback = true
+			}
+			if res[i].Spent && res[i].Remaining == 0 && r.Mode == rules.Enforce && r.Type == rules.ConsecutiveFailures && r.Action == rules.Block {
+				at.HardStop = true
 			}
 		}
 		p.refunds = reservations(p.refunds[:0], req.Flow, p, res)

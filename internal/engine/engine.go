@@ -91,6 +91,19 @@ type Config struct {
 	// Now is the engine's clock for attempt ids and device tokens
 	// (default time.Now). Limits run on the store's own clock.
 	Now func() time.Time
+	// Events, when set, hears accounts enter and leave a hard stop.
+	Events Events
+}
+
+// Events hears the lifecycle of accounts' hard stops. account is the
+// account's subject (a keyed hash), never the account in clear. Calls come
+// from the request that caused them and must not block.
+type Events interface {
+	// HardStopStarted: a failure report took the account's blocking
+	// consecutive-failure count to its limit.
+	HardStopStarted(account string)
+	// HardStopEnded: a reset lifted the account's block.
+	HardStopEnded(account string)
 }
 
 // Engine decides checks and records reports. It is safe for concurrent use.
@@ -105,6 +118,7 @@ type Engine struct {
 	shadow    *shadow.Book
 	metrics   *metrics.Metrics
 	now       func() time.Time
+	events    Events
 }
 
 // New returns an Engine built from cfg: the one way to build one.
@@ -127,6 +141,7 @@ func New(cfg Config) *Engine {
 		shadow:    cfg.Shadow,
 		metrics:   cfg.Metrics,
 		now:       now,
+		events:    cfg.Events,
 	}
 	e.login = loginlimits.New(e.hasher, tokens.NewDevices(cfg.Key, 0, cfg.PreviousKeys...))
 	if e.aggregate == nil {

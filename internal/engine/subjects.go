@@ -224,9 +224,16 @@ func (s *subjects) remember(k keys.Key, subject string) {
 // accountSubject returns the subject of account for the calls that name an
 // account without a check: status and reset.
 func (e *Engine) accountSubject(account string) (string, error) {
-	norm, err := e.norm.Account(account)
+	return AccountSubject(e.hasher, e.norm, account)
+}
+
+// AccountSubject returns the subject h hashes account to, normalised as a
+// check's account is: what key: account rules count an untrusted check by,
+// and what the audit trail pseudonymises.
+func AccountSubject(h *keys.Hasher, n *keys.Normalizer, account string) (string, error) {
+	norm, err := n.Account(account)
 	if err != nil {
 		return "", err
 	}
-	return e.hasher.KeySubject(accountKey(norm)), nil
+	return h.KeySubject(accountKey(norm)), nil
 }

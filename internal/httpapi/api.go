@@ -13,7 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/guardian-sec/guardian/internal/audit"
 	"github.com/guardian-sec/guardian/internal/engine"
+	"github.com/guardian-sec/guardian/internal/fleet"
 	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/shadow"
@@ -40,7 +42,12 @@ var _ Decider = (*engine.Engine)(nil)
 type Config struct {
 	Engine Decider
 	Tokens *tokens.Service
-	Shadow *shadow.Book
+	// Shadow reports what shadow rules would have done, fleet-wide.
+	Shadow *shadow.Fleet
+	// Fleet lists the instances sharing the store.
+	Fleet *fleet.Fleet
+	// Audit records every admin call that changes state.
+	Audit *audit.Log
 	// Reload re-reads the rules file and returns the set now in force, or
 	// an error (rules.ErrInvalid) listing what is wrong, the old set kept.
 	Reload func() (*rules.Set, error)
@@ -97,6 +104,7 @@ func New(cfg Config) *API {
 	admin.GET("/rules", a.getRules)
 	admin.POST("/rules/reload", a.reloadRules)
 	admin.GET("/shadow", a.getShadow)
+	admin.GET("/fleet", a.getFleet)
 	admin.GET("/accounts/status", a.accountStatus)
 	admin.POST("/accounts/reset", a.accountReset)
 

@@ -51,7 +51,8 @@ func bearer(h string) (string, bool) {
 	return tok, tok != ""
 }
 
-// subject is the verified token's subject, for the audit log of admin calls.
+// subject is the verified token's subject, for the audit trail of admin
+// calls.
 func subject(c *gin.Context) string {
 	if v, ok := c.Get(claimsKey); ok {
 		if cl, ok := v.(tokens.Claims); ok {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/guardian-sec/guardian/internal/audit"
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/rules"
@@ -207,7 +208,7 @@ type rulesResponse struct {
 }
 
 func rulesBody(s *rules.Set) rulesResponse {
-	return rulesResponse{Source: s.Source, LoadedAt: s.LoadedAt.UTC().Truncate(time.Second), Hash: s.Hash, Rules: s.Rules}
+	return rulesResponse{Source: s.Source, LoadedAt: s.LoadedAt.UTC().Truncate(time.Second), Hash: s.Hash(), Rules: s.Rules}
 }
 
 func (a *API) getRules(c *gin.Context) {
@@ -216,21 +217,38 @@ func (a *API) getRules(c *gin.Context) {
 
 func (a *API) reloadRules(c *gin.Context) {
 	set, err := a.cfg.Reload()
+	a.cfg.Audit.Action(audit.ActionReload, subject(c), result(err), "")
 	if err != nil {
-		a.log.Warn("rules reload refused", "by", subject(c), "err", err)
 		a.abort(c, err)
 		return
 	}
-	a.log.Info("rules reloaded", "by", subject(c), "source", set.Source, "rules", len(set.Rules), "hash", set.Hash)
 	c.JSON(http.StatusOK, rulesBody(set))
 }
 
+// result is the audit result of an admin call that ended with err.
+func result(err error) string {
+	if err != nil {
+		return audit.ResultError
+	}
+	return audit.ResultOK
+}
+
+// shadowResponse is the body of GET /v1/shadow.
+type shadowResponse struct {
+	Rules   []shadow.RuleReport `json:"rules"`
+	Partial bool                `json:"partial,omitempty"`
+}
+
 func (a *API) getShadow(c *gin.Context) {
-	rep := a.cfg.Shadow.Report()
+	rep, partial := a.cfg.Shadow.Report(c.Request.Context())
 	if rep == nil {
 		rep = []shadow.RuleReport{}
 	}
-	c.JSON(http.StatusOK, gin.H{"rules": rep})
+	c.JSON(http.StatusOK, shadowResponse{Rules: rep, Partial: partial})
+}
+
+func (a *API) getFleet(c *gin.Context) {
+	c.JSON(http.StatusOK, a.cfg.Fleet.View(c.Request.Context()))
 }
 
 func (a *API) accountStatus(c *gin.Context) {
@@ -260,20 +278,25 @@ type resetRequest struct {
 }
 
 func (a *API) accountReset(c *gin.Context) {
-	var body resetRequest
-	if err := decode(c, &body); err != nil {
-		a.abort(c, err)
-		return
-	}
-	account, err := required(body.Account, "account")
+	account, err := a.reset(c)
+	a.cfg.Audit.Action(audit.ActionReset, subject(c), result(err), account)
 	if err != nil {
 		a.abort(c, err)
 		return
 	}
-	if err := a.cfg.Engine.Reset(c.Request.Context(), account); err != nil {
-		a.abort(c, err)
-		return
-	}
-	a.log.Info("account reset", "by", subject(c))
 	c.JSON(http.StatusOK, gin.H{"reset": true})
+}
+
+// reset decodes a reset request and resets its account; it returns the
+// account, or "" when the request named none.
+func (a *API) reset(c *gin.Context) (string, error) {
+	var body resetRequest
+	if err := decode(c, &body); err != nil {
+		return "", err
+	}
+	account, err := required(body.Account, "account")
+	if err != nil {
+		return "", err
+	}
+	return account, a.cfg.Engine.Reset(c.Request.Context(), account)
 }

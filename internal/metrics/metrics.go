@@ -40,21 +40,20 @@ type Metrics struct {
 	// FailureRateInForce is 1 while a failure_rate rule is in force (its
 	// hysteresis included), by rule and mode.
 	FailureRateInForce *prometheus.GaugeVec
-	// RulesInfo is 1 for the hash of the rules file in force (its SHA-256)
-	// and has no other series; set it with SetRules.
+	// RulesReloads counts reloads of the rules file, by result (ok,
+	// error), whatever asked for them: the API, SIGHUP or a change of the
+	// file.
+	RulesReloads *prometheus.CounterVec
+	// RulesInfo is 1 for the hash of the rules in force (rules.Set.Hash),
+	// the only series: instances of a fleet whose series differ run
+	// different rules.
 	RulesInfo *prometheus.GaugeVec
-	// Rules is how many rules are in force, by mode (enforce, shadow).
+	// AdminActions counts admin calls that change state, by action (reset,
+	// reload) and result (ok, error).
+	AdminActions *prometheus.CounterVec
+	// Rules is how many rules are in force, by mode (enforce, shadow); set
+	// it with SetRuleCount.
 	Rules *prometheus.GaugeVec
-}
-
-// SetRules records the rules put in force: hash is the file's SHA-256,
-// enforced and shadow how many rules of each mode it holds. The previous
-// hash's series goes, so exactly one hash is exported.
-func (m *Metrics) SetRules(hash string, enforced, shadow int) {
-	m.RulesInfo.Reset()
-	m.RulesInfo.WithLabelValues(hash).Set(1)
-	m.Rules.WithLabelValues("enforce").Set(float64(enforced))
-	m.Rules.WithLabelValues("shadow").Set(float64(shadow))
 }
 
 // New registers guardian's metrics on reg.
@@ -102,13 +101,33 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "guardian_failure_rate_in_force",
 			Help: "1 while a failure_rate rule is in force, hysteresis included, by rule and mode; else 0.",
 		}, []string{"rule", "mode"}),
+		RulesReloads: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "guardian_rules_reloads_total",
+			Help: "Reloads of the rules file, by result (ok, error).",
+		}, []string{"result"}),
 		RulesInfo: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "guardian_rules_info",
-			Help: "1 for the SHA-256 of the rules file in force (what sha256sum prints for it).",
+			Help: "1 for the hash of the rules in force.",
 		}, []string{"hash"}),
+		AdminActions: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "guardian_admin_actions_total",
+			Help: "Admin calls that change state, by action (reset, reload) and result (ok, error).",
+		}, []string{"action", "result"}),
 		Rules: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "guardian_rules",
 			Help: "Rules in force, by mode.",
 		}, []string{"mode"}),
 	}
+}
+
+// SetRules makes hash the one series of RulesInfo.
+func (m *Metrics) SetRules(hash string) {
+	m.RulesInfo.Reset()
+	m.RulesInfo.WithLabelValues(hash).Set(1)
+}
+
+// SetRuleCount records how many rules of each mode are in force.
+func (m *Metrics) SetRuleCount(enforced, shadow int) {
+	m.Rules.WithLabelValues("enforce").Set(float64(enforced))
+	m.Rules.WithLabelValues("shadow").Set(float64(shadow))
 }

@@ -1,7 +1,6 @@
 package rules
 
 import (
-	"crypto/sha256"
 	"fmt"
 	"slices"
 	"strings"
@@ -72,27 +71,5 @@ func TestParseRefusesMoreRefundsThanAnAttemptCarries(t *testing.T) {
 	shadow, lines := manyRules(33, "[login]", func(i int) []string { return append(failuresRule(i), "mode: shadow") })
 	if got := errorLines(t, func() error { _, err := Parse("r", []byte(shadow), t0); return err }()); len(got) != 1 || !strings.HasPrefix(got[0], fmt.Sprintf("r:%d: flows: flow login has more than 32", lines[32])) {
 		t.Errorf("33 shadow rules: errors %q, want one at the 33rd rule", got)
-	}
-}
-
-func TestSetHashIsTheFilesSHA256(t *testing.T) {
-	data := []byte(ruleFile(rateFields...))
-	set, err := Parse("rules.yaml", data, t0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := fmt.Sprintf("%x", sha256.Sum256(data)); set.Hash != want {
-		t.Errorf("Hash = %q, want %q", set.Hash, want)
-	}
-	if want := fmt.Sprintf("%x", sha256.Sum256(defaultsYAML)); Default().Hash != want {
-		t.Errorf("Default().Hash = %q, want the SHA-256 of defaults.yaml %q", Default().Hash, want)
-	}
-	// A file that loses its last rule is a different file.
-	two, _ := manyRules(2, "[login]", failuresRule)
-	one, _ := manyRules(1, "[login]", failuresRule)
-	a, errA := Parse("r", []byte(two), t0)
-	b, errB := Parse("r", []byte(one), t0)
-	if errA != nil || errB != nil || a.Hash == b.Hash || len(a.Hash) != 64 {
-		t.Errorf("hashes %q and %q (%v, %v), want two different 64-digit hashes", a.Hash, b.Hash, errA, errB)
 	}
 }

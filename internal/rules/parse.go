@@ -3,7 +3,6 @@ package rules
 import (
 	"bytes"
 	"cmp"
-	"crypto/sha256"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -70,9 +69,7 @@ func Parse(source string, data []byte, loadedAt time.Time) (*Set, error) {
 		slices.SortStableFunc(p.errs, func(a, b Error) int { return cmp.Compare(a.Line, b.Line) })
 		return nil, p.errs
 	}
-	s := newSet(source, loadedAt, rs)
-	s.Hash = fmt.Sprintf("%x", sha256.Sum256(data))
-	return s, nil
+	return newSet(source, loadedAt, rs), nil
 }
 
 // parser walks the YAML node tree of one file, collecting every problem.

@@ -164,12 +164,11 @@ type Set struct {
 	Source string
 	// LoadedAt is when the set was built.
 	LoadedAt time.Time
-	// Hash is the SHA-256 of the file's bytes in lowercase hex, what
-	// sha256sum prints for it: which file is in force.
-	Hash string
 	// Rules are every rule in file order.
 	Rules  []Rule
 	byFlow map[Flow][]*Rule
+	// hash is Hash, computed once by newSet.
+	hash string
 }
 
 // For returns the rules that apply to flow, in file order. The slice is
@@ -214,7 +213,7 @@ func (s *Set) InMode(m Mode) *Set {
 
 // newSet indexes rules by flow.
 func newSet(source string, loadedAt time.Time, rs []Rule) *Set {
-	s := &Set{Source: source, LoadedAt: loadedAt, Rules: rs, byFlow: make(map[Flow][]*Rule)}
+	s := &Set{Source: source, LoadedAt: loadedAt, Rules: rs, byFlow: make(map[Flow][]*Rule), hash: setHash(rs)}
 	for i := range s.Rules {
 		r := &s.Rules[i]
 		for _, f := range r.Flows {

@@ -1,18 +1,16 @@
 package server_test
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
+	"time"
 
 	"github.com/guardian-sec/guardian/internal/keys"
+	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/server"
 )
 
@@ -247,31 +245,14 @@ func TestThirtyTwoRefundingRulesFitOneAttempt(t *testing.T) {
 	}
 }
 
-// logBuffer is a goroutine-safe buffer for a JSON logger.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// line returns the first logged line whose msg is msg, decoded.
-func (l *logBuffer) line(t *testing.T, msg string) map[string]any {
+// rulesHash is the hash guardian shows for a rules file.
+func rulesHash(t *testing.T, yaml string) string {
 	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, raw := range strings.Split(l.b.String(), "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(raw), &m) == nil && m["msg"] == msg {
-			return m
-		}
+	set, err := rules.Parse("rules.yaml", []byte(yaml), time.Now())
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("no log line %q in\n%s", msg, l.b.String())
-	return nil
+	return set.Hash()
 }
 
 func TestReloadShowsRuleCountAndHash(t *testing.T) {
@@ -298,7 +279,7 @@ func TestReloadShowsRuleCountAndHash(t *testing.T) {
 			t.Errorf("%d guardian_rules_info series, want 1", n)
 		}
 	}
-	full := fmt.Sprintf("%x", sha256.Sum256([]byte(burstTwo)))
+	full := rulesHash(t, burstTwo)
 	metricsHave(full, 2)
 
 	// A file cut short but still valid: one rule fewer, and another hash,
@@ -306,13 +287,13 @@ func TestReloadShowsRuleCountAndHash(t *testing.T) {
 	cut := burstTwo[:strings.Index(burstTwo, "  - name: per-recipient")]
 	writeFile(t, in.rulesPath, cut)
 	r := in.do(t, http.MethodPost, "/v1/rules/reload", in.adminToken, nil)
-	short := fmt.Sprintf("%x", sha256.Sum256([]byte(cut)))
+	short := rulesHash(t, cut)
 	if r.status != http.StatusOK || r.body["hash"] != short || len(r.body["rules"].([]any)) != 1 {
 		t.Fatalf("reload: %d %s, want 200 with hash %s and one rule", r.status, r.raw, short)
 	}
-	line := logs.line(t, "rules reloaded")
-	if line["hash"] != short || line["rule_count"] != float64(1) {
-		t.Errorf("reload log line %v, want hash %s and rule_count 1", line, short)
+	reloaded := logs.lines(t, "msg", "rules reloaded")
+	if len(reloaded) != 1 || reloaded[0]["hash"] != short || reloaded[0]["rule_count"] != float64(1) {
+		t.Errorf("reload log lines %v, want one with hash %s and rule_count 1", reloaded, short)
 	}
 	metricsHave(short, 1)
 	if g := in.do(t, http.MethodGet, "/v1/rules", in.adminToken, nil); g.body["hash"] != short {

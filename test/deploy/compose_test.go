@@ -821,8 +821,10 @@ func TestComposeFleet(t *testing.T) {
 				t.Errorf("%s: no line for the rules reload", svc)
 			}
 		}
-		if !has("guardian-a", func(m map[string]any) bool { return m["by"] == admin && strings.Contains(msg(m), "reset") }) {
-			t.Errorf("guardian-a: no line for the account reset by %q", admin)
+		if !has("guardian-a", func(m map[string]any) bool {
+			return m["audit"] == true && m["action"] == "reset" && m["subject"] == admin && m["result"] == "ok"
+		}) {
+			t.Errorf("guardian-a: no audit line for the account reset by %q", admin)
 		}
 	})
 

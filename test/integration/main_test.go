@@ -37,6 +37,8 @@ var signingKey = func() secret.Key {
 type instance struct {
 	srv  *server.Server
 	base string
+	// rulesPath is the rules file the instance watches, "" for none.
+	rulesPath string
 }
 
 // fleetConfig describes instances to start.
@@ -95,7 +97,7 @@ func startFleet(t *testing.T, n int, cfg fleetConfig) []*instance {
 				t.Errorf("instance %d shutdown: %v", i, err)
 			}
 		})
-		out[i] = &instance{srv: srv, base: "http://" + srv.Addr()}
+		out[i] = &instance{srv: srv, base: "http://" + srv.Addr(), rulesPath: rulesPath}
 	}
 	return out
 }
