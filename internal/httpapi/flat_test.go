@@ -108,6 +108,15 @@ func TestParseFlatLeavesTheRestToEncodingJSON(t *testing.T) {
 	}
 }
 
+// decodeCheck decodes body as a check request through encoding/json, and
+// returns the error's text, "" for none.
+func decodeCheck(body string) string {
+	if err := decodeJSON([]byte(body), &checkRequest{}); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
 func TestDecodeFallsBackWithTheSameErrors(t *testing.T) {
 	// A body parseFlat refuses gets the answer encoding/json gives it, as
 	// before the fast path existed.
@@ -121,13 +130,7 @@ func TestDecodeFallsBackWithTheSameErrors(t *testing.T) {
 		{`{"flow":"login"} {}`, "invalid_json: body: more than one JSON value"},
 		{``, "invalid_json: body: empty, a JSON object is required"},
 	} {
-		var r checkRequest
-		err := decodeJSON([]byte(tt.body), &r)
-		got := ""
-		if err != nil {
-			got = err.Error()
-		}
-		if got != tt.want {
+		if got := decodeCheck(tt.body); got != tt.want {
 			t.Errorf("decodeJSON(%q) error = %q, want %q", tt.body, got, tt.want)
 		}
 		if parseFlat(tt.body, &checkRequest{}) {
@@ -161,13 +164,7 @@ func TestDecodeIsStrict(t *testing.T) {
 		{`{"fl\u006fw":"login"}`, ""},
 		{`null`, ""},
 	} {
-		var r checkRequest
-		err := decodeJSON([]byte(tt.body), &r)
-		got := ""
-		if err != nil {
-			got = err.Error()
-		}
-		if got != tt.want {
+		if got := decodeCheck(tt.body); got != tt.want {
 			t.Errorf("decodeJSON(%q) error = %q, want %q", tt.body, got, tt.want)
 		}
 	}

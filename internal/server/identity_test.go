@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -258,36 +257,28 @@ func rulesHash(t *testing.T, yaml string) string {
 func TestReloadShowsRuleCountAndHash(t *testing.T) {
 	logs := &logBuffer{}
 	in := startWith(t, burstTwo, server.Config{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
-	metricsHave := func(hash string, enforced int) {
+	metricsHave := func(hash, gone string, enforced int) {
 		t.Helper()
-		resp, err := http.Get(in.base + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		text, _ := io.ReadAll(resp.Body)
-		for _, want := range []string{
-			`guardian_rules_info{hash="` + hash + `"} 1`,
-			fmt.Sprintf(`guardian_rules{mode="enforce"} %d`, enforced),
-			`guardian_rules{mode="shadow"} 0`,
+		for prefix, want := range map[string]float64{
+			`guardian_rules_info{hash="` + hash + `"}`: 1,
+			`guardian_rules_info{hash="` + gone + `"}`: -1, // no such series
+			`guardian_rules{mode="enforce"}`:           float64(enforced),
+			`guardian_rules{mode="shadow"}`:            0,
 		} {
-			if !strings.Contains(string(text), want+"\n") {
-				t.Errorf("metrics lack %q", want)
+			if got := metric(t, in, prefix); got != want {
+				t.Errorf("%s = %v, want %v", prefix, got, want)
 			}
-		}
-		if n := strings.Count(string(text), "guardian_rules_info{"); n != 1 {
-			t.Errorf("%d guardian_rules_info series, want 1", n)
 		}
 	}
 	full := rulesHash(t, burstTwo)
-	metricsHave(full, 2)
+	cut := burstTwo[:strings.Index(burstTwo, "  - name: per-recipient")]
+	short := rulesHash(t, cut)
+	metricsHave(full, short, 2)
 
 	// A file cut short but still valid: one rule fewer, and another hash,
 	// in the log line, the metrics and GET /v1/rules.
-	cut := burstTwo[:strings.Index(burstTwo, "  - name: per-recipient")]
 	writeFile(t, in.rulesPath, cut)
 	r := in.do(t, http.MethodPost, "/v1/rules/reload", in.adminToken, nil)
-	short := rulesHash(t, cut)
 	if r.status != http.StatusOK || r.body["hash"] != short || len(r.body["rules"].([]any)) != 1 {
 		t.Fatalf("reload: %d %s, want 200 with hash %s and one rule", r.status, r.raw, short)
 	}
@@ -295,7 +286,7 @@ func TestReloadShowsRuleCountAndHash(t *testing.T) {
 	if len(reloaded) != 1 || reloaded[0]["hash"] != short || reloaded[0]["rule_count"] != float64(1) {
 		t.Errorf("reload log lines %v, want one with hash %s and rule_count 1", reloaded, short)
 	}
-	metricsHave(short, 1)
+	metricsHave(short, full, 1)
 	if g := in.do(t, http.MethodGet, "/v1/rules", in.adminToken, nil); g.body["hash"] != short {
 		t.Errorf("GET /v1/rules hash %v, want %s", g.body["hash"], short)
 	}
