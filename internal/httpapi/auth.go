@@ -43,11 +43,14 @@ func (a *API) authorize(need tokens.Scope) gin.HandlerFunc {
 // scheme. The scheme is matched in any case ("bearer", "BEARER"), as
 // RFC 9110 has it, and spaces around the token are dropped.
 func bearer(h string) (string, bool) {
-	scheme, tok, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
+	const scheme = "Bearer"
+	if len(h) <= len(scheme) || h[len(scheme)] != ' ' {
 		return "", false
 	}
-	tok = strings.TrimSpace(tok)
+	if s := h[:len(scheme)]; s != scheme && !strings.EqualFold(s, scheme) {
+		return "", false
+	}
+	tok := strings.TrimSpace(h[len(scheme)+1:])
 	return tok, tok != ""
 }
 
