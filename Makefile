@@ -7,10 +7,16 @@ PKGS      := ./...
 # every target that runs over the packages runs over it too.
 CLIENT    := client
 STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
+# The version and revision guardian reports (guardian version,
+# guardian_build_info): the nearest tag and the commit, stamped at build time.
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+REVISION  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS   := -X github.com/guardian-sec/guardian/internal/version.version=$(VERSION) \
+             -X github.com/guardian-sec/guardian/internal/version.revision=$(REVISION)
 export TESTCONTAINERS_RYUK_DISABLED := true
 export TESTCONTAINERS_HOST_OVERRIDE := 127.0.0.1
 
-.PHONY: run build test test-unit test-clients compose-up compose-down prometheus-image lint bench bench-load fuzz image redis-image tools clean
+.PHONY: run build test test-unit test-clients compose-up compose-down prometheus-image lint readme bench bench-load fuzz image redis-image tools clean
 
 ## run: the service on the embedded store, in development mode (nothing else to install)
 run:
@@ -18,7 +24,7 @@ run:
 
 ## build: a static binary in bin/
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/guardian
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/guardian
 
 ## test: every test, including integration tests against Redis in containers
 test: redis-image test-clients
@@ -48,6 +54,10 @@ lint: $(STATICCHECK)
 
 $(STATICCHECK):
 	GOFLAGS= $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+## readme: rewrite README.md's generated tables (what each built-in rule bounds)
+readme:
+	$(GO) test -count=1 -run '^TestREADME' ./cmd/guardian -update
 
 ## bench: the Go micro-benchmarks, with allocations
 bench:

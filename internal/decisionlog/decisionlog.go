@@ -53,6 +53,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/event"
 	"github.com/guardian-sec/guardian/internal/keys"
+	"github.com/guardian-sec/guardian/internal/requestid"
 	"github.com/guardian-sec/guardian/internal/secret"
 )
 
@@ -164,13 +165,15 @@ func (l *Log) run(every time.Duration) {
 	}
 }
 
-// Check logs a check that the engine decided as d.
-func (l *Log) Check(req engine.CheckRequest, d engine.Decision) {
+// Check logs a check that the engine decided as d, with its decision, the
+// rule that decided and the request id ctx carries.
+func (l *Log) Check(ctx context.Context, req engine.CheckRequest, d engine.Decision) {
 	ids, err := req.Normalise(l.norm)
 	if err != nil {
 		return // The engine refuses such a check; it was not decided.
 	}
-	ev := event.Event{Kind: event.Check, Flow: req.Flow, IP: l.names.ip(ids.IP).String(), Cost: req.Cost}
+	ev := event.Event{Kind: event.Check, Flow: req.Flow, IP: l.names.ip(ids.IP).String(), Cost: req.Cost,
+		Decision: d.Action, Rule: d.Rule, RequestID: requestid.From(ctx)}
 	if d.AttemptID != "" {
 		ev.ID = l.names.event(d.AttemptID)
 	} else {
@@ -185,9 +188,10 @@ func (l *Log) Check(req engine.CheckRequest, d engine.Decision) {
 	l.append(&ev)
 }
 
-// Report logs a report of attemptID that the engine recorded.
-func (l *Log) Report(attemptID string, outcome engine.Outcome) {
-	l.append(&event.Event{Kind: event.Report, ID: l.names.event(attemptID), Outcome: outcome})
+// Report logs a report of attemptID that the engine recorded, with the
+// request id ctx carries.
+func (l *Log) Report(ctx context.Context, attemptID string, outcome engine.Outcome) {
+	l.append(&event.Event{Kind: event.Report, ID: l.names.event(attemptID), Outcome: outcome, RequestID: requestid.From(ctx)})
 }
 
 // randomID returns 16 random bytes in unpadded base64url, the form of every
@@ -289,7 +293,7 @@ func Wrap(e *engine.Engine, l *Log) *Engine {
 func (e *Engine) Check(ctx context.Context, req engine.CheckRequest) (engine.Decision, error) {
 	d, err := e.Engine.Check(ctx, req)
 	if err == nil {
-		e.log.Check(req, d)
+		e.log.Check(ctx, req, d)
 	}
 	return d, err
 }
@@ -299,7 +303,7 @@ func (e *Engine) Check(ctx context.Context, req engine.CheckRequest) (engine.Dec
 func (e *Engine) Report(ctx context.Context, attemptID string, outcome engine.Outcome) (engine.ReportResult, error) {
 	res, err := e.Engine.Report(ctx, attemptID, outcome)
 	if err == nil {
-		e.log.Report(attemptID, outcome)
+		e.log.Report(ctx, attemptID, outcome)
 	}
 	return res, err
 }

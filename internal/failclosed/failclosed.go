@@ -25,8 +25,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -89,6 +87,10 @@ type Store struct {
 	seen     time.Time
 	// since is when the current failure began (unix nanoseconds).
 	since atomic.Int64
+	// active is guardian_fallback_active, which Healthy reports too: amu
+	// keeps the two the same at every moment.
+	amu    sync.Mutex
+	active bool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -130,12 +132,34 @@ func New(cfg Config) *Store {
 		s.log = slog.Default()
 	}
 	s.healthy.Store(true)
-	cfg.Metrics.FallbackActive.Set(0)
+	s.setActive(false)
 	return s
 }
 
-// Healthy reports whether the primary is answering.
-func (s *Store) Healthy() bool { return s.healthy.Load() }
+// Healthy reports whether the primary is answering: false from a failed
+// call until the primary answers again, exactly while
+// guardian_fallback_active is 1.
+func (s *Store) Healthy() bool {
+	s.amu.Lock()
+	defer s.amu.Unlock()
+	return !s.active
+}
+
+// usingPrimary reports whether calls go to the primary: they still do
+// after a failure, until FailAfter of them in a row.
+func (s *Store) usingPrimary() bool { return s.healthy.Load() }
+
+// setActive sets guardian_fallback_active, and what Healthy reports.
+func (s *Store) setActive(on bool) {
+	s.amu.Lock()
+	defer s.amu.Unlock()
+	s.active = on
+	v := 0.0
+	if on {
+		v = 1
+	}
+	s.cfg.Metrics.FallbackActive.Set(v)
+}
 
 // Do evaluates ops on the primary, or decides them by their on_store_error
 // when the primary fails.
@@ -184,7 +208,7 @@ func (s *Store) primary(ctx context.Context, call func(context.Context) error) e
 		return err
 	}
 	if s.failures.Load() > 0 && s.endRun() && s.healthy.Load() {
-		s.cfg.Metrics.FallbackActive.Set(0)
+		s.setActive(false)
 	}
 	return nil
 }
@@ -204,7 +228,7 @@ func (s *Store) endRun() bool {
 func (s *Store) fail(err error, sent time.Time) {
 	kind := Classify(err)
 	s.cfg.Metrics.StoreErrors.WithLabelValues(kind).Inc()
-	s.cfg.Metrics.FallbackActive.Set(1)
+	s.setActive(true)
 	s.mu.Lock()
 	var n int64
 	if sent.Before(s.seen) {
@@ -219,7 +243,6 @@ func (s *Store) fail(err error, sent time.Time) {
 	}
 	if s.healthy.CompareAndSwap(true, false) {
 		s.since.Store(time.Now().UnixNano())
-		s.cfg.Metrics.FallbackActive.Set(1)
 		s.log.Warn("store failing: fallback active, every rule decided by its on_store_error", "kind", kind, "err", err)
 		go s.probe()
 	}
@@ -243,7 +266,7 @@ func (s *Store) probe() {
 		}
 		s.endRun()
 		s.healthy.Store(true)
-		s.cfg.Metrics.FallbackActive.Set(0)
+		s.setActive(false)
 		s.log.Warn("store answering again: fallback ended", "after", time.Since(time.Unix(0, s.since.Load())).Round(time.Millisecond).String())
 		return
 	}
@@ -416,26 +439,6 @@ func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration, ref
 		}
 	}
 	return s.local.MarkOnce(ctx, key, ttl, local...)
-}
-
-// Classify names the kind of a store error for guardian_store_errors_total:
-// "timeout" for a missed deadline, "rejected" for a write the store refused
-// (IsRejected), "script" for another error the store itself answered (a
-// script or command error), "unreachable" for the rest.
-func Classify(err error) string {
-	var netErr net.Error
-	var replyErr interface{ RedisError() }
-	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
-		return "timeout"
-	case errors.As(err, &netErr) && netErr.Timeout():
-		return "timeout"
-	case IsRejected(err):
-		return KindRejected
-	case errors.As(err, &replyErr), errors.Is(err, store.ErrBadReply):
-		return "script"
-	}
-	return "unreachable"
 }
 
 func onErrorName(o store.OnError) string {

@@ -20,7 +20,6 @@ import (
 	"crypto/rand"
 	"log/slog"
 	"os"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/guardian-sec/guardian/internal/aggregate"
 	"github.com/guardian-sec/guardian/internal/rules"
+	"github.com/guardian-sec/guardian/internal/version"
 )
 
 const (
@@ -86,8 +86,8 @@ type Config struct {
 	// ID names this instance; empty means the host name and a random
 	// suffix, so that instances on one host differ.
 	ID string
-	// Version is guardian's version; empty means the main module's
-	// version from the build information.
+	// Version is guardian's version; empty means the running binary's
+	// (package version).
 	Version string
 	// Rules returns the rules in force.
 	Rules func() *rules.Set
@@ -126,7 +126,7 @@ func New(cfg Config) *Fleet {
 		cfg.ID = defaultID()
 	}
 	if cfg.Version == "" {
-		cfg.Version = buildVersion()
+		cfg.Version = version.Get().Version
 	}
 	if cfg.StoreHealthy == nil {
 		cfg.StoreHealthy = func() bool { return true }
@@ -155,15 +155,6 @@ func defaultID() string {
 		host = "guardian"
 	}
 	return host + "-" + strings.ToLower(rand.Text()[:6])
-}
-
-// buildVersion is the main module's version, "(devel)" in a build from a
-// work tree.
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
 }
 
 // ID returns this instance's id.

@@ -21,7 +21,8 @@ func (a *API) authorize(need tokens.Scope) gin.HandlerFunc {
 			a.abort(c, newError(http.StatusUnauthorized, "unauthorized", "missing bearer token"))
 			return
 		}
-		claims, err := a.cfg.Tokens.Verify(tok, a.now())
+		now := a.now()
+		claims, err := a.cfg.Tokens.Verify(tok, now)
 		if err != nil {
 			a.abort(c, err)
 			return
@@ -30,6 +31,7 @@ func (a *API) authorize(need tokens.Scope) gin.HandlerFunc {
 			a.abort(c, newError(http.StatusForbidden, "forbidden", "token scope "+string(claims.Scope)+" does not allow this call"))
 			return
 		}
+		a.noteExpiring(c, claims, now)
 		if need == tokens.ScopeAdmin {
 			// Only admin calls are audited by subject; the decision API
 			// skips the per-request context map.

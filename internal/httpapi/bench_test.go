@@ -76,7 +76,7 @@ func benchServe(b *testing.B, d Decider, method, path, body string, want int) {
 		Engine:       d,
 		Tokens:       svc,
 		Shadow:       shadow.NewFleet(shadow.FleetConfig{Book: shadow.NewBook()}),
-		Reload:       func() (*rules.Set, error) { return rules.Default(), nil },
+		Reload:       func(context.Context, string) (*rules.Set, error) { return rules.Default(), nil },
 		StoreHealthy: func() bool { return true },
 		Gatherer:     prometheus.NewRegistry(),
 	})

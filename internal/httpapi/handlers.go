@@ -68,6 +68,7 @@ func (a *API) check(c *gin.Context) {
 	if d.Action == rules.Slow || d.Action == rules.Block {
 		status = http.StatusTooManyRequests
 	}
+	a.decided(c, string(d.Action), d.Rule, d.Degraded)
 	setCheckHeaders(c.Writer.Header(), &d)
 	writeAnswer(c, status, func(b []byte) []byte { return appendCheck(b, &d) })
 }
@@ -216,7 +217,7 @@ func (a *API) getRules(c *gin.Context) {
 }
 
 func (a *API) reloadRules(c *gin.Context) {
-	set, err := a.cfg.Reload()
+	set, err := a.cfg.Reload(c.Request.Context(), subject(c))
 	a.cfg.Audit.Action(audit.ActionReload, subject(c), result(err), "")
 	if err != nil {
 		a.abort(c, err)

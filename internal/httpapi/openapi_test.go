@@ -451,7 +451,7 @@ func newTestAPI(tb testing.TB, fake *fakeDecider, edit func(*Config)) *testAPI {
 		Shadow:       shadow.NewFleet(shadow.FleetConfig{Book: shadow.NewBook()}),
 		Fleet:        fleet.New(fleet.Config{Rules: fake.Rules}),
 		Audit:        audit.New(audit.Config{Key: secret.Generate(), Metrics: metrics.New(prometheus.NewRegistry())}),
-		Reload:       func() (*rules.Set, error) { return fake.set, nil },
+		Reload:       func(context.Context, string) (*rules.Set, error) { return fake.set, nil },
 		StoreHealthy: func() bool { return true },
 		Gatherer:     prometheus.NewRegistry(),
 	}
@@ -710,7 +710,7 @@ rules:
 		{
 			name: "reload refused",
 			edit: func(cfg *Config) {
-				cfg.Reload = func() (*rules.Set, error) {
+				cfg.Reload = func(context.Context, string) (*rules.Set, error) {
 					return nil, rules.Errors{{File: "rules.yaml", Line: 3, Msg: "key: required"}, {File: "rules.yaml", Line: 9, Msg: "per: required for type rate"}}
 				}
 			},

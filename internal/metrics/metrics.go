@@ -8,6 +8,8 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/guardian-sec/guardian/internal/version"
 )
 
 // Metrics holds guardian's collectors. Build it with New; it is safe for
@@ -21,7 +23,7 @@ type Metrics struct {
 	// CheckDuration observes how long a check took, by flow.
 	CheckDuration *prometheus.HistogramVec
 	// StoreErrors counts failed store calls by kind (timeout, unreachable,
-	// script).
+	// rejected, script).
 	StoreErrors *prometheus.CounterVec
 	// FallbackActive is 1 while the store is failing and the fallback decides.
 	FallbackActive prometheus.Gauge
@@ -54,12 +56,21 @@ type Metrics struct {
 	// Rules is how many rules are in force, by mode (enforce, shadow); set
 	// it with SetRuleCount.
 	Rules *prometheus.GaugeVec
+	// HTTPRequests counts answered HTTP requests by route (the path
+	// template, "other" for a path guardian does not serve) and status code.
+	HTTPRequests *prometheus.CounterVec
+	// ExpiringTokens counts requests authenticated by a service token that
+	// expires within a day, by scope: a caller about to lose access.
+	ExpiringTokens *prometheus.CounterVec
+	// BuildInfo is 1, labelled with the running binary's version, revision
+	// and Go version.
+	BuildInfo *prometheus.GaugeVec
 }
 
-// New registers guardian's metrics on reg.
+// New registers guardian's metrics on reg, guardian_build_info set.
 func New(reg prometheus.Registerer) *Metrics {
 	f := promauto.With(reg)
-	return &Metrics{
+	m := &Metrics{
 		Decisions: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "guardian_decisions_total",
 			Help: "Checks answered, by flow and decision.",
@@ -75,7 +86,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"flow"}),
 		StoreErrors: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "guardian_store_errors_total",
-			Help: "Store calls that failed, by kind (timeout, unreachable, script).",
+			Help: "Store calls that failed, by kind (timeout, unreachable, rejected, script).",
 		}, []string{"kind"}),
 		FallbackActive: f.NewGauge(prometheus.GaugeOpts{
 			Name: "guardian_fallback_active",
@@ -117,7 +128,22 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "guardian_rules",
 			Help: "Rules in force, by mode.",
 		}, []string{"mode"}),
+		HTTPRequests: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "guardian_http_requests_total",
+			Help: "HTTP requests answered, by route (path template, other for unknown paths) and status code.",
+		}, []string{"route", "code"}),
+		ExpiringTokens: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "guardian_expiring_token_requests_total",
+			Help: "Requests authenticated by a service token that expires within a day, by scope.",
+		}, []string{"scope"}),
+		BuildInfo: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "guardian_build_info",
+			Help: "1, labelled with the running guardian's version, revision and Go version.",
+		}, []string{"version", "revision", "goversion"}),
 	}
+	v := version.Get()
+	m.BuildInfo.WithLabelValues(v.Version, v.Revision, v.GoVersion).Set(1)
+	return m
 }
 
 // SetRules makes hash the one series of RulesInfo.

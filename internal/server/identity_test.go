@@ -97,13 +97,13 @@ func TestAccountVariantsShareOneBucket(t *testing.T) {
 		{"dave", "dave."},
 	})
 
-	folded := startWith(t, burstTwo, server.Config{Normalizer: normalizer(t, keys.Options{FoldAccents: true})})
+	folded := startConfig(t, burstTwo, server.Config{Normalizer: normalizer(t, keys.Options{FoldAccents: true})})
 	oneBucket(t, folded, "account", "login", "per-account", [][2]string{{"zoë", "zoe"}, {"José", "JOSE\u200b"}, {"Ñandú", "nandu"}})
 	twoBuckets(t, folded, "account", "login", [][2]string{{"søren", "soren"}, {"erin", "еrin"}})
 }
 
 func TestRecipientVariantsShareOneBucket(t *testing.T) {
-	gb := startWith(t, burstTwo, server.Config{Normalizer: normalizer(t, keys.Options{DefaultRegion: "GB"})})
+	gb := startConfig(t, burstTwo, server.Config{Normalizer: normalizer(t, keys.Options{DefaultRegion: "GB"})})
 	oneBucket(t, gb, "recipient", "otp_send", "per-recipient", [][2]string{
 		{"+44 20 7946 0100", "0044 20 7946 0100"},
 		{"+44 20 7946 0101", "+44 (0)20 7946 0101"},
@@ -256,7 +256,7 @@ func rulesHash(t *testing.T, yaml string) string {
 
 func TestReloadShowsRuleCountAndHash(t *testing.T) {
 	logs := &logBuffer{}
-	in := startWith(t, burstTwo, server.Config{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	in := startConfig(t, burstTwo, server.Config{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	metricsHave := func(hash, gone string, enforced int) {
 		t.Helper()
 		for prefix, want := range map[string]float64{

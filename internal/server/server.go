@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/guardian-sec/guardian/internal/aggregate"
 	"github.com/guardian-sec/guardian/internal/aggregate/redisagg"
@@ -28,6 +29,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/httpapi"
 	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/metrics"
+	"github.com/guardian-sec/guardian/internal/requestid"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/shadow"
@@ -35,6 +37,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/store/memstore"
 	"github.com/guardian-sec/guardian/internal/store/redisstore"
 	"github.com/guardian-sec/guardian/internal/tokens"
+	"github.com/guardian-sec/guardian/internal/tracing"
 )
 
 // Config is everything an instance is built from.
@@ -85,11 +88,15 @@ type Config struct {
 	// apart from the API (bind it to loopback). Empty: off.
 	PprofAddr string
 	// Version is guardian's version as GET /v1/fleet shows it (default:
-	// the main module's version from the build information).
+	// the running binary's, package version).
 	Version string
 	// InstanceID names the instance in GET /v1/fleet (default: the host
 	// name and a random suffix).
 	InstanceID string
+	// OTLPEndpoint, when set, traces checks and reports, their store calls
+	// as child spans, to this OTLP/HTTP collector ("http://collector:4318").
+	// Empty: off.
+	OTLPEndpoint string
 }
 
 // memoryEvery is how often the Redis memory ratio is read.
@@ -129,6 +136,8 @@ func New(cfg Config) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	// Every line logged with a request's context carries its id and trace.
+	s.log = slog.New(requestid.NewHandler(s.log.Handler()))
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(s.registry)
 	s.metrics = m
@@ -170,6 +179,16 @@ func New(cfg Config) (*Server, error) {
 	// First among the closers: its last flush needs the Redis client.
 	s.closers = append([]func() error{s.agg.Close}, s.closers...)
 	trail := audit.New(audit.Config{Key: cfg.HashKey, Metrics: m, Normalizer: cfg.Normalizer, Logger: s.log})
+	var tracer trace.Tracer
+	if cfg.OTLPEndpoint != "" {
+		tp, err := tracing.New(cfg.OTLPEndpoint)
+		if err != nil {
+			return nil, fmt.Errorf("server: --otlp-endpoint: %w", err)
+		}
+		s.closers = append(s.closers, tp.Close)
+		tracer = tp.Tracer()
+		st = tracing.WrapStore(st, tracer)
+	}
 	s.engine = engine.New(engine.Config{
 		Rules:        &s.holder,
 		Store:        st,
@@ -190,10 +209,12 @@ func New(cfg Config) (*Server, error) {
 		Shadow:       s.tallies,
 		Fleet:        s.fleet,
 		Audit:        trail,
-		Reload:       s.Reload,
+		Reload:       s.reload,
 		Normalizer:   cfg.Normalizer,
 		StoreHealthy: storeHealthy,
 		Gatherer:     s.registry,
+		Metrics:      m,
+		Tracer:       tracer,
 		Logger:       s.log,
 		Now:          cfg.Now,
 	})
@@ -350,20 +371,27 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return s.serveErr
 }
 
-// Reload re-reads the rules file. An invalid file is refused and the rules in
-// force stay; in-flight checks finish on the set they started with.
+// Reload re-reads the rules file, as SIGHUP asks. An invalid file is
+// refused and the rules in force stay; in-flight checks finish on the set
+// they started with.
 func (s *Server) Reload() (*rules.Set, error) {
+	return s.reload(context.Background(), "signal")
+}
+
+// reload is Reload for one who asked, by: logged once, whatever the outcome,
+// with ctx's request id when an admin call asked.
+func (s *Server) reload(ctx context.Context, by string) (*rules.Set, error) {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
 	set, err := s.loadRules()
 	if err != nil {
 		s.metrics.RulesReloads.WithLabelValues("error").Inc()
-		s.log.Warn("rules reload refused, previous rules kept", "err", err, "hash", s.holder.Load().Hash())
+		s.log.WarnContext(ctx, "rules reload refused, previous rules kept", "by", by, "err", err, "hash", s.holder.Load().Hash())
 		return nil, err
 	}
 	s.applyRules(set)
 	s.metrics.RulesReloads.WithLabelValues("ok").Inc()
-	s.log.Info("rules reloaded", "source", set.Source, "rule_count", len(set.Rules), "hash", set.Hash())
+	s.log.InfoContext(ctx, "rules reloaded", "by", by, "source", set.Source, "rule_count", len(set.Rules), "hash", set.Hash())
 	return set, nil
 }
 

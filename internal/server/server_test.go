@@ -39,12 +39,11 @@ var testKey = func() secret.Key {
 // contents ("" for the built-in rules), stopped when the test ends.
 func start(t *testing.T, rulesYAML string) *instance {
 	t.Helper()
-	return startWith(t, rulesYAML, server.Config{})
+	return startConfig(t, rulesYAML, server.Config{})
 }
 
-// startWith is start with cfg's other fields (Addr, SigningKey and
-// RulesPath are start's).
-func startWith(t *testing.T, rulesYAML string, cfg server.Config) *instance {
+// startConfig is start on cfg, whose address and signing key it sets.
+func startConfig(t *testing.T, rulesYAML string, cfg server.Config) *instance {
 	t.Helper()
 	cfg.Addr, cfg.SigningKey = "127.0.0.1:0", testKey
 	inst := &instance{}

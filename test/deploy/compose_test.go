@@ -285,9 +285,9 @@ func TestImage(t *testing.T) {
 	if version == "" || version == "dev" {
 		t.Errorf("image label org.opencontainers.image.version = %q, want the build's version", version)
 	}
-	help := run(t, ctx, nil, "docker", "run", "--rm", guardianImage, "help")
-	if first, _, _ := strings.Cut(help, "\n"); first != "guardian "+version {
-		t.Errorf("guardian help in the image starts %q, want %q: the binary's version is not the label's", first, "guardian "+version)
+	printed := run(t, ctx, nil, "docker", "run", "--rm", guardianImage, "version")
+	if !strings.HasPrefix(printed, "guardian "+version+" (revision ") {
+		t.Errorf("guardian version in the image prints %q, want it to start %q: the binary's version is not the label's", printed, "guardian "+version+" (revision ")
 	}
 
 	dockerfile := string(repoFile(t, "deploy/Dockerfile"))

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -51,6 +52,10 @@ type fleetConfig struct {
 	fleetSize    int
 	// now returns instance i's clock (default time.Now).
 	now func(i int) func() time.Time
+	// attemptTTL is --attempt-ttl (default 10m).
+	attemptTTL time.Duration
+	// logger receives every instance's logs (default slog.Default()).
+	logger *slog.Logger
 }
 
 // startFleet starts n instances on cfg, stopped when the test ends.
@@ -78,6 +83,8 @@ func startFleet(t *testing.T, n int, cfg fleetConfig) []*instance {
 			SigningKey:   signingKey,
 			StoreTimeout: cfg.storeTimeout,
 			FleetSize:    cfg.fleetSize,
+			AttemptTTL:   cfg.attemptTTL,
+			Logger:       cfg.logger,
 		}
 		if cfg.now != nil {
 			sc.Now = cfg.now(i)
