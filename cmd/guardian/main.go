@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/server"
 	"github.com/guardian-sec/guardian/internal/store/redisstore"
@@ -246,7 +247,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	fs := c.fs
 	var cfg server.Config
 	var keys, previousKey, hashKey keyFlags
-	var logFormat, logLevel, decisionLog string
+	var logFormat, logLevel, decisionLog, accountFold, region string
 	fs.StringVar(&cfg.Addr, "addr", ":8080", "listen `address`")
 	fs.StringVar(&cfg.RulesPath, "rules", "", "rules `file` (YAML); empty: the built-in default rules")
 	fs.StringVar(&cfg.RedisURL, "redis-url", "", "the security store: redis://host:port/db, rediss://…, or host:port,host:port,… for Redis Cluster; empty: embedded in-memory store (one instance only)")
@@ -259,6 +260,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	fs.StringVar(&logFormat, "log-format", "json", "log format: json or text")
 	fs.StringVar(&logLevel, "log-level", "info", "least severe log level written: debug, info, warn or error")
 	fs.StringVar(&cfg.PprofAddr, "pprof", "", "serve Go pprof profiles on this `address` (e.g. 127.0.0.1:6060), apart from the API; empty: off")
+	fs.StringVar(&accountFold, "account-fold", "", "`accents`: accounts also compare without accents (combining marks removed), for auth services whose user lookup ignores them; empty: accents count")
+	fs.StringVar(&region, "default-region", "", "ISO 3166-1 alpha-2 `region` (e.g. GB) a phone number without an international prefix is dialled in; empty: such a number is read as international without its +")
 	fs.StringVar(&decisionLog, "decision-log", "", "append a decision log (one JSON line per check and report, in the replay format, identifiers pseudonymised) to this `file`, or - for stdout; empty: none")
 	fs.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", "", "trace checks and reports to this OTLP/HTTP collector `URL` (e.g. http://collector:4318); empty: no tracing")
 	pos, code, ok := c.parse(args, getenv, stdout, stderr)
@@ -284,6 +287,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	if cfg.AttemptTTL <= 0 {
 		c.fail(stderr, "--attempt-ttl must be positive")
+		return exitUsage
+	}
+	if cfg.Normalizer, err = normalizer(accountFold, region); err != nil {
+		c.fail(stderr, "%v", err)
 		return exitUsage
 	}
 	key, haveKey, err := keys.load()
@@ -338,6 +345,19 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		fmt.Fprintf(stderr, "\n  development token (scope admin, also valid for check, 24h):\n  %s\n\n", tok)
 	}
 	return serveUntilSignalled(ctx, srv, log)
+}
+
+// normalizer builds the key normaliser of --account-fold and
+// --default-region.
+func normalizer(fold, region string) (*keys.Normalizer, error) {
+	if fold != "" && fold != "accents" {
+		return nil, fmt.Errorf("--account-fold: %q is not accents", fold)
+	}
+	n, err := keys.NewNormalizer(keys.Options{FoldAccents: fold == "accents", DefaultRegion: region})
+	if err != nil {
+		return nil, fmt.Errorf("--default-region: %w", err)
+	}
+	return n, nil
 }
 
 // serveUntilSignalled runs the instance until SIGTERM or SIGINT (drain, exit
@@ -454,6 +474,6 @@ func rulesCmd(args []string, stdout, stderr io.Writer) int {
 	if set == nil {
 		return exitUsage
 	}
-	fmt.Fprintf(stdout, "%s: %d rules, valid\n", pos[0], len(set.Rules))
+	fmt.Fprintf(stdout, "%s: %d rules, valid, hash %s\n", pos[0], len(set.Rules), set.Hash())
 	return exitOK
 }

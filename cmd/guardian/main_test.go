@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/guardian-sec/guardian/internal/logtest"
+	"github.com/guardian-sec/guardian/internal/rules"
 )
 
 const testSigningKey = "guardian-cli-test-signing-key-0123456789"
@@ -77,6 +79,13 @@ func TestRulesCheckCommand(t *testing.T) {
 	if code := run(context.Background(), []string{"rules", "check", good}, env(nil), &out, &errOut); code != exitOK {
 		t.Fatalf("valid file: exit %d, stderr %q", code, errOut.String())
 	}
+	set, err := rules.Load(good, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("%s: 1 rules, valid, hash %s\n", good, set.Hash()); out.String() != want {
+		t.Fatalf("valid file: stdout %q, want %q (the hash guardian_rules_info shows)", out.String(), want)
+	}
 	out.Reset()
 	errOut.Reset()
 	if code := run(context.Background(), []string{"rules", "check", bad}, env(nil), &out, &errOut); code != exitUsage {
@@ -85,6 +94,29 @@ func TestRulesCheckCommand(t *testing.T) {
 	lines := strings.Split(strings.TrimRight(errOut.String(), "\n"), "\n")
 	if len(lines) != 2 || !strings.HasPrefix(lines[0], bad+":7: ") || !strings.HasPrefix(lines[1], bad+":9: ") {
 		t.Fatalf("stderr %q, want two errors, at lines 7 and 9", errOut.String())
+	}
+}
+
+func TestServeRefusesBadNormalisationFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"unknown fold", []string{"--account-fold", "case"}, nil, `guardian serve: --account-fold: "case" is not accents`},
+		{"not a region", []string{"--default-region", "UK"}, nil, `guardian serve: --default-region: keys: invalid default region: "UK" is not an ISO 3166-1 alpha-2 region with phone numbering metadata`},
+		{"region from the environment", nil, map[string]string{"GUARDIAN_DEFAULT_REGION": "GBR"}, `guardian serve: --default-region: keys: invalid default region: "GBR" is not`},
+		{"fold from the environment", nil, map[string]string{"GUARDIAN_ACCOUNT_FOLD": "none"}, `guardian serve: --account-fold: "none" is not accents`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := run(context.Background(), append([]string{"serve", "--addr", "127.0.0.1:0"}, tt.args...), env(tt.env), &out, &errOut)
+			if code != exitUsage || !strings.HasPrefix(errOut.String(), tt.want) {
+				t.Fatalf("exit %d, stderr %q; want 2 and %q", code, errOut.String(), tt.want)
+			}
+		})
 	}
 }
 

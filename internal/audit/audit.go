@@ -43,6 +43,9 @@ type Config struct {
 	Key secret.Key
 	// Metrics counts admin actions (guardian_admin_actions_total).
 	Metrics *metrics.Metrics
+	// Normalizer normalises accounts as the engine does (nil: the
+	// defaults), so that a pseudonym names the account checks counted.
+	Normalizer *keys.Normalizer
 	// Logger receives the lines; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -52,6 +55,7 @@ type Config struct {
 type Log struct {
 	log     *slog.Logger
 	hasher  *keys.Hasher
+	norm    *keys.Normalizer
 	metrics *metrics.Metrics
 }
 
@@ -59,7 +63,7 @@ var _ engine.Events = (*Log)(nil)
 
 // New returns a Log for cfg.
 func New(cfg Config) *Log {
-	l := &Log{log: cfg.Logger, hasher: keys.NewHasher(cfg.Key), metrics: cfg.Metrics}
+	l := &Log{log: cfg.Logger, hasher: keys.NewHasher(cfg.Key), norm: cfg.Normalizer, metrics: cfg.Metrics}
 	if l.log == nil {
 		l.log = slog.Default()
 	}
@@ -75,7 +79,7 @@ func (l *Log) Action(action, subject, result, account string) {
 	l.metrics.AdminActions.WithLabelValues(action, result).Inc()
 	attrs := []any{"audit", true, "action", action, "subject", subject, "result", result}
 	if account != "" {
-		if s, err := engine.AccountSubject(l.hasher, account); err == nil {
+		if s, err := engine.AccountSubject(l.hasher, l.norm, account); err == nil {
 			attrs = append(attrs, "account", l.Pseudonym(s))
 		}
 	}

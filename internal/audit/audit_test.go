@@ -22,7 +22,7 @@ func TestLinesAndPseudonyms(t *testing.T) {
 	key := secret.Generate()
 	m := metrics.New(prometheus.NewRegistry())
 	l := audit.New(audit.Config{Key: key, Metrics: m, Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
-	subject, err := engine.AccountSubject(keys.NewHasher(key), "alice@example.com")
+	subject, err := engine.AccountSubject(keys.NewHasher(key), nil, "alice@example.com")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,6 +52,7 @@ import (
 
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/event"
+	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/requestid"
 	"github.com/guardian-sec/guardian/internal/secret"
 )
@@ -73,6 +74,9 @@ type Config struct {
 	// Key keys the pseudonyms: the instance's signing key, so that every
 	// instance of a fleet writes the same ones.
 	Key secret.Key
+	// Normalizer normalises accounts and recipients before they are
+	// pseudonymised, as the engine does (nil: the defaults).
+	Normalizer *keys.Normalizer
 	// Logger receives the first write error (default slog.Default()).
 	Logger *slog.Logger
 	// Registerer, when set, registers guardian_decision_log_dropped_total.
@@ -92,6 +96,7 @@ type Log struct {
 	log     *slog.Logger
 	now     func() time.Time
 	names   *pseudonyms
+	norm    *keys.Normalizer
 	dropped atomic.Uint64
 	metric  prometheus.Counter
 
@@ -120,6 +125,7 @@ func New(cfg Config) *Log {
 		log:   cfg.Logger,
 		now:   cfg.Now,
 		names: newPseudonyms(cfg.Key),
+		norm:  cfg.Normalizer,
 		kick:  make(chan struct{}, 1),
 		stop:  make(chan struct{}),
 		done:  make(chan struct{}),
@@ -162,7 +168,7 @@ func (l *Log) run(every time.Duration) {
 // Check logs a check that the engine decided as d, with its decision, the
 // rule that decided and the request id ctx carries.
 func (l *Log) Check(ctx context.Context, req engine.CheckRequest, d engine.Decision) {
-	ids, err := req.Normalise()
+	ids, err := req.Normalise(l.norm)
 	if err != nil {
 		return // The engine refuses such a check; it was not decided.
 	}

@@ -107,7 +107,9 @@ var (
 )
 
 func TestLogWritesChecksAndReportsAsReplayEvents(t *testing.T) {
-	te := newEngine(t, oneAccountRule)
+	// A burst of 3: the second check's cost of 3 fits it, but not after the
+	// first check's failure.
+	te := newEngine(t, strings.Replace(oneAccountRule, "burst: 1", "burst: 3", 1))
 	var out logtest.Buffer
 	l := decisionlog.New(decisionlog.Config{Out: &out, Key: testKey, Now: te.clock.Now})
 	e := decisionlog.Wrap(te.eng, l)

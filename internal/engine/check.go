@@ -78,7 +78,7 @@ type Quota struct {
 // challenged), and nothing anywhere otherwise.
 func (e *Engine) Check(ctx context.Context, req CheckRequest) (Decision, error) {
 	start := time.Now()
-	ids, err := req.Normalise()
+	ids, err := req.Normalise(e.norm)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -98,6 +98,9 @@ func (e *Engine) Check(ctx context.Context, req CheckRequest) (Decision, error) 
 			continue
 		}
 		if subject := subj.subject(e.hasher, r); subject != "" {
+			if err := fits(r, cost); err != nil {
+				return Decision{}, err
+			}
 			p.add(r, subject, cost)
 		}
 	}

@@ -15,6 +15,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,6 +47,16 @@ var (
 // MaxCost is the largest cost one check may spend.
 const MaxCost = 1000
 
+// fits refuses a cost that an enforced rate rule r could never allow: more
+// than its burst, which no wait makes room for. Shadow rules do not refuse
+// a check.
+func fits(r *rules.Rule, cost int64) error {
+	if r.Type == rules.Rate && r.Mode == rules.Enforce && cost > r.Burst {
+		return fmt.Errorf("%w: cost: %d is more than the burst of rule %s (%d), so no wait would let it through", ErrInvalidField, cost, r.Name, r.Burst)
+	}
+	return nil
+}
+
 // Config holds what an Engine is built from. Rules, Store and Key are
 // required; every other field has a default.
 type Config struct {
@@ -62,6 +73,9 @@ type Config struct {
 	// HashKey keys the subjects accounts, addresses and recipients hash to
 	// (package keys); default Key.
 	HashKey secret.Key
+	// Normalizer normalises accounts and recipients before they are hashed
+	// (CheckRequest.Normalise); nil: the defaults.
+	Normalizer *keys.Normalizer
 	// AttemptTTL is how long an attempt id can be reported (default
 	// tokens.AttemptTTL); a check never reported by then counts as a failure.
 	AttemptTTL time.Duration
@@ -97,6 +111,7 @@ type Engine struct {
 	rules     *rules.Holder
 	store     store.Store
 	hasher    *keys.Hasher
+	norm      *keys.Normalizer
 	attempts  *tokens.Attempts
 	login     *loginlimits.Policy
 	aggregate *aggregate.Aggregate
@@ -120,6 +135,7 @@ func New(cfg Config) *Engine {
 		rules:     cfg.Rules,
 		store:     cfg.Store,
 		hasher:    keys.NewHasher(hashKey),
+		norm:      cfg.Normalizer,
 		attempts:  tokens.NewAttempts(cfg.Key, cfg.PreviousKeys...).WithTTL(cfg.AttemptTTL),
 		aggregate: cfg.Aggregate,
 		shadow:    cfg.Shadow,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/guardian-sec/guardian/internal/audit"
 	"github.com/guardian-sec/guardian/internal/engine"
+	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/shadow"
 )
@@ -53,7 +54,7 @@ func limitsJSON(ls []engine.Limit) []limitJSON {
 }
 
 func (a *API) check(c *gin.Context) {
-	req, err := checkFromBody(c)
+	req, err := checkFromBody(c, a.cfg.Normalizer)
 	if err != nil {
 		a.abort(c, err)
 		return
@@ -123,9 +124,10 @@ func setCheckHeaders(h http.Header, d *engine.Decision) {
 }
 
 // checkFromBody decodes a check request and validates it
-// (engine.CheckRequest.Validate), so that every request guardian would not
-// decide is answered 400 before it reaches the engine.
-func checkFromBody(c *gin.Context) (engine.CheckRequest, error) {
+// (engine.CheckRequest.Validate, with the engine's normaliser n), so that
+// every request guardian would not decide is answered 400 before it
+// reaches the engine.
+func checkFromBody(c *gin.Context, n *keys.Normalizer) (engine.CheckRequest, error) {
 	var body checkRequest
 	if err := decode(c, &body); err != nil {
 		return engine.CheckRequest{}, err
@@ -159,7 +161,7 @@ func checkFromBody(c *gin.Context) (engine.CheckRequest, error) {
 		}
 		req.Cost = *body.Cost
 	}
-	return req, req.Validate()
+	return req, req.Validate(n)
 }
 
 // reportRequest is the body of /v1/report.
@@ -202,11 +204,12 @@ func (a *API) report(c *gin.Context) {
 type rulesResponse struct {
 	Source   string       `json:"source"`
 	LoadedAt time.Time    `json:"loaded_at"`
+	Hash     string       `json:"hash"`
 	Rules    []rules.Rule `json:"rules"`
 }
 
 func rulesBody(s *rules.Set) rulesResponse {
-	return rulesResponse{Source: s.Source, LoadedAt: s.LoadedAt.UTC().Truncate(time.Second), Rules: s.Rules}
+	return rulesResponse{Source: s.Source, LoadedAt: s.LoadedAt.UTC().Truncate(time.Second), Hash: s.Hash(), Rules: s.Rules}
 }
 
 func (a *API) getRules(c *gin.Context) {

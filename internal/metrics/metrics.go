@@ -57,6 +57,9 @@ type Metrics struct {
 	// AdminActions counts admin calls that change state, by action (reset,
 	// reload) and result (ok, error).
 	AdminActions *prometheus.CounterVec
+	// Rules is how many rules are in force, by mode (enforce, shadow); set
+	// it with SetRuleCount.
+	Rules *prometheus.GaugeVec
 	// HTTPRequests counts answered HTTP requests by route (the path
 	// template, "other" for a path guardian does not serve) and status code.
 	HTTPRequests *prometheus.CounterVec
@@ -129,6 +132,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "guardian_admin_actions_total",
 			Help: "Admin calls that change state, by action (reset, reload) and result (ok, error).",
 		}, []string{"action", "result"}),
+		Rules: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "guardian_rules",
+			Help: "Rules in force, by mode.",
+		}, []string{"mode"}),
 		HTTPRequests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "guardian_http_requests_total",
 			Help: "HTTP requests answered, by route (path template, other for unknown paths) and status code.",
@@ -151,4 +158,10 @@ func New(reg prometheus.Registerer) *Metrics {
 func (m *Metrics) SetRules(hash string) {
 	m.RulesInfo.Reset()
 	m.RulesInfo.WithLabelValues(hash).Set(1)
+}
+
+// SetRuleCount records how many rules of each mode are in force.
+func (m *Metrics) SetRuleCount(enforced, shadow int) {
+	m.Rules.WithLabelValues("enforce").Set(float64(enforced))
+	m.Rules.WithLabelValues("shadow").Set(float64(shadow))
 }

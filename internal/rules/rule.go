@@ -150,6 +150,13 @@ func (r *Rule) Interval() time.Duration {
 	return r.Per / time.Duration(r.Limit)
 }
 
+// GivesBack reports whether a success report gives back what a check spent
+// on the rule: a rate rule with count: failures (its reservation) and a
+// consecutive_failures rule (its count is reset).
+func (r *Rule) GivesBack() bool {
+	return r.Type == ConsecutiveFailures || r.Type == Rate && r.Count == Failures
+}
+
 // Set is an immutable, validated rule set. Build one with Parse, Load or
 // Default; a Set is safe for concurrent use.
 type Set struct {

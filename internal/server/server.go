@@ -27,6 +27,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/failclosed"
 	"github.com/guardian-sec/guardian/internal/fleet"
 	"github.com/guardian-sec/guardian/internal/httpapi"
+	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/requestid"
 	"github.com/guardian-sec/guardian/internal/rules"
@@ -58,6 +59,10 @@ type Config struct {
 	// The zero Key derives it from SigningKey; a HashKey of its own lets the
 	// signing key rotate without resetting every limit.
 	HashKey secret.Key
+	// Normalizer says how accounts and recipients compare: accent folding
+	// and the default region of phone numbers (nil: the defaults, accents
+	// kept and no default region).
+	Normalizer *keys.Normalizer
 	// StoreTimeout is the deadline of one store call (default 5ms).
 	StoreTimeout time.Duration
 	// FleetSize is how many instances share the store (default 1).
@@ -176,7 +181,7 @@ func New(cfg Config) (*Server, error) {
 	s.trackGlobal(set)
 	// First among the closers: its last flush needs the Redis client.
 	s.closers = append([]func() error{s.agg.Close}, s.closers...)
-	trail := audit.New(audit.Config{Key: cfg.HashKey, Metrics: m, Logger: s.log})
+	trail := audit.New(audit.Config{Key: cfg.HashKey, Metrics: m, Normalizer: cfg.Normalizer, Logger: s.log})
 	var tracer trace.Tracer
 	if cfg.OTLPEndpoint != "" {
 		tp, err := tracing.New(cfg.OTLPEndpoint)
@@ -193,6 +198,7 @@ func New(cfg Config) (*Server, error) {
 		Key:          cfg.SigningKey,
 		PreviousKeys: cfg.PreviousSigningKeys,
 		HashKey:      cfg.HashKey,
+		Normalizer:   cfg.Normalizer,
 		AttemptTTL:   cfg.AttemptTTL,
 		Aggregate:    s.agg,
 		Shadow:       s.shadow,
@@ -207,6 +213,7 @@ func New(cfg Config) (*Server, error) {
 		Fleet:        s.fleet,
 		Audit:        trail,
 		Reload:       s.reload,
+		Normalizer:   cfg.Normalizer,
 		StoreHealthy: storeHealthy,
 		Gatherer:     s.registry,
 		Metrics:      m,
@@ -299,7 +306,7 @@ func (s *Server) decider() httpapi.Decider {
 	if s.cfg.DecisionLog == nil {
 		return s.engine
 	}
-	dl := decisionlog.New(decisionlog.Config{Out: s.cfg.DecisionLog, Key: s.cfg.HashKey, Logger: s.log, Registerer: s.registry})
+	dl := decisionlog.New(decisionlog.Config{Out: s.cfg.DecisionLog, Key: s.cfg.HashKey, Normalizer: s.cfg.Normalizer, Logger: s.log, Registerer: s.registry})
 	s.closers = append(s.closers, dl.Close)
 	return decisionlog.Wrap(s.engine, dl)
 }
@@ -333,7 +340,7 @@ func (s *Server) Start() error {
 		}
 	}()
 	set := s.holder.Load()
-	s.log.Info("guardian started", "addr", ln.Addr().String(), "rules", set.Source, "rule_count", len(set.Rules), "fleet_size", s.cfg.FleetSize)
+	s.log.Info("guardian started", "addr", ln.Addr().String(), "rules", set.Source, "rule_count", len(set.Rules), "rules_hash", set.Hash(), "fleet_size", s.cfg.FleetSize)
 	return nil
 }
 
@@ -437,6 +444,8 @@ func (s *Server) loadRules() (*rules.Set, error) {
 func (s *Server) applyRules(set *rules.Set) {
 	s.shadow.Track(set)
 	s.metrics.SetRules(set.Hash())
+	shadow := len(set.ShadowNames())
+	s.metrics.SetRuleCount(len(set.Rules)-shadow, shadow)
 	if s.agg != nil {
 		s.trackGlobal(set)
 	}
