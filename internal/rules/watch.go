@@ -31,8 +31,10 @@ func NewWatcher(path string) *Watcher {
 // Changed reports whether the file's content differs from the baseline,
 // and makes what it read the baseline. A file being rewritten in place may
 // be read half-written, so a content that differs is read again after
-// settle until two reads agree (ten times at most): a rewrite shows as one
-// change to its final content, and one back to the baseline as none.
+// settle until two reads agree on a file that is not empty (ten times at
+// most; a rewrite in place empties the file before it writes it): a rewrite
+// shows as one change to its final content, and one back to the baseline as
+// none.
 func (w *Watcher) Changed(settle time.Duration) bool {
 	d, _ := digestFile(w.path)
 	if d == w.last {
@@ -41,7 +43,7 @@ func (w *Watcher) Changed(settle time.Duration) bool {
 	for range 10 {
 		time.Sleep(settle)
 		again, _ := digestFile(w.path)
-		if again == d {
+		if again == d && again != emptyDigest {
 			break
 		}
 		d = again
@@ -69,6 +71,9 @@ func (w *Watcher) Run(ctx context.Context, period time.Duration, changed func())
 		}
 	}
 }
+
+// emptyDigest is the digest of an empty file.
+var emptyDigest = sha256.Sum256(nil)
 
 // digestFile returns the SHA-256 of the file's content, or a zero digest
 // and the error when it cannot be read.
