@@ -128,7 +128,7 @@ func startNode(ctx context.Context, tb testing.TB, server, dir string) (string, 
 
 		pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		pinged := make(chan error, 1)
-		go func() { pinged <- waitPing(pingCtx, addr) }()
+		go func() { pinged <- waitPing(pingCtx, addr, nil) }()
 		select {
 		case err = <-pinged:
 		case err = <-exited:

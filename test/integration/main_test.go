@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/redistest"
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/server"
+	"github.com/guardian-sec/guardian/internal/store/redisstore"
 	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
@@ -49,6 +51,10 @@ type fleetConfig struct {
 	fleetSize    int
 	// now returns instance i's clock (default time.Now).
 	now func(i int) func() time.Time
+	// redis holds the Redis connection files (TLS, password).
+	redis redisstore.Options
+	// log, when set, receives every instance's logs.
+	log *slog.Logger
 }
 
 // startFleet starts n instances on cfg, stopped when the test ends.
@@ -76,6 +82,8 @@ func startFleet(t *testing.T, n int, cfg fleetConfig) []*instance {
 			SigningKey:   signingKey,
 			StoreTimeout: cfg.storeTimeout,
 			FleetSize:    cfg.fleetSize,
+			Redis:        cfg.redis,
+			Logger:       cfg.log,
 		}
 		if cfg.now != nil {
 			sc.Now = cfg.now(i)

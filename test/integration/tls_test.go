@@ -1,0 +1,123 @@
+package integration
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/guardian-sec/guardian/internal/redistest"
+	"github.com/guardian-sec/guardian/internal/store/redisstore"
+)
+
+// logBuffer collects log lines from several goroutines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *logBuffer) logger() *slog.Logger {
+	return slog.New(slog.NewJSONHandler(b, nil))
+}
+
+// tlsOptions are the guardian flags for certs: --redis-ca-file,
+// --redis-cert-file and --redis-key-file.
+func tlsOptions(certs *redistest.Certs) redisstore.Options {
+	return redisstore.Options{CAFile: certs.CA, CertFile: certs.ClientCert, KeyFile: certs.ClientKey}
+}
+
+func TestTLSDecidesOnTheStore(t *testing.T) {
+	certs := redistest.NewCerts(t)
+	redis := redistest.Start(t, redistest.WithTLS(certs, true))
+	if !strings.HasPrefix(redis.URL(), "rediss://") {
+		t.Fatalf("URL %q, want rediss://", redis.URL())
+	}
+	fleet := startFleet(t, 1, fleetConfig{redisURL: redis.URL(), rulesYAML: faultRules, redis: tlsOptions(certs)})
+	for i := range 3 {
+		a := fleet[0].check(t, map[string]any{"flow": "login", "ip": "198.51.100.30"})
+		if a.status != 200 || a.degraded() || a.remaining("local-budget") != int64(9-i) {
+			t.Fatalf("check %d over TLS: %d %s, want allowed from the shared store", i, a.status, a.raw)
+		}
+	}
+	if got := fallbackActive(t, fleet[0]); got != 0 {
+		t.Fatalf("guardian_fallback_active = %d over TLS, want 0", got)
+	}
+	// The spends are in the server's data: guardian spoke to this Redis.
+	n, err := redis.Client(t).DBSize(t.Context()).Result()
+	if err != nil || n == 0 {
+		t.Fatalf("DBSIZE over TLS = %d, %v: guardian's state is not in the TLS Redis", n, err)
+	}
+}
+
+// TestTLSRefusesWhatDoesNotVerify runs guardian against servers whose
+// certificate must not be trusted, and against a plain Redis: each is a
+// store failure (the fallback decides, degraded) with a log line that says
+// why, never a connection without TLS.
+func TestTLSRefusesWhatDoesNotVerify(t *testing.T) {
+	certs := redistest.NewCerts(t)
+	other := redistest.NewCerts(t) // another CA, same names
+	expired := redistest.NewExpiredCerts(t)
+	good := redistest.Start(t, redistest.WithTLS(certs, true))
+	stale := redistest.Start(t, redistest.WithTLS(expired, false))
+	plain := redistest.Start(t)
+
+	tests := []struct {
+		name    string
+		url     string
+		opts    redisstore.Options
+		wantLog string
+	}{
+		{"wrong CA", good.URL(), tlsOptions(other), "certificate signed by unknown authority"},
+		{"system roots only", good.URL(), redisstore.Options{CertFile: certs.ClientCert, KeyFile: certs.ClientKey}, "certificate signed by unknown authority"},
+		{"expired server certificate", stale.URL(), redisstore.Options{CAFile: expired.CA}, "certificate has expired"},
+		{"no client certificate", good.URL(), redisstore.Options{CAFile: certs.CA}, "certificate required"},
+		// A plain Redis reads the TLS hello as the start of a command and
+		// waits for the rest: the handshake times out.
+		{"plain Redis behind rediss://", "rediss://" + plain.Addr() + "/0", redisstore.Options{CAFile: certs.CA}, "deadline exceeded"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var logs logBuffer
+			fleet := startFleet(t, 1, fleetConfig{redisURL: tt.url, rulesYAML: faultRules, storeTimeout: faultTimeout, redis: tt.opts, log: logs.logger()})
+			in := fleet[0]
+			for range 5 {
+				a := in.check(t, map[string]any{"flow": "login", "ip": "198.51.100.31"})
+				if a.status != 200 || !a.degraded() {
+					t.Fatalf("check: %d %s, want allowed by the fallback, degraded", a.status, a.raw)
+				}
+				if a := in.check(t, map[string]any{"flow": "password_reset", "ip": "198.51.100.32"}); a.status != 429 || !a.degraded() {
+					t.Fatalf("closed rule: %d %s, want slowed, degraded", a.status, a.raw)
+				}
+			}
+			if got := fallbackActive(t, in); got != 1 {
+				t.Fatalf("guardian_fallback_active = %d, want 1", got)
+			}
+			// The log says why, at start and when the fallback took over.
+			deadline := time.Now().Add(2 * time.Second)
+			for !strings.Contains(logs.String(), tt.wantLog) || !strings.Contains(logs.String(), "store failing") {
+				if time.Now().After(deadline) {
+					t.Fatalf("no log line saying %q and \"store failing\":\n%s", tt.wantLog, logs.String())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
+	// The plain Redis got no command from guardian: no state, no script.
+	if n, err := plain.Client(t).DBSize(t.Context()).Result(); err != nil || n != 0 {
+		t.Fatalf("plain Redis DBSIZE = %d, %v: guardian fell back to plain TCP", n, err)
+	}
+}
