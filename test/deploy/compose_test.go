@@ -105,8 +105,12 @@ func TestComposeFile(t *testing.T) {
 		if got, want := env["GUARDIAN_FLEET_SIZE"], fmt.Sprint(len(fleet)); got != want {
 			t.Errorf("%s: GUARDIAN_FLEET_SIZE %q, the fleet has %s", name, got, want)
 		}
-		if env["GUARDIAN_REDIS_URL"] != "redis://redis:6379/0" {
-			t.Errorf("%s: GUARDIAN_REDIS_URL %q, want the redis service", name, env["GUARDIAN_REDIS_URL"])
+		if env["GUARDIAN_REDIS_URL"] != "redis://guardian@redis:6379/0" {
+			t.Errorf("%s: GUARDIAN_REDIS_URL %q, want the redis service, as the user guardian", name, env["GUARDIAN_REDIS_URL"])
+		}
+		pwName, ok := strings.CutPrefix(env["GUARDIAN_REDIS_PASSWORD_FILE"], "/run/secrets/")
+		if !ok || !slices.Contains(s.Secrets, pwName) || c.Secrets[pwName].File == "" {
+			t.Errorf("%s: GUARDIAN_REDIS_PASSWORD_FILE %q is not a compose secret read from a file", name, env["GUARDIAN_REDIS_PASSWORD_FILE"])
 		}
 		if env["GUARDIAN_SIGNING_KEY"] != "" {
 			t.Errorf("%s: the signing key is written into the compose file", name)
@@ -134,7 +138,7 @@ func TestComposeFile(t *testing.T) {
 		t.Errorf("redis image %q: want ${GUARDIAN_REDIS_IMAGE:-redis:7}", redis.Image)
 	}
 	args := strings.Join(redis.Command, " ")
-	for _, want := range []string{"--appendonly yes", "--appendfsync everysec", "--maxmemory-policy noeviction", "--dir /data"} {
+	for _, want := range []string{"--appendonly yes", "--appendfsync everysec", "--maxmemory-policy noeviction", "--dir /data", "--aclfile /run/secrets/guardian_redis_acl"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("redis command %q lacks %q", args, want)
 		}
@@ -501,6 +505,7 @@ func TestComposeFleet(t *testing.T) {
 	dir := t.TempDir()
 	rawKey := randomHex(t, 32)
 	keyFile, rulesFile := filepath.Join(dir, "signing-key"), filepath.Join(dir, "rules.yaml")
+	redisPassword, redisACL := filepath.Join(dir, "redis-password"), filepath.Join(dir, "users.acl")
 	// Bind-mounted into containers that run as 65532: readable by others.
 	if err := os.WriteFile(keyFile, []byte(rawKey+"\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -508,7 +513,17 @@ func TestComposeFleet(t *testing.T) {
 	if err := os.WriteFile(rulesFile, []byte(e2eRules), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{keyFile, rulesFile} {
+	if err := os.WriteFile(redisPassword, []byte(randomHex(t, 16)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	acl, err := runErr(ctx, nil, "bash", "deploy/redis/users-acl.sh", redisPassword)
+	if err != nil {
+		t.Fatalf("deploy/redis/users-acl.sh: %v", err)
+	}
+	if err := os.WriteFile(redisACL, []byte(acl), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{keyFile, rulesFile, redisPassword, redisACL} {
 		if err := os.Chmod(f, 0o644); err != nil { // past the umask
 			t.Fatal(err)
 		}
@@ -523,6 +538,8 @@ func TestComposeFleet(t *testing.T) {
 			"GUARDIAN_REDIS_IMAGE=" + redisImage(),
 			"GUARDIAN_KEY_FILE=" + keyFile,
 			"GUARDIAN_RULES_FILE=" + rulesFile,
+			"GUARDIAN_REDIS_SECRET_FILE=" + redisPassword,
+			"GUARDIAN_REDIS_ACL_FILE=" + redisACL,
 			"GUARDIAN_A_PORT=0",
 			"GUARDIAN_B_PORT=0",
 			// Generous: this test is about sharing and falling back, and

@@ -418,6 +418,21 @@ func TestKubernetesManifests(t *testing.T) {
 		}
 	})
 
+	t.Run("Redis user and password from a Secret", func(t *testing.T) {
+		if u := env(t, c, "GUARDIAN_REDIS_URL").Value; !strings.HasPrefix(u, "redis://guardian@") && !strings.HasPrefix(u, "rediss://guardian@") {
+			t.Errorf("GUARDIAN_REDIS_URL %q: want the ACL user guardian, with no password in it", u)
+		}
+		file := env(t, c, "GUARDIAN_REDIS_PASSWORD_FILE").Value
+		v, rel := mountedFile(t, pod, c, file)
+		if v.Secret == nil || v.Secret.SecretName == "" {
+			t.Fatalf("%s comes from volume %s, which is not a Secret", file, v.Name)
+		}
+		itemKey(t, v.Secret.Items, rel)
+		if mode := v.Secret.DefaultMode; mode == nil || *mode&0o007 != 0 {
+			t.Errorf("the Redis password must not be readable by others: defaultMode %v", mode)
+		}
+	})
+
 	t.Run("service", func(t *testing.T) {
 		s := m.service
 		if !podMatches(s.Spec.Selector, podLabels) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -47,11 +48,27 @@ func (s *Store) CheckAccess(ctx context.Context) error {
 	}
 	for _, st := range steps {
 		if err := st.call(); err != nil {
-			if redis.IsAuthError(err) || redis.IsPermissionError(err) {
+			if accessDenied(err) {
 				return fmt.Errorf("%w: %s: %w", ErrAccess, st.name, err)
 			}
 			return fmt.Errorf("redisstore: check access: %s: %w", st.name, err)
 		}
 	}
 	return nil
+}
+
+// accessDenied reports whether err is Redis refusing the login or a
+// permission: NOAUTH, WRONGPASS, NOPERM, or the same refusal met by a
+// command or key inside a script.
+func accessDenied(err error) bool {
+	if redis.IsAuthError(err) || redis.IsPermissionError(err) {
+		return true
+	}
+	var reply redis.Error
+	if !errors.As(err, &reply) {
+		return false
+	}
+	msg := reply.Error()
+	return strings.Contains(msg, "The user executing the script can't run this command") ||
+		strings.Contains(msg, "The user executing the script can't access")
 }
