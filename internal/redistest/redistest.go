@@ -284,6 +284,12 @@ func (s *Server) isPaused() bool {
 // docker runs f with a Docker client and the container's id.
 func (s *Server) docker(tb testing.TB, f func(context.Context, *testcontainers.DockerClient, string) error) {
 	tb.Helper()
+	docker(tb, s.ctr.GetContainerID(), f)
+}
+
+// docker runs f with a Docker client and the container id.
+func docker(tb testing.TB, id string, f func(context.Context, *testcontainers.DockerClient, string) error) {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	c, err := testcontainers.NewDockerClientWithOpts(ctx)
@@ -291,7 +297,7 @@ func (s *Server) docker(tb testing.TB, f func(context.Context, *testcontainers.D
 		tb.Fatalf("redistest: docker client: %v", err)
 	}
 	defer func() { _ = c.Close() }()
-	if err := f(ctx, c, s.ctr.GetContainerID()); err != nil {
+	if err := f(ctx, c, id); err != nil {
 		tb.Fatalf("redistest: %v", err)
 	}
 }
