@@ -132,7 +132,8 @@ func waitSharedAfter(t *testing.T, in *instance, since time.Time, within time.Du
 // with guardian_fallback_active 0. Each case logs what the failover lost:
 // spends the old master acknowledged that the new one does not hold.
 //
-// Takes about 10 s a case.
+// The cases run in parallel, each on a setup of its own: about 30 s in all,
+// most of it starting containers and waiting for Sentinel to decide.
 func TestSentinelFailover(t *testing.T) {
 	tests := []struct {
 		name string
@@ -147,6 +148,7 @@ func TestSentinelFailover(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			sn := redistest.StartSentinel(t)
 			switched := sn.WatchSwitch(t)
 			var logs logBuffer
@@ -204,7 +206,8 @@ func TestSentinelFailover(t *testing.T) {
 func TestReadOnlyIsAFailoverInProgress(t *testing.T) {
 	node := redistest.Start(t)
 	other := redistest.Start(t)
-	fleet := startFleet(t, 1, fleetConfig{redisURL: node.URL(), rulesYAML: faultRules, storeTimeout: faultTimeout})
+	var logs logBuffer
+	fleet := startFleet(t, 1, fleetConfig{redisURL: node.URL(), rulesYAML: faultRules, storeTimeout: faultTimeout, log: logs.logger()})
 	in := fleet[0]
 	waitShared(t, in, 5*time.Second)
 	load := startLoad(fleet, 2)
@@ -228,6 +231,9 @@ func TestReadOnlyIsAFailoverInProgress(t *testing.T) {
 	}
 	if got := fallbackActive(t, in); got != 1 {
 		t.Fatalf("guardian_fallback_active = %d against a replica, want 1", got)
+	}
+	if !strings.Contains(logs.String(), "READONLY") {
+		t.Fatalf("the fallback took over, but not for READONLY:\n%s", logs.String())
 	}
 	if err := admin.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
 		t.Fatal(err)
