@@ -26,9 +26,12 @@ const clusterNodes = 3
 const clusterBusOffset = 10000
 
 // Cluster is a Redis Cluster of three masters, each a redis-server process
-// on 127.0.0.1, with the 16384 slots split between them.
+// on 127.0.0.1, with the 16384 slots split between them, and with
+// StartReplicatedCluster a replica of each.
 type Cluster struct {
 	addrs []string
+	procs map[string]*exec.Cmd
+	cli   string
 }
 
 // StartCluster starts a three-master Redis Cluster for tb, in tb.TempDir(),
@@ -36,6 +39,20 @@ type Cluster struct {
 // (Debian: redis-server and redis-tools). It returns once every node reports
 // cluster_state:ok.
 func StartCluster(tb testing.TB) *Cluster {
+	tb.Helper()
+	return startCluster(tb, 0, 5*time.Second)
+}
+
+// StartReplicatedCluster is StartCluster with a replica of each master,
+// and a cluster-node-timeout of one second: a replica takes over a master
+// that does not answer for that long, within about two seconds.
+func StartReplicatedCluster(tb testing.TB) *Cluster {
+	tb.Helper()
+	return startCluster(tb, 1, time.Second)
+}
+
+// startCluster starts clusterNodes masters with replicas replicas each.
+func startCluster(tb testing.TB, replicas int, nodeTimeout time.Duration) *Cluster {
 	tb.Helper()
 	server, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -49,17 +66,19 @@ func StartCluster(tb testing.TB) *Cluster {
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	dir := tb.TempDir()
-	c := &Cluster{}
-	for i := range clusterNodes {
-		addr, err := startNode(ctx, tb, server, filepath.Join(dir, "node"+strconv.Itoa(i)))
+	c := &Cluster{procs: map[string]*exec.Cmd{}, cli: cli}
+	total := clusterNodes * (1 + replicas)
+	for i := range total {
+		addr, cmd, err := startNode(ctx, tb, server, filepath.Join(dir, "node"+strconv.Itoa(i)), nodeTimeout)
 		if err != nil {
 			tb.Fatalf("redistest: cluster node %d: %v", i, err)
 		}
 		c.addrs = append(c.addrs, addr)
+		c.procs[addr] = cmd
 	}
 
 	args := append([]string{"--cluster", "create"}, c.addrs...)
-	args = append(args, "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	cmd := exec.CommandContext(ctx, cli, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -67,11 +86,32 @@ func StartCluster(tb testing.TB) *Cluster {
 		tb.Fatalf("redistest: redis-cli --cluster create: %v: %s", err, out.String())
 	}
 	for _, addr := range c.addrs {
-		if err := waitClusterOK(ctx, addr); err != nil {
+		if err := waitClusterOK(ctx, addr, total); err != nil {
+			tb.Fatalf("redistest: cluster node %s: %v", addr, err)
+		}
+		if err := waitReplicaSynced(ctx, addr); err != nil {
 			tb.Fatalf("redistest: cluster node %s: %v", addr, err)
 		}
 	}
 	return c
+}
+
+// waitReplicaSynced waits until the node at addr, if it is a replica, has
+// its link to its master up.
+func waitReplicaSynced(ctx context.Context, addr string) error {
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer func() { _ = c.Close() }()
+	for {
+		info, err := c.Info(ctx, "replication").Result()
+		if err == nil && (strings.Contains(info, "role:master") || strings.Contains(info, "master_link_status:up")) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("replica not in sync: %v %q", err, info)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // Addrs returns the nodes' addresses, "127.0.0.1:port" each.
@@ -91,16 +131,16 @@ func (c *Cluster) Client(tb testing.TB) *redis.ClusterClient {
 // startNode starts one cluster-enabled redis-server in dir on a free
 // loopback port, retrying with another port if the one picked was taken in
 // the meantime, and returns its address once it answers.
-func startNode(ctx context.Context, tb testing.TB, server, dir string) (string, error) {
+func startNode(ctx context.Context, tb testing.TB, server, dir string, nodeTimeout time.Duration) (string, *exec.Cmd, error) {
 	tb.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	var lastErr error
 	for range 5 {
 		port, err := freePort(clusterBusOffset)
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
 		addr := "127.0.0.1:" + strconv.Itoa(port)
 		logPath := filepath.Join(dir, "redis.log")
@@ -110,14 +150,17 @@ func startNode(ctx context.Context, tb testing.TB, server, dir string) (string, 
 			"--protected-mode", "no",
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "5000",
+			"--cluster-node-timeout", strconv.FormatInt(nodeTimeout.Milliseconds(), 10),
+			// A replica takes over however long its link was down: a test
+			// kills a master moments after the replica first synced.
+			"--cluster-replica-validity-factor", "0",
 			"--dir", dir,
 			"--save", "",
 			"--appendonly", "no",
 			"--logfile", logPath,
 		)
 		if err := cmd.Start(); err != nil {
-			return "", err
+			return "", nil, err
 		}
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
@@ -138,18 +181,18 @@ func startNode(ctx context.Context, tb testing.TB, server, dir string) (string, 
 		cancel()
 		if err == nil {
 			tb.Cleanup(stop)
-			return addr, nil
+			return addr, cmd, nil
 		}
 		stop()
 		lastErr = err
 		_ = os.Remove(filepath.Join(dir, "nodes.conf"))
 	}
-	return "", lastErr
+	return "", nil, lastErr
 }
 
-// waitClusterOK polls CLUSTER INFO on addr until the node sees all three
-// masters and every slot served, or ctx ends.
-func waitClusterOK(ctx context.Context, addr string) error {
+// waitClusterOK polls CLUSTER INFO on addr until the node sees all nodes
+// of the cluster and every slot served, or ctx ends.
+func waitClusterOK(ctx context.Context, addr string, nodes int) error {
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer func() { _ = c.Close() }()
 	var info string
@@ -157,7 +200,7 @@ func waitClusterOK(ctx context.Context, addr string) error {
 		var err error
 		info, err = c.ClusterInfo(ctx).Result()
 		if err == nil && strings.Contains(info, "cluster_state:ok") &&
-			strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(clusterNodes)) &&
+			strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(nodes)) &&
 			strings.Contains(info, "cluster_slots_ok:16384") {
 			return nil
 		}

@@ -117,7 +117,15 @@ func OpenWith(addr string, o Options) (redis.UniversalClient, error) {
 	}
 	co := &redis.ClusterOptions{Addrs: addrs, Password: password}
 	tuneClusterOptions(co)
-	return redis.NewClusterClient(co), nil
+	return newClusterClient(co), nil
+}
+
+// newClusterClient returns a Cluster client that follows failovers at once
+// (followCluster).
+func newClusterClient(o *redis.ClusterOptions) *redis.ClusterClient {
+	c := redis.NewClusterClient(o)
+	c.AddHook(followCluster{c})
+	return c
 }
 
 // openURL opens a redis:// or rediss:// URL.
@@ -167,7 +175,7 @@ func openURL(raw string, o Options) (redis.UniversalClient, error) {
 			co.Password = password
 		}
 		tuneClusterOptions(co)
-		return redis.NewClusterClient(co), nil
+		return newClusterClient(co), nil
 	default:
 		ro, err := redis.ParseURL(raw)
 		if err != nil {
