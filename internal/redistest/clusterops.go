@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,17 +29,11 @@ func (c *Cluster) Kill(tb testing.TB, addr string) {
 // at via sees it.
 func (c *Cluster) MasterOf(tb testing.TB, via string, slot int) string {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	n := redis.NewClient(&redis.Options{Addr: via})
-	defer func() { _ = n.Close() }()
-	ranges, err := n.ClusterSlots(ctx).Result()
-	if err != nil {
-		tb.Fatalf("redistest: CLUSTER SLOTS on %s: %v", via, err)
-	}
-	for _, r := range ranges {
-		if r.Start <= slot && slot <= r.End && len(r.Nodes) > 0 {
-			return r.Nodes[0].Addr
+	for _, sh := range shards(tb, via) {
+		for _, r := range sh.slots {
+			if r.Start <= int64(slot) && int64(slot) <= r.End {
+				return sh.master
+			}
 		}
 	}
 	tb.Fatalf("redistest: no master serves slot %d", slot)
@@ -49,20 +44,39 @@ func (c *Cluster) MasterOf(tb testing.TB, via string, slot int) string {
 // them: those that serve slots.
 func (c *Cluster) Masters(tb testing.TB, via string) []string {
 	tb.Helper()
+	var out []string
+	for _, sh := range shards(tb, via) {
+		if len(sh.slots) > 0 && !slices.Contains(out, sh.master) {
+			out = append(out, sh.master)
+		}
+	}
+	return out
+}
+
+// shard is one master of a Cluster and the slots it serves.
+type shard struct {
+	master string
+	slots  []redis.SlotRange
+}
+
+// shards returns the Cluster's masters, as CLUSTER SHARDS on the node at
+// via reports them.
+func shards(tb testing.TB, via string) []shard {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	n := redis.NewClient(&redis.Options{Addr: via})
 	defer func() { _ = n.Close() }()
-	ranges, err := n.ClusterSlots(ctx).Result()
+	all, err := n.ClusterShards(ctx).Result()
 	if err != nil {
-		tb.Fatalf("redistest: CLUSTER SLOTS on %s: %v", via, err)
+		tb.Fatalf("redistest: CLUSTER SHARDS on %s: %v", via, err)
 	}
-	seen := map[string]bool{}
-	var out []string
-	for _, r := range ranges {
-		if len(r.Nodes) > 0 && !seen[r.Nodes[0].Addr] {
-			seen[r.Nodes[0].Addr] = true
-			out = append(out, r.Nodes[0].Addr)
+	var out []shard
+	for _, sh := range all {
+		for _, node := range sh.Nodes {
+			if node.Role == "master" && node.Health == "online" {
+				out = append(out, shard{master: net.JoinHostPort(node.IP, strconv.FormatInt(node.Port, 10)), slots: sh.Slots})
+			}
 		}
 	}
 	return out
