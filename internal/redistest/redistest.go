@@ -254,10 +254,7 @@ func (s *Server) Restart(tb testing.TB) {
 // unpaused when tb ends if the test did not.
 func (s *Server) Pause(tb testing.TB) {
 	tb.Helper()
-	s.docker(tb, func(ctx context.Context, c *testcontainers.DockerClient, id string) error {
-		_, err := c.ContainerPause(ctx, id, client.ContainerPauseOptions{})
-		return err
-	})
+	pause(tb, s.ctr.GetContainerID(), true)
 	s.mu.Lock()
 	s.paused = true
 	s.mu.Unlock()
@@ -266,25 +263,30 @@ func (s *Server) Pause(tb testing.TB) {
 // Unpause resumes a paused container.
 func (s *Server) Unpause(tb testing.TB) {
 	tb.Helper()
-	s.docker(tb, func(ctx context.Context, c *testcontainers.DockerClient, id string) error {
-		_, err := c.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{})
-		return err
-	})
+	pause(tb, s.ctr.GetContainerID(), false)
 	s.mu.Lock()
 	s.paused = false
 	s.mu.Unlock()
+}
+
+// pause pauses the container id, or unpauses it.
+func pause(tb testing.TB, id string, on bool) {
+	tb.Helper()
+	docker(tb, id, func(ctx context.Context, c *testcontainers.DockerClient, id string) error {
+		var err error
+		if on {
+			_, err = c.ContainerPause(ctx, id, client.ContainerPauseOptions{})
+		} else {
+			_, err = c.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{})
+		}
+		return err
+	})
 }
 
 func (s *Server) isPaused() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.paused
-}
-
-// docker runs f with a Docker client and the container's id.
-func (s *Server) docker(tb testing.TB, f func(context.Context, *testcontainers.DockerClient, string) error) {
-	tb.Helper()
-	docker(tb, s.ctr.GetContainerID(), f)
 }
 
 // docker runs f with a Docker client and the container id.

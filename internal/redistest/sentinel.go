@@ -73,20 +73,14 @@ func (n *Node) Kill(tb testing.TB) {
 // unpaused when tb ends if the test did not.
 func (n *Node) Pause(tb testing.TB) {
 	tb.Helper()
-	docker(tb, n.ctr.GetContainerID(), func(ctx context.Context, c *testcontainers.DockerClient, id string) error {
-		_, err := c.ContainerPause(ctx, id, client.ContainerPauseOptions{})
-		return err
-	})
+	pause(tb, n.ctr.GetContainerID(), true)
 	n.set(&n.paused, true)
 }
 
 // Unpause resumes a paused node.
 func (n *Node) Unpause(tb testing.TB) {
 	tb.Helper()
-	docker(tb, n.ctr.GetContainerID(), func(ctx context.Context, c *testcontainers.DockerClient, id string) error {
-		_, err := c.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{})
-		return err
-	})
+	pause(tb, n.ctr.GetContainerID(), false)
 	n.set(&n.paused, false)
 }
 

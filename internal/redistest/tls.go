@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -71,18 +72,12 @@ func newCerts(tb testing.TB, from, until time.Time, hosts []string) *Certs {
 		tb.Fatal(err)
 	}
 
-	server := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "guardian test redis"},
-		NotBefore:    from,
-		NotAfter:     until,
-		KeyUsage:     x509.KeyUsageDigitalSignature,
+	server := leaf("guardian test redis", from, until,
 		// Redis's replication and cluster bus connect as TLS clients with
 		// the server certificate.
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		DNSNames:    []string{"localhost"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
+		x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
+	server.DNSNames = []string{"localhost"}
+	server.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
 			server.IPAddresses = append(server.IPAddresses, ip)
@@ -90,22 +85,34 @@ func newCerts(tb testing.TB, from, until time.Time, hosts []string) *Certs {
 			server.DNSNames = append(server.DNSNames, h)
 		}
 	}
-	serverKey := newKey(tb)
-	writePEM(tb, c.ServerCert, "CERTIFICATE", sign(tb, server, caCert, serverKey, caKey))
-	writeKey(tb, c.ServerKey, serverKey)
+	writePair(tb, c.ServerCert, c.ServerKey, server, caCert, caKey)
+	writePair(tb, c.ClientCert, c.ClientKey, leaf("guardian", from, until, x509.ExtKeyUsageClientAuth), caCert, caKey)
+	return c
+}
 
-	client := &x509.Certificate{
-		SerialNumber: big.NewInt(3),
-		Subject:      pkix.Name{CommonName: "guardian"},
+// serials numbers the certificates a test binary makes.
+var serials atomic.Int64
+
+// leaf returns the template of a certificate for cn, valid from from until
+// until, for usages.
+func leaf(cn string, from, until time.Time, usages ...x509.ExtKeyUsage) *x509.Certificate {
+	return &x509.Certificate{
+		SerialNumber: big.NewInt(serials.Add(1) + 1),
+		Subject:      pkix.Name{CommonName: cn},
 		NotBefore:    from,
 		NotAfter:     until,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		ExtKeyUsage:  usages,
 	}
-	clientKey := newKey(tb)
-	writePEM(tb, c.ClientCert, "CERTIFICATE", sign(tb, client, caCert, clientKey, caKey))
-	writeKey(tb, c.ClientKey, clientKey)
-	return c
+}
+
+// writePair signs tmpl with a new key by the CA and writes the certificate
+// and the key.
+func writePair(tb testing.TB, certPath, keyPath string, tmpl, ca *x509.Certificate, caKey *ecdsa.PrivateKey) {
+	tb.Helper()
+	key := newKey(tb)
+	writePEM(tb, certPath, "CERTIFICATE", sign(tb, tmpl, ca, key, caKey))
+	writeKey(tb, keyPath, key)
 }
 
 func newKey(tb testing.TB) *ecdsa.PrivateKey {

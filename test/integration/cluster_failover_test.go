@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,21 +44,10 @@ const clusterStable = 5 * time.Second
 // check is not ok: the caller tries again on a fresh IP.
 func exactRound(t *testing.T, fleet []*instance, ip, prefix string) (ok bool) {
 	t.Helper()
-	var wg sync.WaitGroup
-	answers := make([]answer, 50)
-	errs := make([]error, 50)
-	for i := range 50 {
-		wg.Go(func() {
-			answers[i], errs[i] = fleet[i%len(fleet)].call("POST", "/v1/check", checkToken,
-				map[string]any{"flow": "login", "account": fmt.Sprintf("%s%d", prefix, i), "ip": ip})
-		})
-	}
-	wg.Wait()
 	got := map[int]int{}
-	for i, a := range answers {
-		if errs[i] != nil {
-			t.Fatalf("check %d: %v", i, errs[i])
-		}
+	for i, a := range sendAtOnce(t, fleet, 50, func(i int) map[string]any {
+		return map[string]any{"flow": "login", "account": fmt.Sprintf("%s%d", prefix, i), "ip": ip}
+	}) {
 		if a.degraded() {
 			t.Logf("round on %s: check %d decided by the fallback: %s", ip, i, a.raw)
 			return false
