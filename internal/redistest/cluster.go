@@ -3,6 +3,7 @@ package redistest
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -32,6 +33,9 @@ type Cluster struct {
 	addrs []string
 	procs map[string]*exec.Cmd
 	cli   string
+	// tls, for StartTLSCluster, is how this package's own clients speak TLS
+	// to the nodes (see options.clientTLS).
+	tls *tls.Config
 }
 
 // StartCluster starts a three-master Redis Cluster for tb, in tb.TempDir(),
@@ -40,7 +44,16 @@ type Cluster struct {
 // cluster_state:ok.
 func StartCluster(tb testing.TB) *Cluster {
 	tb.Helper()
-	return startCluster(tb, 0, 5*time.Second)
+	return startCluster(tb, 0, 5*time.Second, nil)
+}
+
+// StartTLSCluster is StartCluster speaking TLS alone, clients, replication
+// and the cluster bus, with certs' server certificate (it must name
+// 127.0.0.1, as NewCerts's does). Clients need not present a certificate.
+// URL is the cluster's rediss:// address.
+func StartTLSCluster(tb testing.TB, certs *Certs) *Cluster {
+	tb.Helper()
+	return startCluster(tb, 0, 5*time.Second, certs)
 }
 
 // StartReplicatedCluster is StartCluster with a replica of each master,
@@ -48,11 +61,12 @@ func StartCluster(tb testing.TB) *Cluster {
 // that does not answer for that long, within about two seconds.
 func StartReplicatedCluster(tb testing.TB) *Cluster {
 	tb.Helper()
-	return startCluster(tb, 1, time.Second)
+	return startCluster(tb, 1, time.Second, nil)
 }
 
-// startCluster starts clusterNodes masters with replicas replicas each.
-func startCluster(tb testing.TB, replicas int, nodeTimeout time.Duration) *Cluster {
+// startCluster starts clusterNodes masters with replicas replicas each,
+// over TLS when certs is set.
+func startCluster(tb testing.TB, replicas int, nodeTimeout time.Duration, certs *Certs) *Cluster {
 	tb.Helper()
 	server, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -66,10 +80,11 @@ func startCluster(tb testing.TB, replicas int, nodeTimeout time.Duration) *Clust
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	dir := tb.TempDir()
-	c := &Cluster{procs: map[string]*exec.Cmd{}, cli: cli}
+	o := options{certs: certs}
+	c := &Cluster{procs: map[string]*exec.Cmd{}, cli: cli, tls: o.clientTLS(tb)}
 	total := clusterNodes * (1 + replicas)
 	for i := range total {
-		addr, cmd, err := startNode(ctx, tb, server, filepath.Join(dir, "node"+strconv.Itoa(i)), nodeTimeout)
+		addr, cmd, err := startNode(ctx, tb, server, filepath.Join(dir, "node"+strconv.Itoa(i)), nodeTimeout, certs)
 		if err != nil {
 			tb.Fatalf("redistest: cluster node %d: %v", i, err)
 		}
@@ -79,6 +94,9 @@ func startCluster(tb testing.TB, replicas int, nodeTimeout time.Duration) *Clust
 
 	args := append([]string{"--cluster", "create"}, c.addrs...)
 	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
+	if certs != nil {
+		args = append(args, "--tls", "--cacert", certs.CA)
+	}
 	cmd := exec.CommandContext(ctx, cli, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -86,20 +104,33 @@ func startCluster(tb testing.TB, replicas int, nodeTimeout time.Duration) *Clust
 		tb.Fatalf("redistest: redis-cli --cluster create: %v: %s", err, out.String())
 	}
 	for _, addr := range c.addrs {
-		if err := waitClusterOK(ctx, addr, total); err != nil {
+		if err := waitClusterOK(ctx, c.node(addr), total); err != nil {
 			tb.Fatalf("redistest: cluster node %s: %v", addr, err)
 		}
-		if err := waitReplicaSynced(ctx, addr); err != nil {
+		if err := waitReplicaSynced(ctx, c.node(addr)); err != nil {
 			tb.Fatalf("redistest: cluster node %s: %v", addr, err)
 		}
 	}
 	return c
 }
 
-// waitReplicaSynced waits until the node at addr, if it is a replica, has
-// its link to its master up.
-func waitReplicaSynced(ctx context.Context, addr string) error {
-	c := redis.NewClient(&redis.Options{Addr: addr})
+// node returns a client of the node at addr, which the caller closes.
+func (c *Cluster) node(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: addr, TLSConfig: c.tls})
+}
+
+// URL returns the cluster's address as a guardian --redis-url: the
+// host:port list, or for StartTLSCluster rediss://first?addr=… .
+func (c *Cluster) URL() string {
+	if c.tls == nil {
+		return strings.Join(c.addrs, ",")
+	}
+	return "rediss://" + c.addrs[0] + "?addr=" + strings.Join(c.addrs[1:], "&addr=")
+}
+
+// waitReplicaSynced waits until the node c, if it is a replica, has its link
+// to its master up. It closes c.
+func waitReplicaSynced(ctx context.Context, c *redis.Client) error {
 	defer func() { _ = c.Close() }()
 	for {
 		info, err := c.Info(ctx, "replication").Result()
@@ -123,7 +154,7 @@ func (c *Cluster) Addrs() []string {
 // ends.
 func (c *Cluster) Client(tb testing.TB) *redis.ClusterClient {
 	tb.Helper()
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), TLSConfig: c.tls})
 	tb.Cleanup(func() { _ = cc.Close() })
 	return cc
 }
@@ -131,11 +162,12 @@ func (c *Cluster) Client(tb testing.TB) *redis.ClusterClient {
 // startNode starts one cluster-enabled redis-server in dir on a free
 // loopback port, retrying with another port if the one picked was taken in
 // the meantime, and returns its address once it answers.
-func startNode(ctx context.Context, tb testing.TB, server, dir string, nodeTimeout time.Duration) (string, *exec.Cmd, error) {
+func startNode(ctx context.Context, tb testing.TB, server, dir string, nodeTimeout time.Duration, certs *Certs) (string, *exec.Cmd, error) {
 	tb.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", nil, err
 	}
+	clientTLS := (&options{certs: certs}).clientTLS(tb)
 	var lastErr error
 	for range 5 {
 		port, err := freePort(clusterBusOffset)
@@ -144,8 +176,16 @@ func startNode(ctx context.Context, tb testing.TB, server, dir string, nodeTimeo
 		}
 		addr := "127.0.0.1:" + strconv.Itoa(port)
 		logPath := filepath.Join(dir, "redis.log")
-		cmd := exec.Command(server,
-			"--port", strconv.Itoa(port),
+		listen := []string{"--port", strconv.Itoa(port)}
+		if certs != nil {
+			listen = []string{
+				"--port", "0", "--tls-port", strconv.Itoa(port),
+				"--tls-cluster", "yes", "--tls-replication", "yes",
+				"--tls-cert-file", certs.ServerCert, "--tls-key-file", certs.ServerKey,
+				"--tls-ca-cert-file", certs.CA, "--tls-auth-clients", "optional",
+			}
+		}
+		cmd := exec.Command(server, append(listen, []string{
 			"--bind", "127.0.0.1",
 			"--protected-mode", "no",
 			"--cluster-enabled", "yes",
@@ -158,7 +198,7 @@ func startNode(ctx context.Context, tb testing.TB, server, dir string, nodeTimeo
 			"--save", "",
 			"--appendonly", "no",
 			"--logfile", logPath,
-		)
+		}...)...)
 		if err := cmd.Start(); err != nil {
 			return "", nil, err
 		}
@@ -171,7 +211,7 @@ func startNode(ctx context.Context, tb testing.TB, server, dir string, nodeTimeo
 
 		pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		pinged := make(chan error, 1)
-		go func() { pinged <- waitPing(pingCtx, addr, nil) }()
+		go func() { pinged <- waitPing(pingCtx, addr, clientTLS) }()
 		select {
 		case err = <-pinged:
 		case err = <-exited:
@@ -190,10 +230,9 @@ func startNode(ctx context.Context, tb testing.TB, server, dir string, nodeTimeo
 	return "", nil, lastErr
 }
 
-// waitClusterOK polls CLUSTER INFO on addr until the node sees all nodes
-// of the cluster and every slot served, or ctx ends.
-func waitClusterOK(ctx context.Context, addr string, nodes int) error {
-	c := redis.NewClient(&redis.Options{Addr: addr})
+// waitClusterOK polls CLUSTER INFO on the node c until it sees all nodes
+// of the cluster and every slot served, or ctx ends. It closes c.
+func waitClusterOK(ctx context.Context, c *redis.Client, nodes int) error {
 	defer func() { _ = c.Close() }()
 	var info string
 	for {

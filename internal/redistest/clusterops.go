@@ -29,7 +29,7 @@ func (c *Cluster) Kill(tb testing.TB, addr string) {
 // at via sees it.
 func (c *Cluster) MasterOf(tb testing.TB, via string, slot int) string {
 	tb.Helper()
-	for _, sh := range shards(tb, via) {
+	for _, sh := range c.shards(tb, via) {
 		for _, r := range sh.slots {
 			if r.Start <= int64(slot) && int64(slot) <= r.End {
 				return sh.master
@@ -45,7 +45,7 @@ func (c *Cluster) MasterOf(tb testing.TB, via string, slot int) string {
 func (c *Cluster) Masters(tb testing.TB, via string) []string {
 	tb.Helper()
 	var out []string
-	for _, sh := range shards(tb, via) {
+	for _, sh := range c.shards(tb, via) {
 		if len(sh.slots) > 0 && !slices.Contains(out, sh.master) {
 			out = append(out, sh.master)
 		}
@@ -61,11 +61,11 @@ type shard struct {
 
 // shards returns the Cluster's masters, as CLUSTER SHARDS on the node at
 // via reports them.
-func shards(tb testing.TB, via string) []shard {
+func (c *Cluster) shards(tb testing.TB, via string) []shard {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	n := redis.NewClient(&redis.Options{Addr: via})
+	n := c.node(via)
 	defer func() { _ = n.Close() }()
 	all, err := n.ClusterShards(ctx).Result()
 	if err != nil {
@@ -75,7 +75,11 @@ func shards(tb testing.TB, via string) []shard {
 	for _, sh := range all {
 		for _, node := range sh.Nodes {
 			if node.Role == "master" && node.Health == "online" {
-				out = append(out, shard{master: net.JoinHostPort(node.IP, strconv.FormatInt(node.Port, 10)), slots: sh.Slots})
+				port := node.Port
+				if c.tls != nil {
+					port = node.TLSPort
+				}
+				out = append(out, shard{master: net.JoinHostPort(node.IP, strconv.FormatInt(port, 10)), slots: sh.Slots})
 			}
 		}
 	}
@@ -93,7 +97,7 @@ func (c *Cluster) WaitStable(tb testing.TB, within time.Duration, dead ...string
 		if slices.Contains(dead, addr) {
 			continue
 		}
-		n := redis.NewClient(&redis.Options{Addr: addr})
+		n := c.node(addr)
 		for {
 			info, err := n.ClusterInfo(ctx).Result()
 			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_slots_ok:16384") &&
@@ -125,9 +129,9 @@ func (c *Cluster) MigrateSlot(tb testing.TB, slot int, to string, hold time.Dura
 	if from == to {
 		tb.Fatalf("redistest: slot %d is already on %s", slot, to)
 	}
-	src := redis.NewClient(&redis.Options{Addr: from})
+	src := c.node(from)
 	defer func() { _ = src.Close() }()
-	dst := redis.NewClient(&redis.Options{Addr: to})
+	dst := c.node(to)
 	defer func() { _ = dst.Close() }()
 	srcID, err := src.ClusterMyID(ctx).Result()
 	if err != nil {
@@ -164,7 +168,7 @@ func (c *Cluster) MigrateSlot(tb testing.TB, slot int, to string, hold time.Dura
 	}
 	time.Sleep(hold)
 	for _, m := range c.Masters(tb, to) {
-		n := redis.NewClient(&redis.Options{Addr: m})
+		n := c.node(m)
 		must(n, "CLUSTER", "SETSLOT", s, "NODE", dstID)
 		_ = n.Close()
 	}

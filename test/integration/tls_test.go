@@ -121,3 +121,27 @@ func TestTLSRefusesWhatDoesNotVerify(t *testing.T) {
 		t.Fatalf("plain Redis DBSIZE = %d, %v: guardian fell back to plain TCP", n, err)
 	}
 }
+
+// TestTLSCluster runs a fleet on a Redis Cluster that speaks TLS alone
+// (clients, replication, the cluster bus): each node is verified against
+// the address guardian dials, exactness and the multi-slot compensation
+// hold, and a wrong CA is a store failure.
+func TestTLSCluster(t *testing.T) {
+	certs := redistest.NewCerts(t)
+	cl := redistest.StartTLSCluster(t, certs)
+	fleet := startFleet(t, 2, fleetConfig{redisURL: cl.URL(), rulesYAML: clusterRules, redis: redisstore.Options{CAFile: certs.CA}})
+	if !exactRound(t, fleet, "198.51.100.70", "tls") {
+		t.Fatal("the fallback decided a check on a healthy TLS Cluster")
+	}
+
+	other := redistest.NewCerts(t)
+	var logs logBuffer
+	bad := startFleet(t, 1, fleetConfig{redisURL: cl.URL(), rulesYAML: clusterRules, storeTimeout: faultTimeout,
+		redis: redisstore.Options{CAFile: other.CA}, log: logs.logger()})
+	if a := bad[0].check(t, map[string]any{"flow": "login", "account": "tls-bad", "ip": "198.51.100.71"}); a.status != 200 || !a.degraded() {
+		t.Fatalf("a TLS Cluster behind a wrong CA: %d %s, want the fallback's answer", a.status, a.raw)
+	}
+	if !strings.Contains(logs.String(), "certificate signed by unknown authority") {
+		t.Fatalf("no log line saying why:\n%s", logs.String())
+	}
+}
