@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"strconv"
@@ -44,6 +45,10 @@ type Sentinel struct {
 	network   *testcontainers.DockerNetwork
 	nodes     []*Node // the two data nodes, master first
 	sentinels []*Node
+	// certs and tls, for StartTLSSentinel: the certificates, and how this
+	// package's own clients speak TLS (see options.clientTLS).
+	certs *Certs
+	tls   *tls.Config
 }
 
 // Node is one container of a Sentinel setup.
@@ -51,6 +56,7 @@ type Node struct {
 	ctr     *testcontainers.DockerContainer
 	network string
 	addr    string
+	tls     *tls.Config
 
 	mu     sync.Mutex
 	paused bool
@@ -104,7 +110,7 @@ func (n *Node) set(flag *bool, v bool) {
 // Client returns a client of the node, closed when tb ends.
 func (n *Node) Client(tb testing.TB) *redis.Client {
 	tb.Helper()
-	c := redis.NewClient(&redis.Options{Addr: n.addr, DialTimeout: time.Second, ReadTimeout: time.Second})
+	c := redis.NewClient(&redis.Options{Addr: n.addr, DialTimeout: time.Second, ReadTimeout: time.Second, TLSConfig: n.tls})
 	tb.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -114,6 +120,27 @@ func (n *Node) Client(tb testing.TB) *redis.Client {
 // replica is in sync and every Sentinel knows the replica and the other
 // Sentinels, so that a failover can happen.
 func StartSentinel(tb testing.TB) *Sentinel {
+	tb.Helper()
+	return startSentinel(tb, false)
+}
+
+// StartTLSSentinel is StartSentinel speaking TLS alone: clients, the
+// replication and the Sentinels, with a server certificate for the first
+// addresses of the setup's network (Docker hands them out in order). Certs
+// returns the certificates; URL is rediss://.
+func StartTLSSentinel(tb testing.TB) *Sentinel {
+	tb.Helper()
+	return startSentinel(tb, true)
+}
+
+// Certs returns the certificates of a StartTLSSentinel setup, or nil.
+func (s *Sentinel) Certs() *Certs { return s.certs }
+
+// tlsHosts is how many addresses of its network a TLS setup's certificate
+// names: the five containers of the setup, with room to spare.
+const tlsHosts = 30
+
+func startSentinel(tb testing.TB, withTLS bool) *Sentinel {
 	tb.Helper()
 	setEnv()
 	image := Image()
@@ -127,27 +154,58 @@ func StartSentinel(tb testing.TB) *Sentinel {
 	}
 	testcontainers.CleanupNetwork(tb, nw)
 	s := &Sentinel{network: nw}
+	var data, conf []string
+	var files []any
+	if withTLS {
+		s.certs = NewCerts(tb, networkHosts(tb, nw, tlsHosts)...)
+		o := options{certs: s.certs}
+		s.tls = o.clientTLS(tb)
+		args, fs := o.tlsArgs()
+		data = append(args, "--tls-replication", "yes")
+		for _, f := range fs {
+			files = append(files, testcontainers.WithFiles(f))
+		}
+		conf = []string{
+			"port 0",
+			"tls-port " + strconv.Itoa(sentinelPort),
+			"tls-cert-file " + tlsDir + "server.pem",
+			"tls-key-file " + tlsDir + "server-key.pem",
+			"tls-ca-cert-file " + tlsDir + "ca.pem",
+			"tls-replication yes",
+			"tls-auth-clients no",
+		}
+	} else {
+		conf = []string{"port " + strconv.Itoa(sentinelPort)}
+	}
+	dataArgs := func(more ...string) []any {
+		var out []any
+		for _, a := range append(append([]string{"--protected-mode", "no", "--save", ""}, data...), more...) {
+			out = append(out, a)
+		}
+		return append(out, files...)
+	}
 
-	master := s.run(ctx, tb, 6379, "Ready to accept connections", "--protected-mode", "no", "--save", "")
+	master := s.run(ctx, tb, 6379, "Ready to accept connections", dataArgs()...)
 	host, _, _ := net.SplitHostPort(master.addr)
-	replica := s.run(ctx, tb, 6379, "MASTER <-> REPLICA sync: Finished", "--protected-mode", "no", "--save", "", "--replicaof", host, "6379")
+	replica := s.run(ctx, tb, 6379, "MASTER <-> REPLICA sync: Finished", dataArgs("--replicaof", host, "6379")...)
 	s.nodes = []*Node{master, replica}
 
-	conf := strings.Join([]string{
-		"port " + strconv.Itoa(sentinelPort),
+	conf = append(conf,
 		"protected-mode no",
 		fmt.Sprintf("sentinel monitor %s %s 6379 2", MasterName, host),
 		fmt.Sprintf("sentinel down-after-milliseconds %s %d", MasterName, sentinelDownAfter.Milliseconds()),
 		fmt.Sprintf("sentinel failover-timeout %s %d", MasterName, sentinelFailoverTimeout.Milliseconds()),
 		fmt.Sprintf("sentinel parallel-syncs %s 1", MasterName),
 		"",
-	}, "\n")
+	)
 	for range 3 {
-		s.sentinels = append(s.sentinels, s.run(ctx, tb, sentinelPort, "+monitor master",
+		args := append([]any{
 			testcontainers.WithFiles(testcontainers.ContainerFile{
-				Reader: strings.NewReader(conf), ContainerFilePath: "/data/sentinel.conf", FileMode: 0o644,
+				Reader: strings.NewReader(strings.Join(conf, "\n")), ContainerFilePath: "/data/sentinel.conf", FileMode: 0o644,
 			}),
-			"/data/sentinel.conf", "--sentinel"))
+			"/data/sentinel.conf", "--sentinel",
+		}, files...)
+		s.sentinels = append(s.sentinels, s.run(ctx, tb, sentinelPort, "+monitor master", args...))
 	}
 	if err := s.waitReady(ctx); err != nil {
 		tb.Fatalf("redistest: sentinel setup: %v", err)
@@ -183,7 +241,7 @@ func (s *Sentinel) run(ctx context.Context, tb testing.TB, port int, ready strin
 	if err != nil {
 		tb.Fatalf("redistest: container address: %v", err)
 	}
-	n := &Node{ctr: ctr, network: s.network.Name, addr: net.JoinHostPort(ip, strconv.Itoa(port))}
+	n := &Node{ctr: ctr, network: s.network.Name, addr: net.JoinHostPort(ip, strconv.Itoa(port)), tls: s.tls}
 	tb.Cleanup(func() {
 		n.mu.Lock()
 		paused := n.paused
@@ -192,7 +250,7 @@ func (s *Sentinel) run(ctx context.Context, tb testing.TB, port int, ready strin
 			n.Unpause(tb)
 		}
 	})
-	if err := waitPing(ctx, n.addr, nil); err != nil {
+	if err := waitPing(ctx, n.addr, s.tls); err != nil {
 		tb.Fatalf("redistest: %s from the host: %v (the tests need the host to reach Docker's bridge networks)", n.addr, err)
 	}
 	return n
@@ -202,7 +260,7 @@ func (s *Sentinel) run(ctx context.Context, tb testing.TB, port int, ready strin
 // Sentinels.
 func (s *Sentinel) waitReady(ctx context.Context) error {
 	for _, sn := range s.sentinels {
-		c := redis.NewSentinelClient(&redis.Options{Addr: sn.addr})
+		c := redis.NewSentinelClient(&redis.Options{Addr: sn.addr, TLSConfig: s.tls})
 		var replicas []map[string]string
 		var sentinels []map[string]string
 		var err error
@@ -229,7 +287,11 @@ func (s *Sentinel) waitReady(ctx context.Context) error {
 // URL returns guardian's --redis-url for the setup: the three Sentinels
 // and the master's name.
 func (s *Sentinel) URL() string {
-	u := "redis://" + s.sentinels[0].addr + "/0?master_name=" + MasterName
+	scheme := "redis://"
+	if s.tls != nil {
+		scheme = "rediss://"
+	}
+	u := scheme + s.sentinels[0].addr + "/0?master_name=" + MasterName
 	for _, sn := range s.sentinels[1:] {
 		u += "&addr=" + sn.addr
 	}
@@ -268,7 +330,7 @@ func (s *Sentinel) masterAddr(tb testing.TB) string {
 	defer cancel()
 	var lastErr error
 	for _, sn := range s.sentinels {
-		c := redis.NewSentinelClient(&redis.Options{Addr: sn.addr, DialTimeout: time.Second})
+		c := redis.NewSentinelClient(&redis.Options{Addr: sn.addr, DialTimeout: time.Second, TLSConfig: s.tls})
 		hp, err := c.GetMasterAddrByName(ctx, MasterName).Result()
 		_ = c.Close()
 		if err == nil {
@@ -288,7 +350,7 @@ func (s *Sentinel) WatchSwitch(tb testing.TB) <-chan time.Time {
 	out := make(chan time.Time, 1)
 	var once sync.Once
 	for _, sn := range s.sentinels {
-		c := redis.NewSentinelClient(&redis.Options{Addr: sn.addr})
+		c := redis.NewSentinelClient(&redis.Options{Addr: sn.addr, TLSConfig: s.tls})
 		ps := c.Subscribe(context.Background(), "+switch-master")
 		if _, err := ps.Receive(context.Background()); err != nil {
 			tb.Fatalf("redistest: subscribe +switch-master on %s: %v", sn.addr, err)
@@ -310,9 +372,32 @@ func (s *Sentinel) Failover(tb testing.TB) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c := redis.NewSentinelClient(&redis.Options{Addr: s.sentinels[0].addr})
+	c := redis.NewSentinelClient(&redis.Options{Addr: s.sentinels[0].addr, TLSConfig: s.tls})
 	defer func() { _ = c.Close() }()
 	if err := c.Failover(ctx, MasterName).Err(); err != nil {
 		tb.Fatalf("redistest: SENTINEL FAILOVER: %v", err)
 	}
+}
+
+// networkHosts returns the first n addresses Docker hands out on nw, after
+// its gateway.
+func networkHosts(tb testing.TB, nw *testcontainers.DockerNetwork, n int) []string {
+	tb.Helper()
+	var hosts []string
+	docker(tb, nw.ID, func(ctx context.Context, c *testcontainers.DockerClient, id string) error {
+		res, err := c.NetworkInspect(ctx, id, client.NetworkInspectOptions{})
+		if err != nil {
+			return err
+		}
+		if len(res.Network.IPAM.Config) == 0 {
+			return fmt.Errorf("network %s has no subnet", nw.Name)
+		}
+		a := res.Network.IPAM.Config[0].Subnet.Masked().Addr().Next() // the gateway
+		for range n {
+			a = a.Next()
+			hosts = append(hosts, a.String())
+		}
+		return nil
+	})
+	return hosts
 }

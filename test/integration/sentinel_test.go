@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/guardian-sec/guardian/internal/redistest"
+	"github.com/guardian-sec/guardian/internal/store/redisstore"
 )
 
 // sentinelRules are faultRules and a ledger: a rate rule that refills one
@@ -99,7 +100,9 @@ func (l *ledger) finish(t *testing.T, failed time.Time) (before []ledgerSpend, a
 }
 
 // lost returns how many spends the store acknowledged before failed and no
-// longer holds after the failover: each is a unit a limit admits again.
+// longer holds after the failover: each is a unit a limit admits again. It
+// is negative when the store holds spends it never acknowledged (made, but
+// answered past the store deadline).
 func lost(before []ledgerSpend, after ledgerSpend) int64 {
 	last := before[len(before)-1]
 	// Without loss, the first spend after the failover leaves one less.
@@ -132,28 +135,49 @@ func waitSharedAfter(t *testing.T, in *instance, since time.Time, within time.Du
 // with guardian_fallback_active 0. Each case logs what the failover lost:
 // spends the old master acknowledged that the new one does not hold.
 //
-// The cases run in parallel, each on a setup of its own: about 30 s in all,
-// most of it starting containers and waiting for Sentinel to decide.
+// The cases run in parallel but the TLS one, each on a setup of its own:
+// about 50 s in all, most of it starting containers and waiting for
+// Sentinel to decide.
 func TestSentinelFailover(t *testing.T) {
+	kill := func(tb testing.TB, _ *redistest.Sentinel, m *redistest.Node) { m.Kill(tb) }
 	tests := []struct {
 		name string
 		fail func(testing.TB, *redistest.Sentinel, *redistest.Node)
+		tls  bool
 	}{
-		{"kill", func(tb testing.TB, _ *redistest.Sentinel, m *redistest.Node) { m.Kill(tb) }},
-		{"pause", func(tb testing.TB, _ *redistest.Sentinel, m *redistest.Node) { m.Pause(tb) }},
-		{"network_cut", func(tb testing.TB, _ *redistest.Sentinel, m *redistest.Node) { m.Disconnect(tb) }},
+		{"kill", kill, false},
+		// Clients, replication and the Sentinels over TLS; guardian
+		// verifies every node by the address it dials.
+		{"kill_over_tls", kill, true},
+		{"pause", func(tb testing.TB, _ *redistest.Sentinel, m *redistest.Node) { m.Pause(tb) }, false},
+		{"network_cut", func(tb testing.TB, _ *redistest.Sentinel, m *redistest.Node) { m.Disconnect(tb) }, false},
 		// A switchover: the master is demoted to a replica while guardian
 		// holds connections to it, which answer READONLY.
-		{"switchover", func(tb testing.TB, s *redistest.Sentinel, _ *redistest.Node) { s.Failover(tb) }},
+		{"switchover", func(tb testing.TB, s *redistest.Sentinel, _ *redistest.Node) { s.Failover(tb) }, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			sn := redistest.StartSentinel(t)
+			// The TLS case runs alone, before the others: with four other
+			// setups starting on a shared machine its first TLS
+			// connections missed the 50 ms store deadline for longer
+			// than the test waits.
+			if !tt.tls {
+				t.Parallel()
+			}
+			var sn *redistest.Sentinel
+			var files redisstore.Options
+			if tt.tls {
+				sn = redistest.StartTLSSentinel(t)
+				files.CAFile = sn.Certs().CA
+			} else {
+				sn = redistest.StartSentinel(t)
+			}
 			switched := sn.WatchSwitch(t)
-			fleet := startFleet(t, 2, fleetConfig{redisURL: sn.URL(), rulesYAML: sentinelRules, storeTimeout: faultTimeout})
+			fleet := startFleet(t, 2, fleetConfig{redisURL: sn.URL(), rulesYAML: sentinelRules, storeTimeout: faultTimeout, redis: files})
+			// Generous: five setups start at once on a shared machine, and
+			// over TLS each first connection is two handshakes.
 			for _, in := range fleet {
-				waitShared(t, in, 5*time.Second)
+				waitShared(t, in, 15*time.Second)
 			}
 			load := startLoad(fleet, 4)
 			led := startLedger(fleet[0])
@@ -190,7 +214,10 @@ func TestSentinelFailover(t *testing.T) {
 			}
 			n := lost(before, after)
 			if n < 0 {
-				t.Fatalf("the new master holds %d spends more than the old one acknowledged", -n)
+				// Spends the old master made and replicated whose answer
+				// came too late: the fallback answered those checks.
+				t.Logf("the new master holds %d spends the old one never acknowledged", -n)
+				n = 0
 			}
 			t.Logf("failed over %v after the failure; %d checks, %d degraded; %d acknowledged spends lost (of %d)",
 				at.Sub(failed).Round(time.Millisecond), len(samples), degraded, n, len(before))
