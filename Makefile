@@ -3,11 +3,20 @@
 GO        ?= go
 BIN       ?= bin/guardian
 PKGS      := ./...
+# The Go client is a module of its own, which ./... of the root does not reach:
+# every target that runs over the packages runs over it too.
+CLIENT    := client
 STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
+# The version and revision guardian reports (guardian version,
+# guardian_build_info): the nearest tag and the commit, stamped at build time.
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+REVISION  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS   := -X github.com/guardian-sec/guardian/internal/version.version=$(VERSION) \
+             -X github.com/guardian-sec/guardian/internal/version.revision=$(REVISION)
 export TESTCONTAINERS_RYUK_DISABLED := true
 export TESTCONTAINERS_HOST_OVERRIDE := 127.0.0.1
 
-.PHONY: run build test test-unit lint bench bench-load fuzz image redis-image tools clean
+.PHONY: run build test test-unit test-clients compose-up compose-down prometheus-image lint readme bench bench-load fuzz image redis-image tools clean
 
 ## run: the service on the embedded store, in development mode (nothing else to install)
 run:
@@ -15,28 +24,45 @@ run:
 
 ## build: a static binary in bin/
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/guardian
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/guardian
 
 ## test: every test, including integration tests against Redis in containers
-test: redis-image
+test: redis-image test-clients
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	cd $(CLIENT) && $(GO) test -race -count=1 ./...
+
+## test-clients: the Python and TypeScript clients' tests, against a guardian built
+## here and a redis-server on loopback (python3, node 18+, redis-server)
+CLIENT_TEST_BIN := bin/guardian-client-test
+test-clients:
+	$(GO) build -o $(CLIENT_TEST_BIN) ./cmd/guardian
+	cd clients/python && GUARDIAN_BIN=$(CURDIR)/$(CLIENT_TEST_BIN) python3 -m unittest
+	cd clients/typescript && GUARDIAN_BIN=$(CURDIR)/$(CLIENT_TEST_BIN) node --test test/client.test.mjs
 
 ## test-unit: the tests that need no container
 test-unit:
 	$(GO) test -race -count=1 -short $(PKGS)
+	cd $(CLIENT) && $(GO) test -race -count=1 -short ./...
 
-## lint: gofmt, go vet and staticcheck
+## lint: gofmt, go mod tidy, go vet and staticcheck, over both modules
 lint: $(STATICCHECK)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) mod tidy -diff
 	$(GO) vet $(PKGS)
 	$(STATICCHECK) $(PKGS)
+	cd $(CLIENT) && $(GO) mod tidy -diff && $(GO) vet ./... && $(STATICCHECK) ./...
 
 $(STATICCHECK):
 	GOFLAGS= $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
+## readme: rewrite README.md's generated tables (what each built-in rule bounds)
+readme:
+	$(GO) test -count=1 -run '^TestREADME' ./cmd/guardian -update
+
 ## bench: the Go micro-benchmarks, with allocations
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+	cd $(CLIENT) && $(GO) test -run '^$$' -bench . -benchmem ./...
 
 ## bench-load: the load benchmark against its own Redis and guardian on 127.0.0.1
 ## (LOAD_FLAGS: e.g. --json, --pprof DIR, --store-timeout 100ms)
@@ -56,6 +82,36 @@ fuzz:
 ## image: guardian's container image (FROM scratch, static binary), built without any registry
 image:
 	bash deploy/image.sh
+
+## compose-up: the compose fleet of deploy/docker-compose.yaml (two guardians, Redis),
+## with locally built images and a signing key made once in deploy/.secrets
+COMPOSE_KEY := deploy/.secrets/signing-key
+COMPOSE_REDIS_PASSWORD := deploy/.secrets/redis-password
+COMPOSE_REDIS_ACL := deploy/.secrets/users.acl
+compose-up: image redis-image $(COMPOSE_KEY) $(COMPOSE_REDIS_ACL)
+	bash deploy/compose.sh up -d
+
+## compose-down: stops and removes the fleet; the Redis volume (the hard stops) stays
+compose-down:
+	bash deploy/compose.sh --profile monitoring down
+
+$(COMPOSE_KEY):
+	@mkdir -p $(dir $@)
+	@head -c 48 /dev/urandom | base64 > $@.tmp && chmod 644 $@.tmp && mv $@.tmp $@
+	@echo "compose: made $@ (read by uid 65532 in the containers)"
+
+$(COMPOSE_REDIS_PASSWORD):
+	@mkdir -p $(dir $@)
+	@head -c 24 /dev/urandom | base64 | tr -d '/+=' > $@.tmp && chmod 644 $@.tmp && mv $@.tmp $@
+	@echo "compose: made $@ (the password of Redis's user guardian)"
+
+$(COMPOSE_REDIS_ACL): $(COMPOSE_REDIS_PASSWORD) deploy/redis/guardian.acl
+	@bash deploy/redis/users-acl.sh $< > $@.tmp && chmod 644 $@.tmp && mv $@.tmp $@
+	@echo "compose: made $@ (Redis's ACL file)"
+
+## prometheus-image: the local Prometheus image of compose's monitoring profile
+prometheus-image:
+	bash scripts/prometheus-image.sh
 
 ## redis-image: the local Redis test image (built once from Debian's redis-server)
 redis-image:

@@ -3,18 +3,30 @@ package client_test
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/guardian-sec/guardian/client"
-	"github.com/guardian-sec/guardian/internal/store/storetest"
 )
 
 // localClient is a Local-policy client whose guardian never answers.
-func localClient(t *testing.T, limits client.LocalLimits, clk *storetest.Clock) *client.Client {
+func localClient(t *testing.T, limits client.LocalLimits, clk *clock) *client.Client {
 	t.Helper()
 	return newClient(t, client.Config{BaseURL: closedURL(t), OnUnavailable: client.Local, Local: limits, Now: clk.Now})
 }
+
+// clock is the Local policy's clock in these tests: only Set moves it.
+type clock struct{ ns atomic.Int64 }
+
+func newClock(t time.Time) *clock {
+	c := &clock{}
+	c.Set(t)
+	return c
+}
+
+func (c *clock) Set(t time.Time) { c.ns.Store(t.UnixNano()) }
+func (c *clock) Now() time.Time  { return time.Unix(0, c.ns.Load()).UTC() }
 
 var (
 	t0  = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
@@ -71,7 +83,7 @@ func TestLocalPolicy(t *testing.T) {
 		{t0, client.CheckRequest{Flow: client.FlowOTPSend, Recipient: "+15550100000", IP: "192.0.2.2"}, "", 0},
 		{t0, client.CheckRequest{Flow: client.FlowOTPSend, Recipient: "+15550100000", IP: "192.0.2.3"}, client.RuleLocalAccount, time.Minute},
 	}
-	clk := storetest.NewClock(time.Time{})
+	clk := newClock(t0)
 	c := localClient(t, limits, clk)
 	for i, s := range steps {
 		clk.Set(s.at)
@@ -111,7 +123,7 @@ func TestLocalPolicySuccessGivesBack(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := localClient(t, limits, storetest.NewClock(t0))
+			c := localClient(t, limits, newClock(t0))
 			var got []client.Action
 			for i := range len(tt.want) {
 				d, err := c.Check(t.Context(), req(client.FlowLogin, "alice", "198.51.100.1"))
@@ -141,7 +153,7 @@ func actions(as []client.Action) []string {
 }
 
 func TestLocalPolicyReportsOnceOnly(t *testing.T) {
-	c := localClient(t, client.LocalLimits{Account: client.Rate{Burst: 1, Every: time.Minute}}, storetest.NewClock(t0))
+	c := localClient(t, client.LocalLimits{Account: client.Rate{Burst: 1, Every: time.Minute}}, newClock(t0))
 	d, err := c.Check(t.Context(), req(client.FlowLogin, "alice", "198.51.100.1"))
 	if err != nil {
 		t.Fatal(err)
@@ -167,7 +179,7 @@ func TestLocalPolicyReportsOnceOnly(t *testing.T) {
 }
 
 func TestLocalPolicyIsBounded(t *testing.T) {
-	clk := storetest.NewClock(t0)
+	clk := newClock(t0)
 	c := localClient(t, client.LocalLimits{Account: client.Rate{Burst: 5, Every: time.Minute}, MaxKeys: 2}, clk)
 	steps := []struct {
 		at       time.Time
@@ -197,7 +209,7 @@ func TestLocalPolicyIsBounded(t *testing.T) {
 
 func TestLocalPolicyUnderConcurrency(t *testing.T) {
 	const callers, budget = 50, 20
-	c := localClient(t, client.LocalLimits{Account: client.Rate{Burst: budget, Every: time.Hour}, IP: client.Rate{Burst: 1000, Every: time.Second}}, storetest.NewClock(t0))
+	c := localClient(t, client.LocalLimits{Account: client.Rate{Burst: budget, Every: time.Hour}, IP: client.Rate{Burst: 1000, Every: time.Second}}, newClock(t0))
 	var wg sync.WaitGroup
 	got := make([]client.Action, callers)
 	for i := range callers {

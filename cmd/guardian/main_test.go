@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/guardian-sec/guardian/internal/logtest"
 )
 
 const testSigningKey = "guardian-cli-test-signing-key-0123456789"
@@ -111,7 +113,7 @@ func TestServeReloadsOnSIGHUPAndDrainsOnSIGTERM(t *testing.T) {
 	addr := freeAddr(t)
 	cmd := exec.Command(bin, "serve", "--addr", addr, "--rules", rulesPath)
 	cmd.Env = append(os.Environ(), "GUARDIAN_SIGNING_KEY="+testSigningKey, "GUARDIAN_LOG_FORMAT=text")
-	var stderr syncBuffer
+	var stderr logtest.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -176,7 +178,7 @@ func TestServeReloadsOnSIGHUPAndDrainsOnSIGTERM(t *testing.T) {
 // admin token on stderr.
 func TestDevModePrintsAToken(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	var errOut syncBuffer
+	var errOut logtest.Buffer
 	done := make(chan int)
 	go func() {
 		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0"}, env(nil), &bytes.Buffer{}, &errOut)
@@ -187,8 +189,8 @@ func TestDevModePrintsAToken(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	out := errOut.String()
-	if !strings.Contains(out, "DEVELOPMENT MODE") {
-		t.Fatalf("no warning in %q", out)
+	if !strings.Contains(out, "DEVELOPMENT MODE: no --signing-key or --signing-key-file (GUARDIAN_SIGNING_KEY)") {
+		t.Fatalf("no warning naming the documented flags in %q", out)
 	}
 	if n := strings.Count(out, "eyJhbGci"); n != 1 { // a JWT header starts so
 		t.Fatalf("%d tokens printed, want 1", n)
@@ -213,5 +215,55 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 10s")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestDevModeInvalidRulesPrintsNoToken: a start that an invalid rules file
+// aborts says why, once, and prints no development token.
+func TestDevModeInvalidRulesPrintsNoToken(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("version: 1\nrules: nonsense\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0", "--rules", bad}, env(nil), &out, &errOut)
+	if code != exitFailure {
+		t.Fatalf("exit %d, want 1; stderr %q", code, errOut.String())
+	}
+	if strings.Contains(errOut.String(), "eyJhbGci") || strings.Contains(errOut.String(), "development token") {
+		t.Fatalf("a token was printed before the start failed: %q", errOut.String())
+	}
+	if n := strings.Count(errOut.String(), "cannot start"); n != 1 {
+		t.Fatalf("%d lines say the start failed, want 1: %q", n, errOut.String())
+	}
+}
+
+// TestServeLogIsJSONWithRedisDown: with Redis refusing connections, every
+// line serve writes is JSON: go-redis's own lines go through guardian's
+// log, at debug level.
+func TestServeLogIsJSONWithRedisDown(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var errOut logtest.Buffer
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--redis-url", "redis://" + freeAddr(t), "--log-level", "debug"},
+			env(map[string]string{"GUARDIAN_SIGNING_KEY": testSigningKey}), &bytes.Buffer{}, &errOut)
+	}()
+	waitFor(t, func() bool { return strings.Contains(errOut.String(), "guardian started") })
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	redisLines := 0
+	for _, rec := range logtest.JSONLines(t, errOut.String()) {
+		if rec["msg"] == "redis client" {
+			redisLines++
+			if rec["level"] != "DEBUG" {
+				t.Errorf("go-redis line at %v, want DEBUG: %v", rec["level"], rec)
+			}
+		}
+	}
+	if redisLines == 0 {
+		t.Fatalf("no go-redis line in the log, want its failed dials at debug level:\n%s", errOut.String())
 	}
 }

@@ -7,7 +7,7 @@
 // Run guardian (`make run` prints a development admin token), then:
 //
 //	GUARDIAN_CHECK_TOKEN=… GUARDIAN_ADMIN_TOKEN=… go run ./examples/loginservice
-//	curl -i localhost:8081/login -d '{"username":"alice","password":"correct horse battery staple"}'
+//	curl -i localhost:8090/login -d '{"username":"alice","password":"correct horse battery staple"}'
 //
 // The service has one demo user, alice, with second-factor code 424242 and
 // reset code reset-alice.
@@ -37,7 +37,7 @@ func main() {
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("loginservice", flag.ContinueOnError)
-	addr := fs.String("addr", "localhost:8081", "listen address")
+	addr := fs.String("addr", "localhost:8090", "listen address")
 	guardianURL := fs.String("guardian", "http://localhost:8080", "guardian's address")
 	certFile := fs.String("cert", "", "TLS certificate; empty serves plain HTTP, for localhost only (browsers keep Secure cookies from localhost)")
 	keyFile := fs.String("key", "", "TLS key, with -cert")

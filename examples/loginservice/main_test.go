@@ -20,7 +20,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/server"
 	"github.com/guardian-sec/guardian/internal/store/memstore"
-	"github.com/guardian-sec/guardian/internal/store/storetest"
+	"github.com/guardian-sec/guardian/internal/testclock"
 	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
@@ -39,7 +39,7 @@ type world struct {
 	// which let an account fail once a minute after a burst of 5: reaching
 	// the 100-failure hard stop takes 95 minutes of store time, which the
 	// test moves forward instead of waiting for.
-	clock *storetest.Clock
+	clock *testclock.Clock
 }
 
 func newWorld(t *testing.T) *world {
@@ -48,7 +48,7 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := storetest.NewClock(time.Now())
+	clock := testclock.New(time.Now())
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	// The built-in rules (no RulesPath), on the embedded store, whose clock
 	// the test moves.

@@ -1,5 +1,5 @@
 // Package decisionlog writes guardian's decision log: one line per check and
-// per report, in the replay format (CONTRACT.md section 6), so that
+// per report, in the replay format (package event, docs/operations.md), so that
 // production traffic can be replayed through candidate rules with guardian
 // replay. It is opt-in (guardian serve --decision-log).
 //
@@ -51,8 +51,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/guardian-sec/guardian/internal/engine"
-	"github.com/guardian-sec/guardian/internal/keys"
-	"github.com/guardian-sec/guardian/internal/replay"
+	"github.com/guardian-sec/guardian/internal/event"
+	"github.com/guardian-sec/guardian/internal/requestid"
 	"github.com/guardian-sec/guardian/internal/secret"
 )
 
@@ -159,34 +159,33 @@ func (l *Log) run(every time.Duration) {
 	}
 }
 
-// Check logs a check that the engine decided as d.
-func (l *Log) Check(req engine.CheckRequest, d engine.Decision) {
-	ip, err := keys.IP(req.IP)
+// Check logs a check that the engine decided as d, with its decision, the
+// rule that decided and the request id ctx carries.
+func (l *Log) Check(ctx context.Context, req engine.CheckRequest, d engine.Decision) {
+	ids, err := req.Normalise()
 	if err != nil {
 		return // The engine refuses such a check; it was not decided.
 	}
-	ev := replay.Event{Kind: replay.Check, Flow: req.Flow, IP: l.names.ip(ip).String(), Cost: req.Cost}
+	ev := event.Event{Kind: event.Check, Flow: req.Flow, IP: l.names.ip(ids.IP).String(), Cost: req.Cost,
+		Decision: d.Action, Rule: d.Rule, RequestID: requestid.From(ctx)}
 	if d.AttemptID != "" {
 		ev.ID = l.names.event(d.AttemptID)
 	} else {
 		ev.ID = randomID()
 	}
-	if req.Account != "" {
-		if norm, err := keys.Account(req.Account); err == nil {
-			ev.Account = l.names.account(norm)
-		}
+	if ids.Account != "" {
+		ev.Account = l.names.account(ids.Account)
 	}
-	if req.Recipient != "" {
-		if norm, err := keys.Recipient(req.Recipient); err == nil {
-			ev.Recipient = l.names.recipient(norm)
-		}
+	if ids.Recipient != "" {
+		ev.Recipient = l.names.recipient(ids.Recipient)
 	}
 	l.append(&ev)
 }
 
-// Report logs a report of attemptID that the engine recorded.
-func (l *Log) Report(attemptID string, outcome engine.Outcome) {
-	l.append(&replay.Event{Kind: replay.Report, ID: l.names.event(attemptID), Outcome: outcome})
+// Report logs a report of attemptID that the engine recorded, with the
+// request id ctx carries.
+func (l *Log) Report(ctx context.Context, attemptID string, outcome engine.Outcome) {
+	l.append(&event.Event{Kind: event.Report, ID: l.names.event(attemptID), Outcome: outcome, RequestID: requestid.From(ctx)})
 }
 
 // randomID returns 16 random bytes in unpadded base64url, the form of every
@@ -198,7 +197,7 @@ func randomID() string {
 }
 
 // append stamps ev and buffers its line.
-func (l *Log) append(ev *replay.Event) {
+func (l *Log) append(ev *event.Event) {
 	l.mu.Lock()
 	if l.closed || len(l.buf) >= maxBuffered {
 		l.mu.Unlock()
@@ -288,7 +287,7 @@ func Wrap(e *engine.Engine, l *Log) *Engine {
 func (e *Engine) Check(ctx context.Context, req engine.CheckRequest) (engine.Decision, error) {
 	d, err := e.Engine.Check(ctx, req)
 	if err == nil {
-		e.log.Check(req, d)
+		e.log.Check(ctx, req, d)
 	}
 	return d, err
 }
@@ -298,7 +297,7 @@ func (e *Engine) Check(ctx context.Context, req engine.CheckRequest) (engine.Dec
 func (e *Engine) Report(ctx context.Context, attemptID string, outcome engine.Outcome) (engine.ReportResult, error) {
 	res, err := e.Engine.Report(ctx, attemptID, outcome)
 	if err == nil {
-		e.log.Report(attemptID, outcome)
+		e.log.Report(ctx, attemptID, outcome)
 	}
 	return res, err
 }

@@ -1,7 +1,6 @@
 package decisionlog_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/aggregate"
 	"github.com/guardian-sec/guardian/internal/decisionlog"
 	"github.com/guardian-sec/guardian/internal/engine"
+	"github.com/guardian-sec/guardian/internal/event"
 	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/replay"
@@ -24,8 +24,10 @@ import (
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/shadow"
 	"github.com/guardian-sec/guardian/internal/store/memstore"
-	"github.com/guardian-sec/guardian/internal/store/storetest"
+	"github.com/guardian-sec/guardian/internal/testclock"
 	"github.com/guardian-sec/guardian/internal/tokens"
+
+	"github.com/guardian-sec/guardian/internal/logtest"
 )
 
 var t0 = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
@@ -41,7 +43,7 @@ var testKey = func() secret.Key {
 // testEngine is an engine on the embedded store, on a test clock.
 type testEngine struct {
 	eng   *engine.Engine
-	clock *storetest.Clock
+	clock *testclock.Clock
 	book  *shadow.Book
 }
 
@@ -53,16 +55,14 @@ func newEngine(tb testing.TB, yaml string) *testEngine {
 	}
 	var holder rules.Holder
 	holder.Store(set)
-	clock := storetest.NewClock(t0)
+	clock := testclock.New(t0)
 	book := shadow.NewBook()
 	book.Sync(set.ShadowNames())
 	return &testEngine{
 		eng: engine.New(engine.Config{
 			Rules:     &holder,
 			Store:     memstore.New(memstore.Config{Now: clock.Now}),
-			Hasher:    keys.NewHasher(testKey),
-			Attempts:  tokens.NewAttempts(testKey),
-			Devices:   tokens.NewDevices(testKey, 0),
+			Key:       testKey,
 			Aggregate: aggregate.New(aggregate.Config{Now: clock.Now}),
 			Shadow:    book,
 			Metrics:   metrics.New(prometheus.NewRegistry()),
@@ -73,33 +73,15 @@ func newEngine(tb testing.TB, yaml string) *testEngine {
 	}
 }
 
-// syncBuffer is a bytes.Buffer the log's writer and the test can share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // events parses every line of a log.
-func events(tb testing.TB, log string) []replay.Event {
+func events(tb testing.TB, log string) []event.Event {
 	tb.Helper()
-	var out []replay.Event
+	var out []event.Event
 	for i, line := range strings.Split(strings.TrimSuffix(log, "\n"), "\n") {
 		if line == "" {
 			continue
 		}
-		ev, err := replay.ParseEvent([]byte(line))
+		ev, err := event.Parse([]byte(line))
 		if err != nil {
 			tb.Fatalf("line %d %q: %v", i+1, line, err)
 		}
@@ -126,7 +108,7 @@ var (
 
 func TestLogWritesChecksAndReportsAsReplayEvents(t *testing.T) {
 	te := newEngine(t, oneAccountRule)
-	var out syncBuffer
+	var out logtest.Buffer
 	l := decisionlog.New(decisionlog.Config{Out: &out, Key: testKey, Now: te.clock.Now})
 	e := decisionlog.Wrap(te.eng, l)
 	ctx := context.Background()
@@ -166,16 +148,16 @@ func TestLogWritesChecksAndReportsAsReplayEvents(t *testing.T) {
 		t.Fatalf("%d events, want 3:\n%s", len(evs), log)
 	}
 	check, report, slow := evs[0], evs[1], evs[2]
-	if check.Kind != replay.Check || !check.Time.Equal(t0) || check.Flow != rules.Login || !accountPseudonym.MatchString(check.Account) || !eventID.MatchString(check.ID) {
+	if check.Kind != event.Check || !check.Time.Equal(t0) || check.Flow != rules.Login || !accountPseudonym.MatchString(check.Account) || !eventID.MatchString(check.ID) {
 		t.Errorf("check event = %+v", check)
 	}
 	if ip, err := netip.ParseAddr(check.IP); err != nil || !ip.Is4() {
 		t.Errorf("check ip %q: want an IPv4 pseudonym (%v)", check.IP, err)
 	}
-	if report.Kind != replay.Report || report.ID != check.ID || report.Outcome != engine.Failure || !report.Time.Equal(t0.Add(250*time.Millisecond)) {
+	if report.Kind != event.Report || report.ID != check.ID || report.Outcome != engine.Failure || !report.Time.Equal(t0.Add(250*time.Millisecond)) {
 		t.Errorf("report event = %+v, want the failure of %s", report, check.ID)
 	}
-	if slow.Kind != replay.Check || slow.ID == check.ID || !eventID.MatchString(slow.ID) || slow.Account != check.Account || slow.IP != check.IP || slow.Cost != 3 || slow.Flow != rules.OTPSend {
+	if slow.Kind != event.Check || slow.ID == check.ID || !eventID.MatchString(slow.ID) || slow.Account != check.Account || slow.IP != check.IP || slow.Cost != 3 || slow.Flow != rules.OTPSend {
 		t.Errorf("slowed check event = %+v; want a fresh id, the same pseudonyms as %+v, cost 3", slow, check)
 	}
 	if r, err := keys.Recipient(slow.Recipient); err != nil || r != slow.Recipient || !strings.HasSuffix(r, "@log.invalid") {
@@ -187,7 +169,7 @@ func TestLogWritesChecksAndReportsAsReplayEvents(t *testing.T) {
 // group in various ways, and reads the grouping back from the log.
 func TestPseudonymsKeepTheGroupingOfTheRules(t *testing.T) {
 	te := newEngine(t, oneAccountRule)
-	var out syncBuffer
+	var out logtest.Buffer
 	l := decisionlog.New(decisionlog.Config{Out: &out, Key: testKey, Now: te.clock.Now})
 	reqs := []engine.CheckRequest{
 		/* 0 */ {Flow: rules.OTPSend, Account: "Alice", IP: "2001:db8:1:2::1", Recipient: "+1 (555) 010-0000"},
@@ -199,7 +181,7 @@ func TestPseudonymsKeepTheGroupingOfTheRules(t *testing.T) {
 		/* 6 */ {Flow: rules.Login, IP: "192.0.3.1"},
 	}
 	for _, req := range reqs {
-		l.Check(req, engine.Decision{Action: rules.Allow})
+		l.Check(context.Background(), req, engine.Decision{Action: rules.Allow})
 	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
@@ -311,7 +293,7 @@ rules:
     mode: shadow
 `
 	te := newEngine(t, shadowRules)
-	var out syncBuffer
+	var out logtest.Buffer
 	l := decisionlog.New(decisionlog.Config{Out: &out, Key: testKey, Now: te.clock.Now})
 	e := decisionlog.Wrap(te.eng, l)
 	ctx := context.Background()
@@ -385,7 +367,7 @@ func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk ful
 
 func TestWriteErrorsAreCountedAndNeverFailACheck(t *testing.T) {
 	te := newEngine(t, oneAccountRule)
-	var logged syncBuffer
+	var logged logtest.Buffer
 	reg := prometheus.NewRegistry()
 	l := decisionlog.New(decisionlog.Config{
 		Out:        failingWriter{},
@@ -421,9 +403,9 @@ func TestWriteErrorsAreCountedAndNeverFailACheck(t *testing.T) {
 }
 
 func TestLinesAreWrittenWithoutAFlushAndDroppedAfterClose(t *testing.T) {
-	var out syncBuffer
+	var out logtest.Buffer
 	l := decisionlog.New(decisionlog.Config{Out: &out, Key: testKey, FlushEvery: 10 * time.Millisecond})
-	l.Check(engine.CheckRequest{Flow: rules.Login, IP: "192.0.2.1"}, engine.Decision{Action: rules.Allow})
+	l.Check(context.Background(), engine.CheckRequest{Flow: rules.Login, IP: "192.0.2.1"}, engine.Decision{Action: rules.Allow})
 	deadline := time.Now().Add(5 * time.Second)
 	for !strings.HasSuffix(out.String(), "}\n") {
 		if time.Now().After(deadline) {
@@ -434,7 +416,7 @@ func TestLinesAreWrittenWithoutAFlushAndDroppedAfterClose(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	l.Report("some-attempt", engine.Failure)
+	l.Report(context.Background(), "some-attempt", engine.Failure)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -446,12 +428,12 @@ func TestLinesAreWrittenWithoutAFlushAndDroppedAfterClose(t *testing.T) {
 // gate blocks writes until it is opened.
 type gate struct {
 	open chan struct{}
-	syncBuffer
+	logtest.Buffer
 }
 
 func (g *gate) Write(p []byte) (int, error) {
 	<-g.open
-	return g.syncBuffer.Write(p)
+	return g.Buffer.Write(p)
 }
 
 func TestASlowOutputNeverBlocksChecks(t *testing.T) {
@@ -462,7 +444,7 @@ func TestASlowOutputNeverBlocksChecks(t *testing.T) {
 	go func() {
 		defer close(done)
 		for range n {
-			l.Check(engine.CheckRequest{Flow: rules.Login, Account: "alice", IP: "192.0.2.1"}, engine.Decision{Action: rules.Slow})
+			l.Check(context.Background(), engine.CheckRequest{Flow: rules.Login, Account: "alice", IP: "192.0.2.1"}, engine.Decision{Action: rules.Slow})
 		}
 	}()
 	select {
@@ -490,7 +472,7 @@ rules:
     limit: 1000
     per: 1s
 `)
-	var out syncBuffer
+	var out logtest.Buffer
 	l := decisionlog.New(decisionlog.Config{Out: &out, Key: testKey, FlushEvery: time.Millisecond})
 	e := decisionlog.Wrap(te.eng, l)
 	const workers, each = 20, 50
@@ -523,10 +505,10 @@ rules:
 			t.Fatalf("line %d goes back in time: %v after %v", i+1, ev.Time, evs[i-1].Time)
 		}
 		switch ev.Kind {
-		case replay.Check:
+		case event.Check:
 			checks++
 			seen[ev.ID] = true
-		case replay.Report:
+		case event.Report:
 			if !seen[ev.ID] {
 				t.Fatalf("line %d reports %s before its check", i+1, ev.ID)
 			}

@@ -29,7 +29,7 @@ type AccountStatus struct {
 // cost 1. An account guardian never saw answers zeros, exactly like one that
 // exists.
 func (e *Engine) Status(ctx context.Context, account string) (AccountStatus, error) {
-	subject, err := e.login.Subject(account)
+	subject, err := e.accountSubject(account)
 	if err != nil {
 		return AccountStatus{}, err
 	}
@@ -58,7 +58,7 @@ func (e *Engine) Status(ctx context.Context, account string) (AccountStatus, err
 // (loginlimits.ResetKeys), after the account's owner proved themselves
 // through a verified channel.
 func (e *Engine) Reset(ctx context.Context, account string) error {
-	subject, err := e.login.Subject(account)
+	subject, err := e.accountSubject(account)
 	if err != nil {
 		return err
 	}
@@ -66,8 +66,18 @@ func (e *Engine) Reset(ctx context.Context, account string) error {
 	if len(ks) == 0 {
 		return nil
 	}
+	// Whether the reset ends a hard stop, for Events: one more store call,
+	// on an admin call.
+	var blocked bool
+	if e.events != nil {
+		st, err := e.Status(ctx, account)
+		blocked = err == nil && st.Blocked
+	}
 	if err := e.store.Delete(ctx, ks...); err != nil {
 		return fmt.Errorf("engine: store: %w", err)
+	}
+	if blocked {
+		e.events.HardStopEnded(subject)
 	}
 	return nil
 }

@@ -2,16 +2,12 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/netip"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/guardian-sec/guardian/internal/keys"
-	"github.com/guardian-sec/guardian/internal/loginlimits"
-	"github.com/guardian-sec/guardian/internal/otp"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/store"
 	"github.com/guardian-sec/guardian/internal/tokens"
@@ -25,7 +21,8 @@ type CheckRequest struct {
 	IP          string
 	Recipient   string
 	DeviceToken string
-	// Cost is the units the check spends on rate rules; 0 means 1.
+	// Cost is the units the check spends on rate rules, 1 to MaxCost;
+	// 0 means 1.
 	Cost int64
 }
 
@@ -81,30 +78,30 @@ type Quota struct {
 // challenged), and nothing anywhere otherwise.
 func (e *Engine) Check(ctx context.Context, req CheckRequest) (Decision, error) {
 	start := time.Now()
-	if req.Cost == 0 {
-		req.Cost = 1
-	}
-	if req.Cost < 1 || req.Cost > MaxCost {
-		return Decision{}, fmt.Errorf("%w: cost: %d is outside 1-%d", ErrInvalidField, req.Cost, MaxCost)
-	}
-	now := e.now()
-	subj, err := e.resolve(req, now)
+	ids, err := req.Normalise()
 	if err != nil {
 		return Decision{}, err
 	}
+	cost := req.Cost
+	if cost == 0 {
+		cost = 1
+	}
+	now := e.now()
+	subj := e.resolve(ids, req.DeviceToken, now)
 
 	p := getPlan()
 	defer p.release()
 	var d Decision
 	for _, r := range e.rules.Load().For(req.Flow) {
 		if r.Type == rules.FailureRate {
-			e.globalRule(r, subj.account.Trusted(), &d)
+			e.globalRule(r, subj.trusted(), &d)
 			continue
 		}
-		if subject := e.subjectFor(&subj, r); subject != "" {
-			p.add(r, subject, req.Cost)
+		if subject := subj.subject(e.hasher, r); subject != "" {
+			p.add(r, subject, cost)
 		}
 	}
+	e.holdUnconfirmed(p.ops)
 	res := p.results()
 	if len(p.ops) > 0 {
 		if err := e.store.Do(ctx, p.ops, res); err != nil {
@@ -112,23 +109,23 @@ func (e *Engine) Check(ctx context.Context, req CheckRequest) (Decision, error) 
 		}
 	}
 	e.decide(p, res, &d)
-
 	if d.Action.Severity() < rules.Slow.Severity() {
 		at := tokens.Attempt{
 			Issued:  now,
 			Flow:    string(req.Flow),
-			Account: subj.account.Subject,
-			Device:  subj.account.Device,
+			Account: subj.account,
+			Device:  subj.device,
 		}
-		if otp.Settles(req.Flow) {
-			p.refunds = loginlimits.Reservations(p.refunds[:0], p.rules, p.ops, res)
-			at.Refunds = p.refunds
-		}
-		for i := range res {
+		for i, r := range p.rules {
 			if res[i].Degraded && res[i].Spent {
 				at.Fallback = true
 			}
+			if res[i].Spent && res[i].Remaining == 0 && r.Mode == rules.Enforce && r.Type == rules.ConsecutiveFailures && r.Action == rules.Block {
+				at.HardStop = true
+			}
 		}
+		p.refunds = reservations(p.refunds[:0], req.Flow, p, res)
+		at.Refunds = p.refunds
 		id, err := e.attempts.Seal(at)
 		if err != nil {
 			return Decision{}, fmt.Errorf("engine: attempt id: %w", err)
@@ -153,7 +150,7 @@ type plan struct {
 	rules    []*rules.Rule
 	subjects []string
 	res      []store.Result
-	refunds  []tokens.Refund
+	refunds  []store.Refund
 }
 
 // planCap is how many ops a new plan has room for.
@@ -165,7 +162,7 @@ var plans = sync.Pool{New: func() any {
 		rules:    make([]*rules.Rule, 0, planCap),
 		subjects: make([]string, 0, planCap),
 		res:      make([]store.Result, 0, planCap),
-		refunds:  make([]tokens.Refund, 0, planCap),
+		refunds:  make([]store.Refund, 0, planCap),
 	}
 }}
 
@@ -353,49 +350,4 @@ func raise(d *Decision, action rules.Action, rule string, retry time.Duration) {
 			d.RetryAfter = time.Second
 		}
 	}
-}
-
-// subjects are a check's identifiers, normalised and hashed once.
-type subjects struct {
-	account   loginlimits.Account
-	ip        netip.Addr
-	recipient string // "" when absent
-}
-
-// resolve normalises and hashes the check's identifiers at instant now. It
-// fails on a field that is present but invalid, or absent when the flow
-// needs it; a device token that does not verify for the account is ignored,
-// never an error.
-func (e *Engine) resolve(req CheckRequest, now time.Time) (subjects, error) {
-	var s subjects
-	ip, err := keys.IP(req.IP)
-	if err != nil {
-		return s, err
-	}
-	s.ip = ip
-	s.recipient, err = e.otp.Recipient(req.Flow, req.Recipient)
-	if errors.Is(err, otp.ErrNoRecipient) {
-		return s, fmt.Errorf("%w: recipient: required for flow %s", ErrMissingField, req.Flow)
-	}
-	if err != nil {
-		return s, err
-	}
-	s.account, err = e.login.Account(req.Account, req.DeviceToken, now)
-	return s, err
-}
-
-// subjectFor returns the hashed subject rule r counts this check by, and ""
-// when the check lacks the rule's key fields.
-func (e *Engine) subjectFor(s *subjects, r *rules.Rule) string {
-	switch r.Key {
-	case rules.KeyAccount:
-		return s.account.Bucket()
-	case rules.KeyIP:
-		return e.hasher.PrefixSubject(keys.Prefix(s.ip, r.IPv4Prefix, r.IPv6Prefix))
-	case rules.KeyAccountIP:
-		return e.login.AccountIP(&s.account, s.ip)
-	case rules.KeyRecipient:
-		return s.recipient
-	}
-	return ""
 }

@@ -1,6 +1,6 @@
 // Package engine turns a check into a decision: the rules of its flow become
 // one batch of store ops, evaluated in one store call, and the results become
-// allow, challenge, slow or block with the limits and headers the contract
+// allow, challenge, slow or block with the limits and headers api/openapi.yaml
 // describes. It knows nothing of HTTP; package httpapi maps its results and
 // errors onto the wire.
 //
@@ -8,19 +8,23 @@
 // whatever its flow. What is specific to a flow lives in its own package and
 // the engine asks it: package loginlimits for accounts, trusted devices,
 // what a success gives back, and an account's status and reset; package otp
-// for recipients and for what an OTP send settles.
+// for the recipients the OTP flows require and for what an OTP send settles.
+// Which key a rule counts a check by is worked out in one place,
+// Identifiers.Key; what a success settles in another, settles.
 package engine
 
 import (
 	"errors"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/guardian-sec/guardian/internal/aggregate"
 	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/loginlimits"
 	"github.com/guardian-sec/guardian/internal/metrics"
-	"github.com/guardian-sec/guardian/internal/otp"
 	"github.com/guardian-sec/guardian/internal/rules"
+	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/shadow"
 	"github.com/guardian-sec/guardian/internal/store"
 	"github.com/guardian-sec/guardian/internal/tokens"
@@ -29,6 +33,8 @@ import (
 // Errors the engine returns for a request it cannot decide. Each is mapped to
 // one error code by package httpapi.
 var (
+	// ErrUnknownFlow reports a check of a flow guardian does not know.
+	ErrUnknownFlow = errors.New("engine: unknown flow")
 	// ErrMissingField reports a field the check's flow requires.
 	ErrMissingField = errors.New("engine: missing field")
 	// ErrInvalidField reports a field with a value out of range.
@@ -40,27 +46,50 @@ var (
 // MaxCost is the largest cost one check may spend.
 const MaxCost = 1000
 
-// Config holds what an Engine is built from. Every field but Now is required.
+// Config holds what an Engine is built from. Rules, Store and Key are
+// required; every other field has a default.
 type Config struct {
 	// Rules holds the rule set in force; a reload swaps it.
 	Rules *rules.Holder
 	// Store is the security store (with its fallback, if any).
 	Store store.Store
-	// Hasher turns accounts, addresses and recipients into subjects.
-	Hasher *keys.Hasher
-	// Attempts seals and opens attempt ids.
-	Attempts *tokens.Attempts
-	// Devices issues and verifies trusted-device tokens.
-	Devices *tokens.Devices
-	// Aggregate is the global failure rate for failure_rate rules.
+	// Key is the signing key: attempt ids and device tokens are keyed
+	// from it (package tokens).
+	Key secret.Key
+	// PreviousKeys are signing keys being rotated out: attempt ids and
+	// device tokens they signed still open.
+	PreviousKeys []secret.Key
+	// HashKey keys the subjects accounts, addresses and recipients hash to
+	// (package keys); default Key.
+	HashKey secret.Key
+	// AttemptTTL is how long an attempt id can be reported (default
+	// tokens.AttemptTTL); a check never reported by then counts as a failure.
+	AttemptTTL time.Duration
+	// Aggregate is the global failure rate for failure_rate rules; default
+	// one of the engine's own on Now, never shared with other instances.
 	Aggregate *aggregate.Aggregate
-	// Shadow records what shadow rules would have decided.
+	// Shadow records what shadow rules would have decided; default a new
+	// Book tallying the shadow rules Rules holds at New.
 	Shadow *shadow.Book
-	// Metrics receives decisions, rule trips and durations.
+	// Metrics receives decisions, rule trips and durations; default a set
+	// on a registry of its own.
 	Metrics *metrics.Metrics
 	// Now is the engine's clock for attempt ids and device tokens
 	// (default time.Now). Limits run on the store's own clock.
 	Now func() time.Time
+	// Events, when set, hears accounts enter and leave a hard stop.
+	Events Events
+}
+
+// Events hears the lifecycle of accounts' hard stops. account is the
+// account's subject (a keyed hash), never the account in clear. Calls come
+// from the request that caused them and must not block.
+type Events interface {
+	// HardStopStarted: a failure report took the account's blocking
+	// consecutive-failure count to its limit.
+	HardStopStarted(account string)
+	// HardStopEnded: a reset lifted the account's block.
+	HardStopEnded(account string)
 }
 
 // Engine decides checks and records reports. It is safe for concurrent use.
@@ -70,31 +99,46 @@ type Engine struct {
 	hasher    *keys.Hasher
 	attempts  *tokens.Attempts
 	login     *loginlimits.Policy
-	otp       *otp.Policy
 	aggregate *aggregate.Aggregate
 	shadow    *shadow.Book
 	metrics   *metrics.Metrics
 	now       func() time.Time
+	events    Events
 }
 
-// New returns an Engine built from cfg.
+// New returns an Engine built from cfg: the one way to build one.
 func New(cfg Config) *Engine {
 	now := cfg.Now
 	if now == nil {
 		now = time.Now
 	}
-	return &Engine{
+	hashKey := cfg.HashKey
+	if hashKey.IsZero() {
+		hashKey = cfg.Key
+	}
+	e := &Engine{
 		rules:     cfg.Rules,
 		store:     cfg.Store,
-		hasher:    cfg.Hasher,
-		attempts:  cfg.Attempts,
-		login:     loginlimits.New(cfg.Hasher, cfg.Devices),
-		otp:       otp.New(cfg.Hasher),
+		hasher:    keys.NewHasher(hashKey),
+		attempts:  tokens.NewAttempts(cfg.Key, cfg.PreviousKeys...).WithTTL(cfg.AttemptTTL),
 		aggregate: cfg.Aggregate,
 		shadow:    cfg.Shadow,
 		metrics:   cfg.Metrics,
 		now:       now,
+		events:    cfg.Events,
 	}
+	e.login = loginlimits.New(e.hasher, tokens.NewDevices(cfg.Key, 0, cfg.PreviousKeys...))
+	if e.aggregate == nil {
+		e.aggregate = aggregate.New(aggregate.Config{Now: now})
+	}
+	if e.shadow == nil {
+		e.shadow = shadow.NewBook()
+		e.shadow.Sync(cfg.Rules.Load().ShadowNames())
+	}
+	if e.metrics == nil {
+		e.metrics = metrics.New(prometheus.NewRegistry())
+	}
+	return e
 }
 
 // Rules returns the rule set checks are decided by now.

@@ -18,7 +18,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/shadow"
 	"github.com/guardian-sec/guardian/internal/store"
 	"github.com/guardian-sec/guardian/internal/store/memstore"
-	"github.com/guardian-sec/guardian/internal/store/storetest"
+	"github.com/guardian-sec/guardian/internal/testclock"
 	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
@@ -28,7 +28,7 @@ var t0 = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 type harness struct {
 	eng     *engine.Engine
 	metrics *metrics.Metrics
-	clock   *storetest.Clock
+	clock   *testclock.Clock
 	book    *shadow.Book
 	agg     *aggregate.Aggregate
 }
@@ -60,7 +60,7 @@ func newHarnessSet(tb testing.TB, set *rules.Set, newStore ...func(now func() ti
 	if err != nil {
 		tb.Fatal(err)
 	}
-	clock := storetest.NewClock(t0)
+	clock := testclock.New(t0)
 	book := shadow.NewBook()
 	book.Sync(set.ShadowNames())
 	agg := aggregate.New(aggregate.Config{Now: clock.Now})
@@ -72,9 +72,7 @@ func newHarnessSet(tb testing.TB, set *rules.Set, newStore ...func(now func() ti
 	eng := engine.New(engine.Config{
 		Rules:     &holder,
 		Store:     st,
-		Hasher:    keys.NewHasher(key),
-		Attempts:  tokens.NewAttempts(key),
-		Devices:   tokens.NewDevices(key, 0),
+		Key:       key,
 		Aggregate: agg,
 		Shadow:    book,
 		Metrics:   m,
@@ -483,8 +481,9 @@ rules:
 }
 
 // TestFullStoreNeverBlocks: when the embedded store (the fallback during a
-// Redis outage) is full, a new account's consecutive-failure rule is denied
-// as exhausted; that must slow the check, never block the account.
+// Redis outage) is full of hard stops, which it never evicts for a new
+// account, a new account's consecutive-failure rule is denied as
+// exhausted; that must slow the check, never block the account.
 func TestFullStoreNeverBlocks(t *testing.T) {
 	h := newHarness(t, `version: 1
 rules:
@@ -492,7 +491,7 @@ rules:
     flows: [login]
     key: account
     type: consecutive_failures
-    limit: 100
+    limit: 1
 `, fullStore)
 	if d := h.check(t, engine.CheckRequest{Flow: rules.Login, Account: "first", IP: "192.0.2.1"}); d.Action != rules.Allow {
 		t.Fatalf("first account = %s, want allow", d.Action)
@@ -504,7 +503,8 @@ rules:
 }
 
 // TestReportOnAFullStoreIsRecorded: when the table that remembers reports
-// is full, a report is recorded, not refused as a repeat.
+// is full, a report is recorded, not refused as a repeat, and a second
+// report of it is refused.
 func TestReportOnAFullStoreIsRecorded(t *testing.T) {
 	h := newHarness(t, `version: 1
 rules:
@@ -521,7 +521,7 @@ rules:
 	if _, err := h.eng.Report(context.Background(), d.AttemptID, engine.Success); err != nil {
 		t.Fatalf("report on a full store: %v, want it recorded", err)
 	}
-	if d := h.check(t, engine.CheckRequest{Flow: rules.Login, IP: "192.0.2.1"}); d.Limits[0].Remaining != 4 {
-		t.Fatalf("after the recorded success: remaining %d, want 4 (the first unit given back)", d.Limits[0].Remaining)
+	if _, err := h.eng.Report(context.Background(), d.AttemptID, engine.Success); !errors.Is(err, engine.ErrAlreadyReported) {
+		t.Fatalf("second report on a full store: %v, want ErrAlreadyReported", err)
 	}
 }

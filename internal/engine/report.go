@@ -10,7 +10,6 @@ import (
 	"github.com/guardian-sec/guardian/internal/otp"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/store"
-	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
 // Outcome is how a checked attempt went.
@@ -42,20 +41,26 @@ func (e *Engine) Report(ctx context.Context, attemptID string, outcome Outcome) 
 	if err != nil {
 		return ReportResult{}, err
 	}
-	// A success that settles gives back what its check spent in the same
-	// store call that accepts the report, one round trip for both.
-	settles := outcome == Success && otp.Settles(rules.Flow(at.Flow))
+	// A success gives back what its check reserved in the same store call
+	// that accepts the report, one round trip for both.
 	var refunds []store.Refund
-	if settles {
-		refunds = loginlimits.Refunds(&at)
+	switch {
+	case outcome == Success:
+		refunds = at.Refunds
+	case outcome == Failure:
+		// A reported failure confirms what its check counted: kept for
+		// longer than what only unreported checks left.
+		refunds = loginlimits.Confirmations(&at)
 	}
-	first, err := e.store.MarkOnce(ctx, keys.StoreKey(at.ID, "reported"), tokens.AttemptTTL, refunds...)
+	// The mark outlives the id on every instance's clock, so that no
+	// instance accepts the id again once the mark is gone.
+	first, err := e.store.MarkOnce(ctx, keys.StoreKey(at.ID, "reported"), e.attempts.OnceTTL(), refunds...)
 	if errors.Is(err, store.ErrFull) {
-		// The bounded table that remembers reports is full (the local
-		// fallback during a long outage); the store gave back what it
-		// could all the same. Recording the report beats refusing it: a
-		// success repeated while the table stays full gives back again,
-		// on keys that never go beyond full.
+		// The bounded table that remembers reports found nothing it may
+		// evict (the local fallback, full of marks and hard stops, under
+		// contention); the store applied the refunds all the same.
+		// Recording the report beats refusing it: a success repeated
+		// then gives back again, on keys that never go beyond full.
 		first, err = true, nil
 	}
 	if err != nil {
@@ -67,9 +72,12 @@ func (e *Engine) Report(ctx context.Context, attemptID string, outcome Outcome) 
 	e.metrics.Reports.WithLabelValues(string(outcome)).Inc()
 	if outcome == Failure {
 		e.aggregate.Add(at.Flow, 1)
+		if at.HardStop && at.Account != "" && e.events != nil {
+			e.events.HardStopStarted(at.Account)
+		}
 		return ReportResult{}, nil
 	}
-	if !settles {
+	if !settles(rules.Flow(at.Flow)) {
 		return ReportResult{}, nil
 	}
 	tok, err := e.login.DeviceToken(&at, now)
@@ -77,4 +85,33 @@ func (e *Engine) Report(ctx context.Context, attemptID string, outcome Outcome) 
 		return ReportResult{}, fmt.Errorf("engine: device token: %w", err)
 	}
 	return ReportResult{DeviceToken: tok}, nil
+}
+
+// holdUnconfirmed caps each Counter op's Hold at twice the attempt TTL: a
+// count that only unreported checks made is kept that long past the last of
+// them, and a failure report confirms it for longer
+// (loginlimits.ConfirmedHold).
+func (e *Engine) holdUnconfirmed(ops []store.Op) {
+	most := 2 * e.attempts.TTL()
+	for i := range ops {
+		if ops[i].Kind == store.Counter {
+			ops[i].Hold = min(ops[i].Hold, most)
+		}
+	}
+}
+
+// settles reports whether a success report of a check of flow settles it:
+// gives back what the check reserved, resets its consecutive-failure counts
+// and trusts its device. It is the one question the engine asks about a
+// flow's success; the OTP flows' answer is package otp's (otp.Settles), and
+// what a settling check reserves is package loginlimits' (Reservations).
+func settles(flow rules.Flow) bool { return otp.Settles(flow) }
+
+// reservations appends to dst what a success report of the check behind p
+// and res gives back, nothing for a flow whose success settles nothing.
+func reservations(dst []store.Refund, flow rules.Flow, p *plan, res []store.Result) []store.Refund {
+	if !settles(flow) {
+		return dst
+	}
+	return loginlimits.Reservations(dst, p.rules, p.ops, res)
 }

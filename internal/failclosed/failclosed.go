@@ -7,8 +7,17 @@
 // the strict local fallback (an embedded store with each limit divided by
 // the fleet size and a bounded number of keys), closed (deny, retry in a
 // second) or open (allow) — until a probe, one at a time, finds the primary
-// answering again. State spent on the fallback is not copied back; it
-// expires on its own.
+// answering again. The probe is a write, since a Redis that refuses writes
+// (out of memory) still answers a PING. State spent on the fallback is not
+// copied back; it expires on its own.
+//
+// The fallback starts from what this instance last heard: every answer of
+// the primary is remembered (package recall) for the keys it denied, so a
+// key seen slowed stays slowed until its time and a hard stop stays in
+// force while the fallback decides.
+//
+// A caller that goes away is not a store failure: every call runs on a
+// context the caller cannot cancel, bounded by the store deadline alone.
 package failclosed
 
 import (
@@ -16,13 +25,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/guardian-sec/guardian/internal/metrics"
+	"github.com/guardian-sec/guardian/internal/recall"
 	"github.com/guardian-sec/guardian/internal/store"
 	"github.com/guardian-sec/guardian/internal/store/memstore"
 )
@@ -30,8 +38,8 @@ import (
 // Config configures a Store. Primary, Probe and Metrics are required.
 type Config struct {
 	Primary store.Store
-	// Probe is a cheap call to the primary (a PING) that tells whether it
-	// answers again.
+	// Probe is a cheap write to the primary that tells whether it takes
+	// writes again; a read such as PING is not enough.
 	Probe func(ctx context.Context) error
 	// Timeout is the deadline of one primary call (default 5ms).
 	Timeout time.Duration
@@ -51,10 +59,14 @@ type Config struct {
 	// FleetSize divides every limit on the local fallback (default 1).
 	FleetSize int
 	// MaxLocalKeys bounds the fallback's keys (default 100,000). When it is
-	// full, ops on new keys are denied.
+	// full, new keys evict what expires soonest, hard stops last
+	// (package memstore).
 	MaxLocalKeys int
-	Metrics      *metrics.Metrics
-	Logger       *slog.Logger
+	// Recall remembers the primary's denials for the fallback (default: a
+	// memory of 100,000 keys of its own).
+	Recall  *recall.Memory
+	Metrics *metrics.Metrics
+	Logger  *slog.Logger
 	// Now is the fallback's clock (default time.Now).
 	Now func() time.Time
 }
@@ -64,6 +76,7 @@ type Config struct {
 type Store struct {
 	cfg     Config
 	local   *memstore.Store
+	recall  *recall.Memory
 	log     *slog.Logger
 	healthy atomic.Bool
 	// failures counts the failures of the current run; it is read without
@@ -74,6 +87,10 @@ type Store struct {
 	seen     time.Time
 	// since is when the current failure began (unix nanoseconds).
 	since atomic.Int64
+	// active is guardian_fallback_active, which Healthy reports too: amu
+	// keeps the two the same at every moment.
+	amu    sync.Mutex
+	active bool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -102,21 +119,47 @@ func New(cfg Config) *Store {
 	if cfg.MaxLocalKeys <= 0 {
 		cfg.MaxLocalKeys = 100_000
 	}
+	if cfg.Recall == nil {
+		cfg.Recall = recall.New(0)
+	}
 	s := &Store{
-		cfg:   cfg,
-		local: memstore.New(memstore.Config{Now: cfg.Now, MaxKeys: cfg.MaxLocalKeys}),
-		log:   cfg.Logger,
+		cfg:    cfg,
+		local:  memstore.New(memstore.Config{Now: cfg.Now, MaxKeys: cfg.MaxLocalKeys}),
+		recall: cfg.Recall,
+		log:    cfg.Logger,
 	}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
 	s.healthy.Store(true)
-	cfg.Metrics.FallbackActive.Set(0)
+	s.setActive(false)
 	return s
 }
 
-// Healthy reports whether the primary is answering.
-func (s *Store) Healthy() bool { return s.healthy.Load() }
+// Healthy reports whether the primary is answering: false from a failed
+// call until the primary answers again, exactly while
+// guardian_fallback_active is 1.
+func (s *Store) Healthy() bool {
+	s.amu.Lock()
+	defer s.amu.Unlock()
+	return !s.active
+}
+
+// usingPrimary reports whether calls go to the primary: they still do
+// after a failure, until FailAfter of them in a row.
+func (s *Store) usingPrimary() bool { return s.healthy.Load() }
+
+// setActive sets guardian_fallback_active, and what Healthy reports.
+func (s *Store) setActive(on bool) {
+	s.amu.Lock()
+	defer s.amu.Unlock()
+	s.active = on
+	v := 0.0
+	if on {
+		v = 1
+	}
+	s.cfg.Metrics.FallbackActive.Set(v)
+}
 
 // Do evaluates ops on the primary, or decides them by their on_store_error
 // when the primary fails.
@@ -133,6 +176,7 @@ func (s *Store) evaluate(ctx context.Context, ops []store.Op, res []store.Result
 	if err := store.Validate(ops, res); err != nil {
 		return err
 	}
+	ctx = context.WithoutCancel(ctx)
 	if s.healthy.Load() {
 		err := s.primary(ctx, func(ctx context.Context) error {
 			if spend {
@@ -141,17 +185,22 @@ func (s *Store) evaluate(ctx context.Context, ops []store.Op, res []store.Result
 			return s.cfg.Primary.Peek(ctx, ops, res)
 		})
 		if err == nil {
+			if spend {
+				s.recall.Observe(ops, res, s.cfg.Now())
+			}
 			return nil
 		}
 	}
 	return s.fallback(ctx, ops, res, spend)
 }
 
-// primary runs call against the primary under the store deadline, and marks
-// the primary failing when it errs.
+// primary runs call against the primary under the store deadline, on a
+// context the caller cannot cancel, and marks the primary failing when it
+// errs: a call cut short because its caller went away would say nothing
+// about the store.
 func (s *Store) primary(ctx context.Context, call func(context.Context) error) error {
 	sent := s.cfg.Now()
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Timeout)
 	err := call(cctx)
 	cancel()
 	if err != nil {
@@ -159,7 +208,7 @@ func (s *Store) primary(ctx context.Context, call func(context.Context) error) e
 		return err
 	}
 	if s.failures.Load() > 0 && s.endRun() && s.healthy.Load() {
-		s.cfg.Metrics.FallbackActive.Set(0)
+		s.setActive(false)
 	}
 	return nil
 }
@@ -179,7 +228,7 @@ func (s *Store) endRun() bool {
 func (s *Store) fail(err error, sent time.Time) {
 	kind := Classify(err)
 	s.cfg.Metrics.StoreErrors.WithLabelValues(kind).Inc()
-	s.cfg.Metrics.FallbackActive.Set(1)
+	s.setActive(true)
 	s.mu.Lock()
 	var n int64
 	if sent.Before(s.seen) {
@@ -194,14 +243,14 @@ func (s *Store) fail(err error, sent time.Time) {
 	}
 	if s.healthy.CompareAndSwap(true, false) {
 		s.since.Store(time.Now().UnixNano())
-		s.cfg.Metrics.FallbackActive.Set(1)
 		s.log.Warn("store failing: fallback active, every rule decided by its on_store_error", "kind", kind, "err", err)
 		go s.probe()
 	}
 }
 
-// probe pings the primary until it answers, then returns to it. Only one
-// probe loop runs at a time: fail starts it on the healthy→failing edge.
+// probe writes to the primary until a write succeeds, then returns to it.
+// Only one probe loop runs at a time: fail starts it on the healthy→failing
+// edge. A refused write counts as a store error of its kind.
 func (s *Store) probe() {
 	t := time.NewTicker(s.cfg.ProbeInterval)
 	defer t.Stop()
@@ -210,21 +259,26 @@ func (s *Store) probe() {
 		err := s.cfg.Probe(ctx)
 		cancel()
 		if err != nil {
+			if kind := Classify(err); kind == KindRejected {
+				s.cfg.Metrics.StoreErrors.WithLabelValues(kind).Inc()
+			}
 			continue
 		}
 		s.endRun()
 		s.healthy.Store(true)
-		s.cfg.Metrics.FallbackActive.Set(0)
+		s.setActive(false)
 		s.log.Warn("store answering again: fallback ended", "after", time.Since(time.Unix(0, s.since.Load())).Round(time.Millisecond).String())
 		return
 	}
 }
 
-// fallback decides ops without the primary: each by its OnError.
+// fallback decides ops without the primary: each by its OnError, and a
+// local op on a key the primary was last seen denying as it said.
 func (s *Store) fallback(ctx context.Context, ops []store.Op, res []store.Result, spend bool) error {
 	var localOps []store.Op
 	var index []int
 	closedDenies := false
+	now := s.cfg.Now()
 	for i := range ops {
 		op := &ops[i]
 		if spend {
@@ -239,6 +293,13 @@ func (s *Store) fallback(ctx context.Context, ops []store.Op, res []store.Result
 		case store.OnErrorOpen:
 			res[i] = store.Result{Allowed: true, Degraded: true}
 		default:
+			if d, ok := s.recall.Denied(op.Key, now); ok {
+				res[i] = recalled(op, d, now)
+				if !op.Shadow && !op.Soft {
+					closedDenies = true
+				}
+				continue
+			}
 			localOps = append(localOps, s.scale(*op))
 			index = append(index, i)
 		}
@@ -251,7 +312,8 @@ func (s *Store) fallback(ctx context.Context, ops []store.Op, res []store.Result
 	if spend && !closedDenies {
 		err = s.local.Do(ctx, localOps, localRes)
 	} else {
-		// A closed rule denies the check, so nothing may be spent.
+		// A closed rule, or a denial remembered, denies the check, so
+		// nothing may be spent.
 		err = s.local.Peek(ctx, localOps, localRes)
 	}
 	if err != nil {
@@ -262,6 +324,17 @@ func (s *Store) fallback(ctx context.Context, ops []store.Op, res []store.Result
 		res[i].Degraded = true
 	}
 	return nil
+}
+
+// recalled is the result of op on a key the primary was last seen denying:
+// a hard stop stays at its limit, a slowed key waits until the time it was
+// told.
+func recalled(op *store.Op, d recall.Denial, now time.Time) store.Result {
+	left := d.Until.Sub(now)
+	if d.Stop {
+		return store.Result{Count: op.Limit, ResetAfter: left, Degraded: true}
+	}
+	return store.Result{RetryAfter: left, ResetAfter: left, Degraded: true}
 }
 
 // scale divides op's limit by the fleet size, at least 1: the instances of a
@@ -283,6 +356,8 @@ func (s *Store) scale(op store.Op) store.Op {
 // Local, the primary for the rest. A refund the failing primary cannot take
 // is dropped — the attempt stays counted, the strict side of the error.
 func (s *Store) Refund(ctx context.Context, refunds []store.Refund) error {
+	ctx = context.WithoutCancel(ctx)
+	s.forget(refunds)
 	local, primary := splitRefunds(refunds)
 	if len(local) > 0 {
 		if err := s.local.Refund(ctx, local); err != nil {
@@ -293,6 +368,16 @@ func (s *Store) Refund(ctx context.Context, refunds []store.Refund) error {
 		_ = s.primary(ctx, func(ctx context.Context) error { return s.cfg.Primary.Refund(ctx, primary) })
 	}
 	return nil
+}
+
+// forget drops from the recall the keys refunds give back: what the store
+// said about them no longer holds. A confirmation gives nothing back.
+func (s *Store) forget(refunds []store.Refund) {
+	for i := range refunds {
+		if !refunds[i].Confirm {
+			s.recall.Forget(refunds[i].Key)
+		}
+	}
 }
 
 // splitRefunds separates the refunds of spends the fallback made from those
@@ -314,6 +399,8 @@ var ErrUnavailable = errors.New("failclosed: store unavailable")
 // Delete removes keys from both stores. It fails while the primary is
 // failing: an account reset must not be reported done when it is not.
 func (s *Store) Delete(ctx context.Context, keys ...string) error {
+	ctx = context.WithoutCancel(ctx)
+	s.recall.Forget(keys...)
 	if err := s.local.Delete(ctx, keys...); err != nil {
 		return fmt.Errorf("failclosed: local fallback: %w", err)
 	}
@@ -332,6 +419,8 @@ func (s *Store) Delete(ctx context.Context, keys ...string) error {
 // the primary's with the mark, in its one call; those the failing primary
 // cannot take are dropped.
 func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration, refunds ...store.Refund) (bool, error) {
+	ctx = context.WithoutCancel(ctx)
+	s.forget(refunds)
 	local, primary := splitRefunds(refunds)
 	if s.healthy.Load() {
 		var first bool
@@ -350,23 +439,6 @@ func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration, ref
 		}
 	}
 	return s.local.MarkOnce(ctx, key, ttl, local...)
-}
-
-// Classify names the kind of a store error for guardian_store_errors_total:
-// "timeout" for a missed deadline, "script" for an error the store itself
-// answered (a script or command error), "unreachable" for the rest.
-func Classify(err error) string {
-	var netErr net.Error
-	var replyErr interface{ RedisError() }
-	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
-		return "timeout"
-	case errors.As(err, &netErr) && netErr.Timeout():
-		return "timeout"
-	case errors.As(err, &replyErr), errors.Is(err, store.ErrBadReply):
-		return "script"
-	}
-	return "unreachable"
 }
 
 func onErrorName(o store.OnError) string {

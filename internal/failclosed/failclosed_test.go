@@ -15,7 +15,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/store"
 	"github.com/guardian-sec/guardian/internal/store/memstore"
-	"github.com/guardian-sec/guardian/internal/store/storetest"
+	"github.com/guardian-sec/guardian/internal/testclock"
 )
 
 // flakyStore is a primary that works like the embedded store until told to
@@ -199,20 +199,21 @@ func TestLocalFallbackDividesByFleetSizeExactlyUnderConcurrency(t *testing.T) {
 	}
 }
 
-func TestFullFallbackDeniesNewKeys(t *testing.T) {
+// TestFullFallbackEvicts: a full fallback table makes room for new keys,
+// never evicting a hard stop for them.
+func TestFullFallbackEvicts(t *testing.T) {
 	f := &fixture{primary: newFlaky(), metrics: metrics.New(prometheus.NewRegistry())}
-	f.store = New(Config{Primary: f.primary, Probe: f.primary.ping, MaxLocalKeys: 2, Metrics: f.metrics, ProbeInterval: time.Hour})
+	f.store = New(Config{Primary: f.primary, Probe: f.primary.ping, MaxLocalKeys: 4, Metrics: f.metrics, ProbeInterval: time.Hour})
 	f.primary.setErr(errDown)
-	for _, k := range []string{"a", "b"} {
-		if res := f.do(t, op(k, 5, store.OnErrorLocal)); !res[0].Spent {
-			t.Fatalf("key %s = %+v, want spent", k, res[0])
+	stop := store.Op{Key: "stop", Kind: store.Counter, Cost: 1, Limit: 1, Hold: time.Hour, Rule: "stop"}
+	f.do(t, stop)
+	for i := range 100 {
+		if res := f.do(t, op(fmt.Sprintf("flood-%d", i), 5, store.OnErrorLocal)); !res[0].Spent {
+			t.Fatalf("flood key %d on a full fallback = %+v, want spent", i, res[0])
 		}
 	}
-	if res := f.do(t, op("c", 5, store.OnErrorLocal)); res[0].Allowed {
-		t.Fatalf("a new key on a full fallback = %+v, want denied", res[0])
-	}
-	if res := f.do(t, op("a", 5, store.OnErrorLocal)); !res[0].Spent {
-		t.Fatalf("an existing key on a full fallback = %+v, want spent", res[0])
+	if res := f.do(t, stop); res[0].Allowed || res[0].Count != 1 {
+		t.Fatalf("hard stop after the flood = %+v, want kept", res[0])
 	}
 }
 
@@ -345,30 +346,6 @@ func TestMarkOnceAndDeleteWhileFailing(t *testing.T) {
 	}
 }
 
-func TestClassify(t *testing.T) {
-	tests := []struct {
-		err  error
-		want string
-	}{
-		{context.DeadlineExceeded, "timeout"},
-		{errors.Join(errors.New("x"), context.DeadlineExceeded), "timeout"},
-		{fmt.Errorf("redisstore: %w", store.ErrBadReply), "script"},
-		{replyError("ERR something"), "script"},
-		{errDown, "unreachable"},
-	}
-	for _, tt := range tests {
-		if got := Classify(tt.err); got != tt.want {
-			t.Errorf("Classify(%v) = %q, want %q", tt.err, got, tt.want)
-		}
-	}
-}
-
-// replyError is an error the store answered, as go-redis marks them.
-type replyError string
-
-func (e replyError) Error() string { return string(e) }
-func (replyError) RedisError()     {}
-
 // TestIsolatedFailuresDoNotStopThePrimary: with FailAfter 3, a failure
 // between successes falls back for that call only; three in a row mark the
 // primary failing.
@@ -401,7 +378,7 @@ func TestIsolatedFailuresDoNotStopThePrimary(t *testing.T) {
 	for range 3 {
 		call()
 	}
-	if s.Healthy() {
+	if s.usingPrimary() {
 		t.Fatal("healthy after three failures in a row")
 	}
 	before := p.calls.Load()
@@ -437,15 +414,15 @@ func TestOneStallCountsOnce(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if !s.Healthy() {
+	if !s.usingPrimary() {
 		t.Fatal("50 timeouts of one stall stopped the primary, want them counted once")
 	}
 	call() // sent after the stall was seen: the second failure
-	if !s.Healthy() {
+	if !s.usingPrimary() {
 		t.Fatal("stopped after two failures, want three")
 	}
 	call()
-	if s.Healthy() {
+	if s.usingPrimary() {
 		t.Fatal("three failures in a row, each after the one before, left the primary in use")
 	}
 	if got := testutil.ToFloat64(m.FallbackActive); got != 1 {
@@ -458,11 +435,11 @@ func TestOneStallCountsOnce(t *testing.T) {
 // time they take (here none: the clock stands still).
 func TestErrorsStopThePrimaryAtOnce(t *testing.T) {
 	p := newFlaky()
-	clock := storetest.NewClock(time.Now())
+	clock := testclock.New(time.Now())
 	s := New(Config{Primary: p, Probe: p.ping, Metrics: metrics.New(prometheus.NewRegistry()), ProbeInterval: time.Hour, Now: clock.Now})
 	p.setErr(errDown)
 	for i := range 3 {
-		if !s.Healthy() {
+		if !s.usingPrimary() {
 			t.Fatalf("stopped after %d errors, want 3", i)
 		}
 		res := make([]store.Result, 1)
@@ -470,7 +447,183 @@ func TestErrorsStopThePrimaryAtOnce(t *testing.T) {
 			t.Fatalf("call %d: %+v, %v; want decided by the fallback", i, res[0], err)
 		}
 	}
-	if s.Healthy() {
+	if s.usingPrimary() {
 		t.Fatal("three errors in a row at one instant left the primary in use, want it stopped")
 	}
+}
+
+// oomError is a Redis error reply of a Redis out of memory.
+type oomError struct{}
+
+func (oomError) Error() string { return "OOM command not allowed when used memory > 'maxmemory'." }
+func (oomError) RedisError()   {}
+
+// cancelSensitive is a primary that fails a call whose context is done, as
+// a Redis client does.
+type cancelSensitive struct{ *memstore.Store }
+
+func (c cancelSensitive) Do(ctx context.Context, ops []store.Op, res []store.Result) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return c.Store.Do(ctx, ops, res)
+}
+
+// TestCallerGoneIsNotAFailure: a call whose caller cancelled its context
+// runs to its end on the primary, counts no error and turns nothing on.
+func TestCallerGoneIsNotAFailure(t *testing.T) {
+	m := metrics.New(prometheus.NewRegistry())
+	primary := cancelSensitive{memstore.New(memstore.Config{})}
+	s := New(Config{Primary: primary, Probe: func(context.Context) error { return nil }, FailAfter: 1, Metrics: m})
+	for i := range 300 {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		res := make([]store.Result, 1)
+		if err := s.Do(ctx, []store.Op{op(fmt.Sprintf("k%d", i), 5, store.OnErrorLocal)}, res); err != nil {
+			t.Fatalf("Do with a cancelled context: %v", err)
+		}
+		if res[0].Degraded || !res[0].Spent {
+			t.Fatalf("Do with a cancelled context = %+v, want decided by the primary", res[0])
+		}
+	}
+	if !s.Healthy() {
+		t.Error("primary marked failing after callers went away")
+	}
+	if n := testutil.CollectAndCount(m.StoreErrors); n != 0 {
+		t.Errorf("%d store error series, want none", n)
+	}
+}
+
+// TestFallbackRecallsDenials: keys the primary denied stay denied on the
+// fallback, a hard stop as a hard stop and a slow until its time, while a
+// key it never saw starts from its local limit.
+func TestFallbackRecallsDenials(t *testing.T) {
+	clock := testclock.New(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
+	m := metrics.New(prometheus.NewRegistry())
+	primary := &flakyStore{Store: memstore.New(memstore.Config{Now: clock.Now})}
+	s := New(Config{Primary: primary, Probe: primary.ping, FailAfter: 1, ProbeInterval: time.Hour, Metrics: m, Now: clock.Now})
+	stop := store.Op{Key: "stop", Kind: store.Counter, Cost: 1, Limit: 2, Hold: time.Hour, Rule: "stop"}
+	slowed := store.Op{Key: "slowed", Kind: store.Rate, Cost: 1, Interval: time.Minute, Burst: 1, Rule: "slowed"}
+	do := func(ops ...store.Op) []store.Result {
+		t.Helper()
+		res := make([]store.Result, len(ops))
+		if err := s.Do(context.Background(), ops, res); err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	do(stop)
+	do(stop)
+	if r := do(stop)[0]; r.Allowed || r.RetryAfter != 0 {
+		t.Fatalf("primary's hard stop = %+v, want denied at the limit", r)
+	}
+	do(slowed)
+	if r := do(slowed)[0]; r.Allowed || r.RetryAfter != time.Minute {
+		t.Fatalf("primary's slow = %+v, want a minute to wait", r)
+	}
+
+	primary.setErr(errDown)
+	clock.Advance(20 * time.Second)
+	got := do(stop, slowed, op("fresh", 5, store.OnErrorLocal))
+	if r := got[0]; r.Allowed || r.RetryAfter != 0 || r.Count != 2 || !r.Degraded {
+		t.Errorf("hard stop on the fallback = %+v, want denied at its limit, no wait", r)
+	}
+	if r := got[1]; r.Allowed || r.RetryAfter != 40*time.Second {
+		t.Errorf("slowed key on the fallback = %+v, want 40s left to wait", r)
+	}
+	if r := got[2]; !r.Allowed || r.Spent {
+		t.Errorf("fresh key in a batch a remembered denial denies = %+v, want allowed, nothing spent", r)
+	}
+	if r := do(op("fresh", 5, store.OnErrorLocal))[0]; !r.Spent || r.Remaining != 4 {
+		t.Errorf("fresh key alone on the fallback = %+v, want spent from its local limit", r)
+	}
+	clock.Advance(40 * time.Second)
+	if r := do(slowed)[0]; !r.Spent {
+		t.Errorf("slowed key on the fallback once its time came = %+v, want spent", r)
+	}
+}
+
+// TestRejectedWriteKeepsFallback: while the primary refuses writes the probe
+// fails, the fallback stays on and the refusals count as rejected; once a
+// write succeeds the primary decides again.
+func TestRejectedWriteKeepsFallback(t *testing.T) {
+	m := metrics.New(prometheus.NewRegistry())
+	primary := newFlaky()
+	s := New(Config{Primary: primary, Probe: primary.ping, FailAfter: 1, ProbeInterval: 5 * time.Millisecond, Metrics: m})
+	primary.setErr(oomError{})
+	res := make([]store.Result, 1)
+	if err := s.Do(context.Background(), []store.Op{op("k", 5, store.OnErrorLocal)}, res); err != nil || !res[0].Degraded {
+		t.Fatalf("Do on a primary out of memory = %+v, %v; want decided by the fallback", res[0], err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if s.Healthy() {
+		t.Fatal("primary healthy while it refuses writes")
+	}
+	if n := testutil.ToFloat64(m.StoreErrors.WithLabelValues(KindRejected)); n < 2 {
+		t.Errorf("rejected = %v, want the call and the probes counted", n)
+	}
+	if v := testutil.ToFloat64(m.FallbackActive); v != 1 {
+		t.Errorf("fallback active = %v, want 1", v)
+	}
+	primary.setErr(nil)
+	deadline := time.Now().Add(2 * time.Second)
+	for !s.Healthy() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !s.Healthy() || testutil.ToFloat64(m.FallbackActive) != 0 {
+		t.Error("primary not back within 2s of taking writes")
+	}
+}
+
+func TestIsRejected(t *testing.T) {
+	tests := []struct {
+		err  error
+		want bool
+	}{
+		{oomError{}, true},
+		{fmt.Errorf("redisstore: do: %w", oomError{}), true},
+		{errors.New("OOM command not allowed"), false}, // not a reply
+		{errDown, false},
+		{context.DeadlineExceeded, false},
+	}
+	for _, tt := range tests {
+		if got := IsRejected(tt.err); got != tt.want {
+			t.Errorf("IsRejected(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+	if got := Classify(oomError{}); got != "rejected" {
+		t.Errorf("Classify(OOM) = %q, want rejected", got)
+	}
+}
+
+// TestHealthyAgreesWithTheGauge: /readyz (Healthy) and
+// guardian_fallback_active say the same from the first failed call, before
+// the primary is taken out of use, and again once a call succeeds.
+func TestHealthyAgreesWithTheGauge(t *testing.T) {
+	p := newFlaky()
+	m := metrics.New(prometheus.NewRegistry())
+	s := New(Config{Primary: p, Probe: p.ping, Metrics: m, ProbeInterval: time.Hour})
+	agree := func(when string, wantHealthy bool) {
+		t.Helper()
+		gauge := testutil.ToFloat64(m.FallbackActive)
+		if s.Healthy() != wantHealthy || (gauge == 0) != wantHealthy {
+			t.Fatalf("%s: Healthy() = %v, fallback_active = %v; want healthy %v and the gauge to agree", when, s.Healthy(), gauge, wantHealthy)
+		}
+	}
+	call := func() {
+		res := make([]store.Result, 1)
+		if err := s.Do(context.Background(), []store.Op{op("k", 1000, store.OnErrorLocal)}, res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	agree("at start", true)
+	p.setErr(errDown)
+	call()
+	if !s.usingPrimary() {
+		t.Fatal("one failure took the primary out of use, want three")
+	}
+	agree("after one failure", false)
+	p.setErr(nil)
+	call()
+	agree("after a success", true)
 }

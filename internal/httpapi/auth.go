@@ -22,7 +22,8 @@ func (a *API) authorize(need tokens.Scope) gin.HandlerFunc {
 			a.abort(c, newError(http.StatusUnauthorized, "unauthorized", "missing bearer token"))
 			return
 		}
-		claims, err := a.cfg.Tokens.Verify(strings.TrimSpace(tok), a.now())
+		now := a.now()
+		claims, err := a.cfg.Tokens.Verify(strings.TrimSpace(tok), now)
 		if err != nil {
 			a.abort(c, err)
 			return
@@ -31,6 +32,7 @@ func (a *API) authorize(need tokens.Scope) gin.HandlerFunc {
 			a.abort(c, newError(http.StatusForbidden, "forbidden", "token scope "+string(claims.Scope)+" does not allow this call"))
 			return
 		}
+		a.noteExpiring(c, claims, now)
 		if need == tokens.ScopeAdmin {
 			// Only admin calls are audited by subject; the decision API
 			// skips the per-request context map.
@@ -40,7 +42,8 @@ func (a *API) authorize(need tokens.Scope) gin.HandlerFunc {
 	}
 }
 
-// subject is the verified token's subject, for the audit log of admin calls.
+// subject is the verified token's subject, for the audit trail of admin
+// calls.
 func subject(c *gin.Context) string {
 	if v, ok := c.Get(claimsKey); ok {
 		if cl, ok := v.(tokens.Claims); ok {

@@ -41,6 +41,8 @@ func errorFor(err error) *apiError {
 		return newError(http.StatusBadRequest, "invalid_recipient", "recipient: "+detail(err, keys.ErrInvalidRecipient))
 	case errors.Is(err, keys.ErrInvalidAccount):
 		return newError(http.StatusBadRequest, "invalid_field", "account: "+detail(err, keys.ErrInvalidAccount))
+	case errors.Is(err, engine.ErrUnknownFlow):
+		return newError(http.StatusBadRequest, "unknown_flow", detail(err, engine.ErrUnknownFlow))
 	case errors.Is(err, engine.ErrMissingField):
 		return newError(http.StatusBadRequest, "missing_field", detail(err, engine.ErrMissingField))
 	case errors.Is(err, engine.ErrInvalidField):
@@ -79,7 +81,7 @@ func detail(err, sentinel error) string {
 func (a *API) abort(c *gin.Context, err error) {
 	ae := errorFor(err)
 	if ae.status >= http.StatusInternalServerError {
-		a.log.Error("request failed", "path", c.FullPath(), "err", err)
+		a.log.ErrorContext(c.Request.Context(), "request failed", "path", c.FullPath(), "err", err)
 	}
 	body, _ := json.Marshal(struct {
 		Error *apiError `json:"error"`

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/guardian-sec/guardian/internal/audit"
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/shadow"
@@ -66,6 +67,7 @@ func (a *API) check(c *gin.Context) {
 	if d.Action == rules.Slow || d.Action == rules.Block {
 		status = http.StatusTooManyRequests
 	}
+	a.decided(c, string(d.Action), d.Rule, d.Degraded)
 	setCheckHeaders(c.Writer.Header(), &d)
 	writeAnswer(c, status, func(b []byte) []byte { return appendCheck(b, &d) })
 }
@@ -120,8 +122,9 @@ func setCheckHeaders(h http.Header, d *engine.Decision) {
 	}
 }
 
-// checkFromBody decodes and checks the shape of a check request; the engine
-// checks the values.
+// checkFromBody decodes a check request and validates it
+// (engine.CheckRequest.Validate), so that every request guardian would not
+// decide is answered 400 before it reaches the engine.
 func checkFromBody(c *gin.Context) (engine.CheckRequest, error) {
 	var body checkRequest
 	if err := decode(c, &body); err != nil {
@@ -132,11 +135,10 @@ func checkFromBody(c *gin.Context) (engine.CheckRequest, error) {
 	if err != nil {
 		return req, err
 	}
-	f, ok := rules.ParseFlow(flow)
-	if !ok {
-		return req, newError(http.StatusBadRequest, "unknown_flow", "flow: "+strconv.Quote(truncate(flow))+" is not one of login, password_reset, otp_send, otp_verify")
+	req.Flow = rules.Flow(flow)
+	if err := engine.CheckFlow(req.Flow); err != nil {
+		return req, err
 	}
-	req.Flow = f
 	if req.IP, err = required(body.IP, "ip"); err != nil {
 		return req, err
 	}
@@ -150,22 +152,14 @@ func checkFromBody(c *gin.Context) (engine.CheckRequest, error) {
 		req.DeviceToken = *body.DeviceToken
 	}
 	if body.Cost != nil {
-		if *body.Cost < 1 || *body.Cost > engine.MaxCost {
-			return req, newError(http.StatusBadRequest, "invalid_field", "cost: must be between 1 and "+strconv.Itoa(engine.MaxCost))
+		// Only an absent cost is the default: a cost given is 1 to
+		// MaxCost, 0 included.
+		if err := engine.CheckCost(*body.Cost); err != nil {
+			return req, err
 		}
 		req.Cost = *body.Cost
 	}
-	return req, nil
-}
-
-// truncate shortens s for an error message: a client's typo is worth
-// echoing, a megabyte of it is not.
-func truncate(s string) string {
-	const n = 64
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
+	return req, req.Validate()
 }
 
 // reportRequest is the body of /v1/report.
@@ -220,22 +214,39 @@ func (a *API) getRules(c *gin.Context) {
 }
 
 func (a *API) reloadRules(c *gin.Context) {
-	set, err := a.cfg.Reload()
+	set, err := a.cfg.Reload(c.Request.Context(), subject(c))
+	a.cfg.Audit.Action(audit.ActionReload, subject(c), result(err), "")
 	if err != nil {
-		a.log.Warn("rules reload refused", "by", subject(c), "err", err)
 		a.abort(c, err)
 		return
 	}
-	a.log.Info("rules reloaded", "by", subject(c), "source", set.Source, "rules", len(set.Rules))
 	c.JSON(http.StatusOK, rulesBody(set))
 }
 
+// result is the audit result of an admin call that ended with err.
+func result(err error) string {
+	if err != nil {
+		return audit.ResultError
+	}
+	return audit.ResultOK
+}
+
+// shadowResponse is the body of GET /v1/shadow.
+type shadowResponse struct {
+	Rules   []shadow.RuleReport `json:"rules"`
+	Partial bool                `json:"partial,omitempty"`
+}
+
 func (a *API) getShadow(c *gin.Context) {
-	rep := a.cfg.Shadow.Report()
+	rep, partial := a.cfg.Shadow.Report(c.Request.Context())
 	if rep == nil {
 		rep = []shadow.RuleReport{}
 	}
-	c.JSON(http.StatusOK, gin.H{"rules": rep})
+	c.JSON(http.StatusOK, shadowResponse{Rules: rep, Partial: partial})
+}
+
+func (a *API) getFleet(c *gin.Context) {
+	c.JSON(http.StatusOK, a.cfg.Fleet.View(c.Request.Context()))
 }
 
 func (a *API) accountStatus(c *gin.Context) {
@@ -265,20 +276,25 @@ type resetRequest struct {
 }
 
 func (a *API) accountReset(c *gin.Context) {
-	var body resetRequest
-	if err := decode(c, &body); err != nil {
-		a.abort(c, err)
-		return
-	}
-	account, err := required(body.Account, "account")
+	account, err := a.reset(c)
+	a.cfg.Audit.Action(audit.ActionReset, subject(c), result(err), account)
 	if err != nil {
 		a.abort(c, err)
 		return
 	}
-	if err := a.cfg.Engine.Reset(c.Request.Context(), account); err != nil {
-		a.abort(c, err)
-		return
-	}
-	a.log.Info("account reset", "by", subject(c))
 	c.JSON(http.StatusOK, gin.H{"reset": true})
+}
+
+// reset decodes a reset request and resets its account; it returns the
+// account, or "" when the request named none.
+func (a *API) reset(c *gin.Context) (string, error) {
+	var body resetRequest
+	if err := decode(c, &body); err != nil {
+		return "", err
+	}
+	account, err := required(body.Account, "account")
+	if err != nil {
+		return "", err
+	}
+	return account, a.cfg.Engine.Reset(c.Request.Context(), account)
 }

@@ -68,7 +68,7 @@ func BenchmarkSubject(b *testing.B) {
 		p := netip.MustParsePrefix("2001:db8:aa:bb::/64")
 		b.ReportAllocs()
 		for b.Loop() {
-			_ = h.PrefixSubject(p)
+			_ = h.KeySubject(Key{Kind: "ip", Net: p})
 		}
 	})
 	b.Run("parallel", func(b *testing.B) {

@@ -55,7 +55,7 @@ func ExampleStoreKey() {
 	account, _ := keys.Account("ALICE@example.com")
 	subject := h.Subject("account", account)
 	key := keys.StoreKey(subject, "login-account")
-	fmt.Println(len(subject), key == "guardian:v2:{"+subject+"}:login-account")
+	fmt.Println(len(subject), key == "guardian:v3:{"+subject+"}:login-account")
 	// Output:
 	// 22 true
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"hash"
-	"net/netip"
 	"sync"
 
 	"github.com/guardian-sec/guardian/internal/secret"
@@ -14,9 +13,9 @@ import (
 
 // KeyPrefix starts every store key guardian writes. The version names the
 // layout of limit state in Redis, so that a new layout lives beside an old
-// one; v2 keeps subjects together in hashes (package redisstore), v1 kept a
-// Redis key per subject and rule.
-const KeyPrefix = "guardian:v2:"
+// one; v3 is a Redis key per subject and rule whose value carries its
+// deadline (package redisstore), v2 kept subjects together in hashes.
+const KeyPrefix = "guardian:v3:"
 
 // hashPurpose is the secret.Key purpose of the subject hashing key.
 const hashPurpose = "guardian keys v1"
@@ -68,20 +67,6 @@ func (h *Hasher) Subject(kind string, parts ...string) string {
 	for _, p := range parts {
 		b = appendField(b, p)
 	}
-	s := st.finish(b)
-	h.pool.Put(st)
-	return s
-}
-
-// PrefixSubject returns Subject("ip", p.String()) without formatting p on
-// the heap: the subject of a client network as Prefix returns it.
-func (h *Hasher) PrefixSubject(p netip.Prefix) string {
-	st := h.pool.Get().(*hashState)
-	var text [64]byte // the longest prefix text is 43 bytes
-	t := p.AppendTo(text[:0])
-	b := appendField(st.buf[:0], "ip")
-	b = binary.AppendUvarint(b, uint64(len(t)))
-	b = append(b, t...)
 	s := st.finish(b)
 	h.pool.Put(st)
 	return s

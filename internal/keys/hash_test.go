@@ -82,13 +82,40 @@ func TestSubjectHidesInput(t *testing.T) {
 	}
 }
 
-func TestPrefixSubjectMatchesSubject(t *testing.T) {
+func TestKeySubjectMatchesSubject(t *testing.T) {
 	h := NewHasher(testKey(t, 1))
 	for _, s := range []string{"203.0.113.0/24", "203.0.113.7/32", "2001:db8:1:2::/64", "::/0", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128"} {
 		p := netip.MustParsePrefix(s)
-		if got, want := h.PrefixSubject(p), h.Subject("ip", p.String()); got != want {
-			t.Errorf("PrefixSubject(%s) = %q, want Subject(\"ip\", %q) = %q", s, got, s, want)
+		if got, want := h.KeySubject(Key{Kind: "ip", Net: p}), h.Subject("ip", p.String()); got != want {
+			t.Errorf("KeySubject(ip %s) = %q, want Subject(\"ip\", %q) = %q", s, got, s, want)
 		}
+		if got, want := h.KeySubject(Key{Kind: "account+ip", ID: "alice", Net: p}), h.Subject("account+ip", "alice", p.String()); got != want {
+			t.Errorf("KeySubject(account+ip alice %s) = %q, want %q", s, got, want)
+		}
+	}
+	if got, want := h.KeySubject(Key{Kind: "account", ID: "alice"}), h.Subject("account", "alice"); got != want {
+		t.Errorf("KeySubject(account alice) = %q, want %q", got, want)
+	}
+}
+
+func TestKeyString(t *testing.T) {
+	p := netip.MustParsePrefix("192.0.2.0/24")
+	tests := []struct {
+		k    Key
+		want string
+	}{
+		{Key{Kind: "account", ID: "alice"}, "alice"},
+		{Key{Kind: "ip", Net: p}, "192.0.2.0/24"},
+		{Key{Kind: "account+ip", ID: "alice", Net: p}, "alice 192.0.2.0/24"},
+		{Key{Kind: "global"}, "global"},
+	}
+	for _, tt := range tests {
+		if got := tt.k.String(); got != tt.want {
+			t.Errorf("%+v.String() = %q, want %q", tt.k, got, tt.want)
+		}
+	}
+	if !(Key{}).IsZero() || (Key{Kind: "global"}).IsZero() {
+		t.Error("IsZero: only the zero Key is zero")
 	}
 }
 
@@ -129,7 +156,7 @@ func TestSubjectLongPart(t *testing.T) {
 
 func TestStoreKey(t *testing.T) {
 	got := StoreKey("AbCdEfGhIjKlMnOpQrStUv", "login-account")
-	want := "guardian:v2:{AbCdEfGhIjKlMnOpQrStUv}:login-account"
+	want := "guardian:v3:{AbCdEfGhIjKlMnOpQrStUv}:login-account"
 	if got != want {
 		t.Errorf("StoreKey = %q, want %q", got, want)
 	}

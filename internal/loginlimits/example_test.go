@@ -13,27 +13,27 @@ import (
 	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
-func ExamplePolicy_Account() {
+func ExamplePolicy_Trust() {
 	k, _ := secret.New(bytes.Repeat([]byte{1}, secret.MinLen))
-	p := loginlimits.New(keys.NewHasher(k), tokens.NewDevices(k, 0))
+	h := keys.NewHasher(k)
+	p := loginlimits.New(h, tokens.NewDevices(k, 0))
 	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	alice := h.KeySubject(keys.Key{Kind: "account", ID: "alice@example.com"})
+	mallory := h.KeySubject(keys.Key{Kind: "account", ID: "mallory@example.com"})
 
 	// A success earns the device a token for the account.
-	alice, _ := p.Account("alice@example.com", "", now)
-	tok, _ := p.DeviceToken(&tokens.Attempt{Flow: "login", Account: alice.Subject}, now)
+	tok, _ := p.DeviceToken(&tokens.Attempt{Flow: "login", Account: alice}, now)
 
 	// With it, alice's device counts on a bucket of its own.
-	trusted, _ := p.Account("Alice@Example.com", tok, now.Add(time.Hour))
-	fmt.Println(alice.Trusted(), alice.Bucket() == alice.Subject)
-	fmt.Println(trusted.Trusted(), trusted.Bucket() == alice.Subject)
+	dev, bucket := p.Trust(alice, tok, now.Add(time.Hour))
+	fmt.Println(dev != "", bucket != "" && bucket != alice)
 
 	// The same token presented for another account is ignored.
-	mallory, _ := p.Account("mallory@example.com", tok, now.Add(time.Hour))
-	fmt.Println(mallory.Trusted(), mallory.Bucket() == mallory.Subject)
+	dev, bucket = p.Trust(mallory, tok, now.Add(time.Hour))
+	fmt.Printf("%q %q\n", dev, bucket)
 	// Output:
-	// false true
-	// true false
-	// false true
+	// true true
+	// "" ""
 }
 
 func ExampleReadStatus() {

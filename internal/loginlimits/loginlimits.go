@@ -36,107 +36,45 @@
 package loginlimits
 
 import (
-	"net/netip"
 	"time"
 
 	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
-// The kinds of subject this package hashes (keys.Hasher.Subject).
-const (
-	kindAccount   = "account"
-	kindDevice    = "device"
-	kindAccountIP = "account+ip"
-)
+// kindDevice is the kind of subject a trusted device's bucket hashes to
+// (keys.Hasher.Subject).
+const kindDevice = "device"
 
-// Pair prefixes: a key: account+ip rule counts an IPv4 client by its address
-// and an IPv6 client by its /64, like key: ip rules by default.
-const (
-	pairIPv4Bits = 32
-	pairIPv6Bits = 64
-)
-
-// Policy resolves the login side of checks and reports: accounts, trusted
-// devices and the account+ip pair. A Policy is safe for concurrent use;
-// build one with New.
+// Policy resolves the login side of checks and reports: trusted devices and
+// the tokens that make them. A Policy is safe for concurrent use; build one
+// with New.
 type Policy struct {
 	hasher  *keys.Hasher
 	devices *tokens.Devices
 }
 
-// New returns a Policy hashing subjects with h and issuing and verifying
-// device tokens with d.
+// New returns a Policy hashing device buckets with h and issuing and
+// verifying device tokens with d.
 func New(h *keys.Hasher, d *tokens.Devices) *Policy {
 	return &Policy{hasher: h, devices: d}
 }
 
-// Account is a check's account as login rules count it. The zero value is a
-// check that names no account: no account rule applies to it.
-type Account struct {
-	// Subject is the hashed account, "" when the check names none. It is
-	// what a device token is bound to.
-	Subject string
-	// Device is the id of a valid device token for the account, "" when the
-	// check is untrusted.
-	Device string
-
-	norm   string // the normalised account, for account+ip
-	bucket string // the subject of key: account rules
-}
-
-// Trusted reports whether the check carried a valid device token for its
-// account.
-func (a *Account) Trusted() bool { return a.Device != "" }
-
-// Bucket is the subject key: account rules count the check by: the
-// account+device subject of a trusted device, the account's subject
-// otherwise, and "" without an account.
-func (a *Account) Bucket() string { return a.bucket }
-
-// Account resolves a check's account at instant now: account is normalised
-// (keys.Account) and hashed, and deviceToken, when not empty, is verified
-// for it. An invalid account is an error wrapping keys.ErrInvalidAccount; an
-// invalid, expired or other account's device token is not an error, the
-// check is untrusted. An empty account gives the zero Account, whatever the
-// token.
-func (p *Policy) Account(account, deviceToken string, now time.Time) (Account, error) {
-	if account == "" {
-		return Account{}, nil
+// Trust verifies deviceToken for the account whose subject is account, at
+// instant now. For a valid token it returns the token's device id and the
+// bucket key: account rules count the check by instead of the account's
+// own: the subject of the account and device together. An invalid, expired
+// or other account's token is not an error: the check is untrusted, and
+// Trust returns "", "". So does an empty token or account.
+func (p *Policy) Trust(account, deviceToken string, now time.Time) (device, bucket string) {
+	if account == "" || deviceToken == "" {
+		return "", ""
 	}
-	norm, err := keys.Account(account)
+	dev, err := p.devices.Verify(deviceToken, account, now)
 	if err != nil {
-		return Account{}, err
+		return "", ""
 	}
-	a := Account{norm: norm, Subject: p.hasher.Subject(kindAccount, norm)}
-	a.bucket = a.Subject
-	if deviceToken != "" {
-		if dev, err := p.devices.Verify(deviceToken, a.Subject, now); err == nil {
-			a.Device = dev
-			a.bucket = p.hasher.Subject(kindDevice, a.Subject, dev)
-		}
-	}
-	return a, nil
-}
-
-// AccountIP returns the subject key: account+ip rules count the check by:
-// the account with the client's IPv4 address or IPv6 /64. It is the same
-// for trusted and untrusted checks, and "" without an account.
-func (p *Policy) AccountIP(a *Account, ip netip.Addr) string {
-	if a.Subject == "" {
-		return ""
-	}
-	return p.hasher.Subject(kindAccountIP, a.norm, keys.Prefix(ip, pairIPv4Bits, pairIPv6Bits).String())
-}
-
-// Subject returns the hashed subject of account, as Account does, for the
-// calls that name an account without a check: status and reset.
-func (p *Policy) Subject(account string) (string, error) {
-	norm, err := keys.Account(account)
-	if err != nil {
-		return "", err
-	}
-	return p.hasher.Subject(kindAccount, norm), nil
+	return dev, p.hasher.Subject(kindDevice, account, dev)
 }
 
 // DeviceToken returns the device token a success report of at earns at

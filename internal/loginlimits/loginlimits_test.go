@@ -3,8 +3,6 @@ package loginlimits_test
 import (
 	"bytes"
 	"context"
-	"errors"
-	"net/netip"
 	"slices"
 	"testing"
 	"time"
@@ -15,7 +13,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/store"
 	"github.com/guardian-sec/guardian/internal/store/memstore"
-	"github.com/guardian-sec/guardian/internal/store/storetest"
+	"github.com/guardian-sec/guardian/internal/testclock"
 	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
@@ -44,32 +42,31 @@ func newPolicy(tb testing.TB) (*loginlimits.Policy, *keys.Hasher, *tokens.Device
 	return loginlimits.New(h, d), h, d
 }
 
-// mustAccount resolves account and token at now, failing the test on error.
-func mustAccount(tb testing.TB, p *loginlimits.Policy, account, token string, now time.Time) loginlimits.Account {
+// subject is the subject of account, as the engine hashes it.
+func subject(tb testing.TB, h *keys.Hasher, account string) string {
 	tb.Helper()
-	a, err := p.Account(account, token, now)
+	norm, err := keys.Account(account)
 	if err != nil {
-		tb.Fatalf("Account(%q): %v", account, err)
+		tb.Fatalf("keys.Account(%q): %v", account, err)
 	}
-	return a
+	return h.KeySubject(keys.Key{Kind: "account", ID: norm})
 }
 
 // deviceToken is the token a success report of an attempt of account earns.
-func deviceToken(tb testing.TB, p *loginlimits.Policy, account string, now time.Time) string {
+func deviceToken(tb testing.TB, p *loginlimits.Policy, h *keys.Hasher, account string, now time.Time) string {
 	tb.Helper()
-	a := mustAccount(tb, p, account, "", now)
-	tok, err := p.DeviceToken(&tokens.Attempt{Account: a.Subject}, now)
+	tok, err := p.DeviceToken(&tokens.Attempt{Account: subject(tb, h, account)}, now)
 	if err != nil || tok == "" {
 		tb.Fatalf("DeviceToken = %q, %v; want a token", tok, err)
 	}
 	return tok
 }
 
-func TestAccountTrustsOnlyAValidTokenForItsAccount(t *testing.T) {
+func TestTrustOnlyAValidTokenForItsAccount(t *testing.T) {
 	p, h, _ := newPolicy(t)
 	alice := h.Subject("account", "alice@example.com")
-	aliceTok := deviceToken(t, p, "alice@example.com", t0)
-	bobTok := deviceToken(t, p, "bob@example.com", t0)
+	aliceTok := deviceToken(t, p, h, "alice@example.com", t0)
+	bobTok := deviceToken(t, p, h, "bob@example.com", t0)
 	forged, _, err := tokens.NewDevices(testKey(t, 2), 0).Issue(alice, t0)
 	if err != nil {
 		t.Fatal(err)
@@ -97,124 +94,63 @@ func TestAccountTrustsOnlyAValidTokenForItsAccount(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a := mustAccount(t, p, tt.account, tt.token, tt.now)
-			if a.Subject != alice {
-				t.Fatalf("Subject = %q, want alice's %q", a.Subject, alice)
+			sub := subject(t, h, tt.account)
+			if sub != alice {
+				t.Fatalf("subject = %q, want alice's %q", sub, alice)
 			}
-			if got := a.Trusted(); got != tt.wantTrusted {
-				t.Fatalf("Trusted() = %v, want %v", got, tt.wantTrusted)
+			dev, bucket := p.Trust(sub, tt.token, tt.now)
+			if got := dev != ""; got != tt.wantTrusted {
+				t.Fatalf("trusted = %v, want %v", got, tt.wantTrusted)
 			}
-			want := alice // untrusted: the account's shared bucket
+			want := "" // untrusted: the account's shared bucket
 			if tt.wantTrusted {
-				want = h.Subject("device", alice, a.Device)
+				want = h.Subject("device", alice, dev)
 			}
-			if got := a.Bucket(); got != want {
-				t.Fatalf("Bucket() = %q, want %q", got, want)
-			}
-			if !tt.wantTrusted && a.Device != "" {
-				t.Fatalf("Device = %q on an untrusted check", a.Device)
+			if bucket != want {
+				t.Fatalf("bucket = %q, want %q", bucket, want)
 			}
 		})
 	}
 }
 
 func TestEachDeviceHasItsOwnBucket(t *testing.T) {
-	p, _, _ := newPolicy(t)
-	first := deviceToken(t, p, "alice", t0)
-	second := deviceToken(t, p, "alice", t0)
-	a1 := mustAccount(t, p, "alice", first, t1)
-	again := mustAccount(t, p, "alice", first, t1.Add(time.Hour))
-	a2 := mustAccount(t, p, "alice", second, t1)
-	if a1.Bucket() != again.Bucket() {
-		t.Errorf("one device, two buckets: %q and %q", a1.Bucket(), again.Bucket())
+	p, h, _ := newPolicy(t)
+	first := deviceToken(t, p, h, "alice", t0)
+	second := deviceToken(t, p, h, "alice", t0)
+	alice := subject(t, h, "alice")
+	d1, b1 := p.Trust(alice, first, t1)
+	_, again := p.Trust(alice, first, t1.Add(time.Hour))
+	d2, b2 := p.Trust(alice, second, t1)
+	if b1 != again {
+		t.Errorf("one device, two buckets: %q and %q", b1, again)
 	}
-	if a1.Bucket() == a2.Bucket() || a1.Device == a2.Device {
-		t.Errorf("two devices share bucket %q (devices %q, %q)", a1.Bucket(), a1.Device, a2.Device)
+	if b1 == b2 || d1 == d2 {
+		t.Errorf("two devices share bucket %q (devices %q, %q)", b1, d1, d2)
 	}
 }
 
-func TestAccountWithoutAccount(t *testing.T) {
-	p, _, _ := newPolicy(t)
-	tok := deviceToken(t, p, "alice", t0)
-	a := mustAccount(t, p, "", tok, t1)
-	if a != (loginlimits.Account{}) || a.Trusted() || a.Bucket() != "" {
-		t.Fatalf("Account(\"\") = %+v, want the zero Account", a)
-	}
-	if got := p.AccountIP(&a, netip.MustParseAddr("192.0.2.1")); got != "" {
-		t.Fatalf("AccountIP without an account = %q, want \"\"", got)
+func TestTrustWithoutAccount(t *testing.T) {
+	p, h, _ := newPolicy(t)
+	tok := deviceToken(t, p, h, "alice", t0)
+	if dev, bucket := p.Trust("", tok, t1); dev != "" || bucket != "" {
+		t.Fatalf("Trust without an account = %q, %q; want untrusted", dev, bucket)
 	}
 	if tok, err := p.DeviceToken(&tokens.Attempt{}, t1); tok != "" || err != nil {
 		t.Fatalf("DeviceToken without an account = %q, %v; want \"\", nil", tok, err)
 	}
 }
 
-func TestInvalidAccount(t *testing.T) {
-	p, _, _ := newPolicy(t)
-	for _, in := range []string{"   ", "a\x00b", string(bytes.Repeat([]byte("x"), 300))} {
-		if _, err := p.Account(in, "", t0); !errors.Is(err, keys.ErrInvalidAccount) {
-			t.Errorf("Account(%.10q…) err = %v, want keys.ErrInvalidAccount", in, err)
-		}
-		if _, err := p.Subject(in); !errors.Is(err, keys.ErrInvalidAccount) {
-			t.Errorf("Subject(%.10q…) err = %v, want keys.ErrInvalidAccount", in, err)
-		}
-	}
-}
-
-func TestSubjectIsTheAccountsSubject(t *testing.T) {
-	p, _, _ := newPolicy(t)
-	got, err := p.Subject("ALICE ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := mustAccount(t, p, "alice", "", t0).Subject; got != want {
-		t.Fatalf("Subject = %q, want %q", got, want)
-	}
-}
-
-func TestAccountIP(t *testing.T) {
-	p, _, _ := newPolicy(t)
-	tok := deviceToken(t, p, "alice", t0)
-	alice := mustAccount(t, p, "alice", "", t1)
-	trusted := mustAccount(t, p, "alice", tok, t1)
-	bob := mustAccount(t, p, "bob", "", t1)
-	ip := netip.MustParseAddr
-	base := p.AccountIP(&alice, ip("2001:db8:1:2::1"))
-	tests := []struct {
-		name     string
-		account  *loginlimits.Account
-		ip       netip.Addr
-		wantSame bool
-	}{
-		{"same /64", &alice, ip("2001:db8:1:2:ffff:ffff:ffff:ffff"), true},
-		{"trusted device, same /64", &trusted, ip("2001:db8:1:2::9"), true},
-		{"another /64", &alice, ip("2001:db8:1:3::1"), false},
-		{"another account", &bob, ip("2001:db8:1:2::1"), false},
-	}
-	for _, tt := range tests {
-		if got := p.AccountIP(tt.account, tt.ip) == base; got != tt.wantSame {
-			t.Errorf("%s: same pair = %v, want %v", tt.name, got, tt.wantSame)
-		}
-	}
-	v4 := p.AccountIP(&alice, ip("192.0.2.1"))
-	if v4 == p.AccountIP(&alice, ip("192.0.2.2")) {
-		t.Error("two IPv4 addresses share a pair: IPv4 counts per address")
-	}
-	if v4 != p.AccountIP(&alice, ip("::ffff:192.0.2.1").Unmap()) {
-		t.Error("an IPv4-mapped address is another pair")
-	}
-}
-
 func TestDeviceTokenIsBoundToTheAccount(t *testing.T) {
-	p, _, d := newPolicy(t)
-	a := mustAccount(t, p, "alice", "", t0)
-	tok, err := p.DeviceToken(&tokens.Attempt{Account: a.Subject, Flow: "login"}, t0)
+	p, h, d := newPolicy(t)
+	alice := subject(t, h, "alice")
+	tok, err := p.DeviceToken(&tokens.Attempt{Account: alice, Flow: "login"}, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Verify(tok, a.Subject, t1); err != nil {
+	if _, err := d.Verify(tok, alice, t1); err != nil {
 		t.Fatalf("the token does not verify for its account: %v", err)
 	}
-	if got := mustAccount(t, p, "alice", tok, t1); !got.Trusted() {
+	if dev, _ := p.Trust(alice, tok, t1); dev == "" {
 		t.Fatal("the account does not trust its own new device")
 	}
 }
@@ -244,21 +180,21 @@ func TestReservations(t *testing.T) {
 	tests := []struct {
 		name string
 		res  []store.Result
-		want []tokens.Refund
+		want []store.Refund
 	}{
 		{
 			name: "all spent",
 			res:  []store.Result{spent, spent, spent, spent},
-			want: []tokens.Refund{
-				{Key: "k-account", Amount: 3 * time.Minute},
-				{Key: "k-ip", Amount: time.Minute},
-				{Key: "k-stop", Counter: true},
+			want: []store.Refund{
+				{Key: "k-account", Kind: store.Rate, Amount: 3 * time.Minute},
+				{Key: "k-ip", Kind: store.Rate, Amount: time.Minute},
+				{Key: "k-stop", Kind: store.Counter},
 			},
 		},
 		{
 			name: "a challenged check spent what fitted",
 			res:  []store.Result{spent, fits, spent, spent},
-			want: []tokens.Refund{{Key: "k-account", Amount: 3 * time.Minute}, {Key: "k-stop", Counter: true}},
+			want: []store.Refund{{Key: "k-account", Kind: store.Rate, Amount: 3 * time.Minute}, {Key: "k-stop", Kind: store.Counter}},
 		},
 		{
 			name: "nothing spent",
@@ -275,47 +211,20 @@ func TestReservations(t *testing.T) {
 		})
 	}
 	t.Run("appends to dst", func(t *testing.T) {
-		dst := []tokens.Refund{{Key: "before"}}
+		dst := []store.Refund{{Key: "before"}}
 		got := loginlimits.Reservations(dst, rs[2:3], ops[2:3], []store.Result{spent})
-		want := []tokens.Refund{{Key: "before"}, {Key: "k-stop", Counter: true}}
+		want := []store.Refund{{Key: "before"}, {Key: "k-stop", Kind: store.Counter}}
 		if !slices.Equal(got, want) {
 			t.Fatalf("Reservations = %+v, want %+v", got, want)
 		}
 	})
 }
 
-func TestRefunds(t *testing.T) {
-	tests := []struct {
-		name string
-		at   tokens.Attempt
-		want []store.Refund
-	}{
-		{"nothing reserved", tokens.Attempt{}, nil},
-		{
-			name: "primary",
-			at:   tokens.Attempt{Refunds: []tokens.Refund{{Key: "a", Amount: time.Minute}, {Key: "b", Counter: true}}},
-			want: []store.Refund{{Key: "a", Kind: store.Rate, Amount: time.Minute}, {Key: "b", Kind: store.Counter}},
-		},
-		{
-			name: "fallback",
-			at:   tokens.Attempt{Fallback: true, Refunds: []tokens.Refund{{Key: "a", Amount: time.Second}}},
-			want: []store.Refund{{Key: "a", Kind: store.Rate, Amount: time.Second, Local: true}},
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := loginlimits.Refunds(&tt.at); !slices.Equal(got, tt.want) {
-				t.Fatalf("Refunds = %+v, want %+v", got, tt.want)
-			}
-		})
-	}
-}
-
 // TestSuccessGivesBackOnlyItsOwnReservation plays a check's reservation and
 // its success against the embedded store while an attacker's failures sit on
 // the same keys.
 func TestSuccessGivesBackOnlyItsOwnReservation(t *testing.T) {
-	clock := storetest.NewClock(t0)
+	clock := testclock.New(t0)
 	st := memstore.New(memstore.Config{Now: clock.Now})
 	ctx := context.Background()
 	rs := []*rules.Rule{rule(t, "login-account"), rule(t, "login-hard-stop")}
@@ -335,8 +244,7 @@ func TestSuccessGivesBackOnlyItsOwnReservation(t *testing.T) {
 	if got, want := res[0].Remaining, int64(1); got != want {
 		t.Fatalf("remaining after 4 checks = %d, want %d", got, want)
 	}
-	at := tokens.Attempt{Refunds: loginlimits.Reservations(nil, rs, ops, res)}
-	if err := st.Refund(ctx, loginlimits.Refunds(&at)); err != nil {
+	if err := st.Refund(ctx, loginlimits.Reservations(nil, rs, ops, res)); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Peek(ctx, ops, res); err != nil {

@@ -9,7 +9,8 @@ import (
 )
 
 // Reservations appends to dst what a success report of one check gives
-// back, and returns the extended slice. rs, ops and res are the check's
+// back, and returns the extended slice: the refunds its attempt carries
+// (tokens.Attempt.Refunds). rs, ops and res are the check's
 // batch, index for index: the rule behind each op, the op, and what the
 // store did with it. Only ops the check spent count:
 //
@@ -17,12 +18,13 @@ import (
 //     Interval of GCRA time, never more, so failures others spent on the
 //     same key stay spent;
 //   - a consecutive_failures rule resets its counter: the success ends the
-//     run of failures.
+//     run of failures. Its Amount is what a failure report keeps the count
+//     for instead (ConfirmedHold).
 //
 // A count: attempts rate rule gives nothing back. Shadow ops are treated
 // like enforced ones: a shadow rule previews its enforced twin, state
 // included.
-func Reservations(dst []tokens.Refund, rs []*rules.Rule, ops []store.Op, res []store.Result) []tokens.Refund {
+func Reservations(dst []store.Refund, rs []*rules.Rule, ops []store.Op, res []store.Result) []store.Refund {
 	for i, r := range rs {
 		if !res[i].Spent {
 			continue
@@ -30,27 +32,36 @@ func Reservations(dst []tokens.Refund, rs []*rules.Rule, ops []store.Op, res []s
 		op := &ops[i]
 		switch {
 		case r.Type == rules.ConsecutiveFailures:
-			dst = append(dst, tokens.Refund{Key: op.Key, Counter: true})
+			dst = append(dst, store.Refund{Key: op.Key, Kind: store.Counter, Amount: ConfirmedHold(r.Hold, r.Limit, res[i].Count)})
 		case r.Type == rules.Rate && r.Count == rules.Failures:
-			dst = append(dst, tokens.Refund{Key: op.Key, Amount: time.Duration(op.Cost) * op.Interval})
+			dst = append(dst, store.Refund{Key: op.Key, Kind: store.Rate, Amount: time.Duration(op.Cost) * op.Interval})
 		}
 	}
 	return dst
 }
 
-// Refunds returns the store refunds of a success report of at: its check's
-// reservations, given back to the store that took them (the local fallback
-// when at.Fallback). It returns nil when the check reserved nothing.
-func Refunds(at *tokens.Attempt) []store.Refund {
-	if len(at.Refunds) == 0 {
-		return nil
+// ConfirmedHold is how long a reported count of failures is kept: hold ×
+// count ÷ limit, so a count is held longer the higher it is, the full hold
+// at the limit (the hard stop), and a key's failures are never forgotten
+// faster than limit per hold. What only unreported checks counted is kept
+// for twice the attempt TTL at most (package engine).
+func ConfirmedHold(hold time.Duration, limit, count int64) time.Duration {
+	if limit <= 0 || count >= limit {
+		return hold
 	}
-	out := make([]store.Refund, len(at.Refunds))
-	for i, r := range at.Refunds {
-		out[i] = store.Refund{Key: r.Key, Kind: store.Rate, Amount: r.Amount, Local: at.Fallback}
-		if r.Counter {
-			out[i].Kind = store.Counter
-			out[i].Amount = 0
+	return time.Duration(float64(hold) * float64(count) / float64(limit))
+}
+
+// Confirmations returns the store refunds of a failure report of at: each
+// consecutive-failure count its check spent, confirmed and so kept for its
+// ConfirmedHold, on the store that took it. It returns nil when the check
+// counted none.
+func Confirmations(at *tokens.Attempt) []store.Refund {
+	var out []store.Refund
+	for _, r := range at.Refunds {
+		if r.Kind == store.Counter {
+			r.Confirm = true
+			out = append(out, r)
 		}
 	}
 	return out

@@ -1,12 +1,15 @@
-// Package metrics defines guardian's Prometheus metrics, the names of the
-// contract (CONTRACT.md section 2, Operations). Every instance registers its
-// own set on the registry it is given, so tests can run servers side by side.
+// Package metrics defines guardian's Prometheus metrics, the names
+// api/openapi.yaml lists under /metrics and the alerts and dashboard in
+// deploy/ query. Every instance registers its own set on the registry it is
+// given, so tests can run servers side by side.
 // No label ever carries a user, an address or a key.
 package metrics
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/guardian-sec/guardian/internal/version"
 )
 
 // Metrics holds guardian's collectors. Build it with New; it is safe for
@@ -20,10 +23,14 @@ type Metrics struct {
 	// CheckDuration observes how long a check took, by flow.
 	CheckDuration *prometheus.HistogramVec
 	// StoreErrors counts failed store calls by kind (timeout, unreachable,
-	// script).
+	// rejected, script).
 	StoreErrors *prometheus.CounterVec
 	// FallbackActive is 1 while the store is failing and the fallback decides.
 	FallbackActive prometheus.Gauge
+	// StoreMemoryRatio is the store's used memory over its maxmemory, read
+	// periodically. It has no labels; its one series is absent until the
+	// ratio is known (never without maxmemory, nor on the embedded store).
+	StoreMemoryRatio *prometheus.GaugeVec
 	// FallbackDecisions counts every op the fallback decided, by rule and
 	// on_store_error.
 	FallbackDecisions *prometheus.CounterVec
@@ -35,12 +42,32 @@ type Metrics struct {
 	// FailureRateInForce is 1 while a failure_rate rule is in force (its
 	// hysteresis included), by rule and mode.
 	FailureRateInForce *prometheus.GaugeVec
+	// RulesReloads counts reloads of the rules file, by result (ok,
+	// error), whatever asked for them: the API, SIGHUP or a change of the
+	// file.
+	RulesReloads *prometheus.CounterVec
+	// RulesInfo is 1 for the hash of the rules in force (rules.Set.Hash),
+	// the only series: instances of a fleet whose series differ run
+	// different rules.
+	RulesInfo *prometheus.GaugeVec
+	// AdminActions counts admin calls that change state, by action (reset,
+	// reload) and result (ok, error).
+	AdminActions *prometheus.CounterVec
+	// HTTPRequests counts answered HTTP requests by route (the path
+	// template, "other" for a path guardian does not serve) and status code.
+	HTTPRequests *prometheus.CounterVec
+	// ExpiringTokens counts requests authenticated by a service token that
+	// expires within a day, by scope: a caller about to lose access.
+	ExpiringTokens *prometheus.CounterVec
+	// BuildInfo is 1, labelled with the running binary's version, revision
+	// and Go version.
+	BuildInfo *prometheus.GaugeVec
 }
 
-// New registers guardian's metrics on reg.
+// New registers guardian's metrics on reg, guardian_build_info set.
 func New(reg prometheus.Registerer) *Metrics {
 	f := promauto.With(reg)
-	return &Metrics{
+	m := &Metrics{
 		Decisions: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "guardian_decisions_total",
 			Help: "Checks answered, by flow and decision.",
@@ -56,12 +83,16 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"flow"}),
 		StoreErrors: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "guardian_store_errors_total",
-			Help: "Store calls that failed, by kind (timeout, unreachable, script).",
+			Help: "Store calls that failed, by kind (timeout, unreachable, rejected, script).",
 		}, []string{"kind"}),
 		FallbackActive: f.NewGauge(prometheus.GaugeOpts{
 			Name: "guardian_fallback_active",
 			Help: "1 while the store is failing and the fallback decides, else 0.",
 		}),
+		StoreMemoryRatio: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "guardian_store_memory_ratio",
+			Help: "Redis used memory over maxmemory (highest over Cluster masters), read every few seconds; absent without maxmemory.",
+		}, nil),
 		FallbackDecisions: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "guardian_fallback_decisions_total",
 			Help: "Ops decided by the fallback, by rule and on_store_error.",
@@ -78,5 +109,38 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "guardian_failure_rate_in_force",
 			Help: "1 while a failure_rate rule is in force, hysteresis included, by rule and mode; else 0.",
 		}, []string{"rule", "mode"}),
+		RulesReloads: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "guardian_rules_reloads_total",
+			Help: "Reloads of the rules file, by result (ok, error).",
+		}, []string{"result"}),
+		RulesInfo: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "guardian_rules_info",
+			Help: "1 for the hash of the rules in force.",
+		}, []string{"hash"}),
+		AdminActions: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "guardian_admin_actions_total",
+			Help: "Admin calls that change state, by action (reset, reload) and result (ok, error).",
+		}, []string{"action", "result"}),
+		HTTPRequests: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "guardian_http_requests_total",
+			Help: "HTTP requests answered, by route (path template, other for unknown paths) and status code.",
+		}, []string{"route", "code"}),
+		ExpiringTokens: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "guardian_expiring_token_requests_total",
+			Help: "Requests authenticated by a service token that expires within a day, by scope.",
+		}, []string{"scope"}),
+		BuildInfo: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "guardian_build_info",
+			Help: "1, labelled with the running guardian's version, revision and Go version.",
+		}, []string{"version", "revision", "goversion"}),
 	}
+	v := version.Get()
+	m.BuildInfo.WithLabelValues(v.Version, v.Revision, v.GoVersion).Set(1)
+	return m
+}
+
+// SetRules makes hash the one series of RulesInfo.
+func (m *Metrics) SetRules(hash string) {
+	m.RulesInfo.Reset()
+	m.RulesInfo.WithLabelValues(hash).Set(1)
 }

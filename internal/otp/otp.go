@@ -5,14 +5,15 @@
 // Whom a check counts by. A recipient is where a code goes: a phone number
 // in any common format or an e-mail address, normalised by keys.Recipient
 // (phones to E.164 with separators and parentheses dropped, e-mail trimmed
-// and lower-cased), so that a new format is never a new bucket, and hashed.
+// and lower-cased), so that a new format is never a new bucket, and hashed
+// by the engine's resolver with every other key.
 // Anything else is an error wrapping keys.ErrInvalidRecipient, which the
 // HTTP API answers 400 invalid_recipient. Limits per recipient stop SMS
 // bombing of one number; limits per IP prefix on otp_send (a key: ip rule,
 // not among the built-in rules) stop one source from burning the SMS budget
 // across many numbers.
 //
-// An otp_send check must name its recipient (ErrNoRecipient). An otp_verify
+// An otp_send check must name its recipient (NeedsRecipient). An otp_verify
 // check should: verification failures are limited per recipient, and a
 // verify check without one is limited by its IP rules only (the built-in
 // rules have none for otp_verify).
@@ -26,49 +27,7 @@
 // any other: it gives back its own reservation only.
 package otp
 
-import (
-	"errors"
-
-	"github.com/guardian-sec/guardian/internal/keys"
-	"github.com/guardian-sec/guardian/internal/rules"
-)
-
-// ErrNoRecipient reports a check of a flow that needs a recipient
-// (otp_send) without one.
-var ErrNoRecipient = errors.New("otp: recipient required")
-
-// kindRecipient is the kind of subject a recipient hashes to.
-const kindRecipient = "recipient"
-
-// Policy resolves the OTP side of checks. It is safe for concurrent use;
-// build one with New.
-type Policy struct {
-	hasher *keys.Hasher
-}
-
-// New returns a Policy hashing recipients with h.
-func New(h *keys.Hasher) *Policy {
-	return &Policy{hasher: h}
-}
-
-// Recipient returns the subject key: recipient rules count a check of flow
-// by: recipient normalised and hashed, or "" when the check names none. A
-// flow that needs a recipient without one is ErrNoRecipient; a recipient
-// that is not a phone number or an e-mail address is an error wrapping
-// keys.ErrInvalidRecipient, whatever the flow.
-func (p *Policy) Recipient(flow rules.Flow, recipient string) (string, error) {
-	if recipient == "" {
-		if NeedsRecipient(flow) {
-			return "", ErrNoRecipient
-		}
-		return "", nil
-	}
-	norm, err := keys.Recipient(recipient)
-	if err != nil {
-		return "", err
-	}
-	return p.hasher.Subject(kindRecipient, norm), nil
-}
+import "github.com/guardian-sec/guardian/internal/rules"
 
 // NeedsRecipient reports whether a check of flow must name a recipient:
 // only otp_send, which cannot be limited per recipient otherwise.

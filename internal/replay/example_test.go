@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/replay"
 	"github.com/guardian-sec/guardian/internal/rules"
 )
@@ -80,21 +79,4 @@ rules:
 	//
 	// FIRST KEYS LIMITED
 	// login-ip  2026-11-29T10:00:00.500Z  slow  192.0.2.0/24
-}
-
-func ExampleEvent_AppendJSON() {
-	ev := replay.Event{
-		Time:    time.Date(2026, 11, 29, 10, 0, 0, 250e6, time.UTC),
-		Kind:    replay.Check,
-		ID:      "e1",
-		Flow:    rules.Login,
-		Account: "alice@example.com",
-		IP:      "203.0.113.7",
-	}
-	os.Stdout.Write(ev.AppendJSON(nil))
-	rep := replay.Event{Time: ev.Time.Add(time.Second), Kind: replay.Report, ID: "e1", Outcome: engine.Failure}
-	os.Stdout.Write(rep.AppendJSON(nil))
-	// Output:
-	// {"ts":"2026-11-29T10:00:00.250Z","type":"check","id":"e1","flow":"login","account":"alice@example.com","ip":"203.0.113.7"}
-	// {"ts":"2026-11-29T10:00:01.250Z","type":"report","id":"e1","outcome":"failure"}
 }

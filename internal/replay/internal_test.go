@@ -3,11 +3,8 @@ package replay
 import (
 	"fmt"
 	"math"
-	"reflect"
 	"testing"
 	"time"
-
-	"github.com/guardian-sec/guardian/internal/rules"
 )
 
 func TestDistinctIsExactThenEstimates(t *testing.T) {
@@ -38,69 +35,6 @@ func TestDistinctIsExactThenEstimates(t *testing.T) {
 	if d.exact != nil || len(d.hll) != 1<<hllBits {
 		t.Fatalf("memory not bounded: %d exact keys kept, %d registers", len(d.exact), len(d.hll))
 	}
-}
-
-func TestAllShadowChangesOnlyTheMode(t *testing.T) {
-	for _, set := range []*rules.Set{rules.Default(), mustParse(t, `version: 1
-rules:
-  - name: a
-    flows: [login, otp_verify]
-    key: ip
-    ipv4_prefix: 20
-    ipv6_prefix: 56
-    type: rate
-    count: failures
-    limit: 7
-    per: 90s
-    burst: 11
-    action: block
-    on_store_error: closed
-  - name: b
-    flows: [password_reset]
-    key: account
-    type: consecutive_failures
-    limit: 9
-    hold: 3d
-    action: challenge
-    mode: shadow
-  - name: c
-    flows: [login]
-    key: global
-    type: failure_rate
-    limit: 50
-    per: 2h
-    hysteresis: 1m30s
-    on_store_error: open
-`)} {
-		got, err := allShadow(set)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(got.Rules) != len(set.Rules) {
-			t.Fatalf("%d rules, want %d", len(got.Rules), len(set.Rules))
-		}
-		for i := range set.Rules {
-			want := set.Rules[i]
-			want.Mode, want.Line = rules.Shadow, got.Rules[i].Line
-			if !reflect.DeepEqual(got.Rules[i], want) {
-				t.Errorf("rule %d = %+v, want %+v", i, got.Rules[i], want)
-			}
-		}
-		for _, f := range rules.Flows {
-			if len(got.For(f)) != len(set.For(f)) {
-				t.Errorf("flow %s: %d rules, want %d", f, len(got.For(f)), len(set.For(f)))
-			}
-		}
-	}
-}
-
-func mustParse(tb testing.TB, yaml string) *rules.Set {
-	tb.Helper()
-	set, err := rules.Parse("test.yaml", []byte(yaml), time.Time{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return set
 }
 
 func TestPendingForgetsOldChecks(t *testing.T) {

@@ -1,5 +1,5 @@
 // Package replay runs recorded traffic through a rule set offline: the
-// events of the replay format (CONTRACT.md section 6, written by guardian's
+// events of the replay format (package event, written by guardian's
 // decision log or by hand) go through the real engine on the embedded
 // store, in file order, on a simulated clock that reads each event's own
 // timestamp, so a day of traffic replays in seconds and the same input
@@ -49,18 +49,16 @@ package replay
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/guardian-sec/guardian/internal/aggregate"
 	"github.com/guardian-sec/guardian/internal/engine"
-	"github.com/guardian-sec/guardian/internal/keys"
+	"github.com/guardian-sec/guardian/internal/event"
 	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/secret"
@@ -92,11 +90,16 @@ const (
 	storeKeys = 1 << 28
 )
 
+// ErrRejected reports a check guardian would have answered with a 400 (see
+// engine.CheckRequest.Validate): an unknown flow, an invalid ip, account or
+// recipient, a cost out of range, otp_send without a recipient.
+var ErrRejected = errors.New("replay: check rejected")
+
 // Config tunes a replay. The zero value is ready to use.
 type Config struct {
 	// Malformed, when set, is called for every line skipped as malformed,
-	// in line order. Its error wraps ErrMalformed, ErrUnknownType or
-	// ErrRejected.
+	// in line order. Its error wraps event.ErrMalformed,
+	// event.ErrUnknownType or ErrRejected.
 	Malformed func(*LineError)
 	// Progress, when set, is called every ProgressEvery lines and after
 	// the last one.
@@ -132,23 +135,19 @@ type Progress struct {
 // have done. Malformed lines never make it fail: it fails when r cannot be
 // read or ctx ends.
 func Run(ctx context.Context, set *rules.Set, r io.Reader, cfg Config) (*Summary, error) {
-	shadowed, err := allShadow(set)
-	if err != nil {
-		return nil, err
-	}
+	shadowed := set.InMode(rules.Shadow)
 	d := newDriver(cfg, shadowed)
 	tracks := make(map[string]*track, len(set.Rules))
 	for i := range shadowed.Rules {
 		tracks[shadowed.Rules[i].Name] = &track{rule: &shadowed.Rules[i]}
 	}
-	d.onCheck = func(ev *Event, ds []engine.Decision) {
-		var ids identifiers
+	d.onCheck = func(ids *engine.Identifiers, ds []engine.Decision) {
 		for _, trip := range ds[0].Shadow {
 			t := tracks[trip.Rule]
 			if t == nil {
 				continue
 			}
-			key := ids.key(t.rule, ev)
+			key := ids.Key(t.rule).String()
 			if t.keys.add(key) && len(t.first) < firstKeys {
 				t.first = append(t.first, Hit{Key: key, At: d.clock.now, Decision: trip.Action})
 			}
@@ -210,7 +209,7 @@ func Compare(ctx context.Context, before, after *rules.Set, r io.Reader, cfg Con
 		}
 	}
 	var changed int64
-	d.onCheck = func(_ *Event, ds []engine.Decision) {
+	d.onCheck = func(_ *engine.Identifiers, ds []engine.Decision) {
 		from := Verdict{Decision: ds[0].Action, Rule: ds[0].Rule}
 		to := Verdict{Decision: ds[1].Action, Rule: ds[1].Rule}
 		if from.Rule != "" {
@@ -254,32 +253,6 @@ func Compare(ctx context.Context, before, after *rules.Set, r io.Reader, cfg Con
 	return c, nil
 }
 
-// allShadow returns set with every rule in shadow mode. It goes through the
-// rules-file form of each rule (JSON, which is YAML) so that the copy is
-// built and validated exactly as a file would be.
-func allShadow(set *rules.Set) (*rules.Set, error) {
-	list := make([]map[string]any, len(set.Rules))
-	for i := range set.Rules {
-		b, err := json.Marshal(set.Rules[i])
-		if err != nil {
-			return nil, fmt.Errorf("replay: rule %s: %w", set.Rules[i].Name, err)
-		}
-		if err := json.Unmarshal(b, &list[i]); err != nil {
-			return nil, fmt.Errorf("replay: rule %s: %w", set.Rules[i].Name, err)
-		}
-		list[i]["mode"] = string(rules.Shadow)
-	}
-	doc, err := json.Marshal(map[string]any{"version": 1, "rules": list})
-	if err != nil {
-		return nil, fmt.Errorf("replay: %w", err)
-	}
-	out, err := rules.Parse(set.Source, doc, set.LoadedAt)
-	if err != nil {
-		return nil, fmt.Errorf("replay: the rules in shadow mode: %w", err)
-	}
-	return out, nil
-}
-
 // clock is the replay's simulated clock: it reads the time of the event
 // being replayed. A replay runs on one goroutine, so it needs no lock.
 type clock struct{ now time.Time }
@@ -314,9 +287,7 @@ func newSim(set *rules.Set, clk *clock, key secret.Key) *sim {
 		eng: engine.New(engine.Config{
 			Rules:     &holder,
 			Store:     st,
-			Hasher:    keys.NewHasher(key),
-			Attempts:  tokens.NewAttempts(key),
-			Devices:   tokens.NewDevices(key, 0),
+			Key:       key,
 			Aggregate: aggregate.New(aggregate.Config{Now: clk.Now, Window: window}),
 			Shadow:    book,
 			Metrics:   metrics.New(prometheus.NewRegistry()),
@@ -332,8 +303,8 @@ type driver struct {
 	sims    []*sim
 	pending pending
 	input   Input
-	// onCheck sees each check and the decision of every sim.
-	onCheck func(ev *Event, ds []engine.Decision)
+	// onCheck sees each check's identifiers and the decision of every sim.
+	onCheck func(ids *engine.Identifiers, ds []engine.Decision)
 
 	decisions []engine.Decision
 	ids       []string
@@ -374,21 +345,23 @@ func (d *driver) run(ctx context.Context, r io.Reader) error {
 			d.progress(&lr)
 		}
 		if tooLong {
-			d.skip(lr.lines, fmt.Errorf("%w: longer than %d bytes", ErrMalformed, MaxLine))
+			d.skip(lr.lines, fmt.Errorf("%w: longer than %d bytes", event.ErrMalformed, MaxLine))
 			continue
 		}
 		if blank(line) {
 			continue
 		}
-		ev, err := ParseEvent(line)
+		ev, err := event.Parse(line)
 		if err != nil {
 			d.skip(lr.lines, err)
 			continue
 		}
-		if ev.Kind == Check {
-			if err := d.check(ctx, &ev); err != nil {
+		if ev.Kind == event.Check {
+			if err := d.check(ctx, &ev); errors.Is(err, ErrRejected) {
 				d.skip(lr.lines, err)
 				continue
+			} else if err != nil {
+				return fmt.Errorf("replay: line %d: %w", lr.lines, err)
 			}
 			if checks++; checks%sweepEvery == 0 {
 				for _, s := range d.sims {
@@ -440,19 +413,24 @@ func (d *driver) tick(t time.Time) {
 	d.clock.now, d.input.Last = at, at
 }
 
-// check replays one check through every sim. An error is the engine
-// refusing the check, which then leaves no trace, not even on the clock.
-func (d *driver) check(ctx context.Context, ev *Event) error {
+// check replays one check through every sim. A check guardian would have
+// refused (engine.CheckRequest.Validate) is an error wrapping ErrRejected,
+// and leaves no trace, not even on the clock.
+func (d *driver) check(ctx context.Context, ev *event.Event) error {
 	req := engine.CheckRequest{Flow: ev.Flow, Account: ev.Account, IP: ev.IP, Recipient: ev.Recipient, Cost: ev.Cost}
+	ids, err := req.Normalise()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrRejected, err)
+	}
 	prev := d.clock.now
 	d.clock.now, _ = d.at(ev.Time)
 	for i, s := range d.sims {
 		dec, err := s.eng.Check(ctx, req)
 		if err != nil {
-			// The request is judged before any rule, the same way by
-			// every sim: only the first can refuse it.
+			// The embedded store never fails; what the request is, every
+			// sim judges the same way, and Validate has judged it.
 			d.clock.now = prev
-			return fmt.Errorf("%w: %v", ErrRejected, err)
+			return fmt.Errorf("replay: %w", err)
 		}
 		d.decisions[i] = dec
 		d.ids[i] = dec.AttemptID
@@ -461,13 +439,13 @@ func (d *driver) check(ctx context.Context, ev *Event) error {
 	d.tick(ev.Time)
 	d.input.Checks++
 	d.pending.put(ev.ID, d.ids, d.clock.now)
-	d.onCheck(ev, d.decisions)
+	d.onCheck(&ids, d.decisions)
 	return nil
 }
 
 // report replays one report through every sim that allowed its check. An
 // error is the engine failing in a way no input explains.
-func (d *driver) report(ctx context.Context, ev *Event) error {
+func (d *driver) report(ctx context.Context, ev *event.Event) error {
 	d.tick(ev.Time)
 	d.input.Reports++
 	d.pending.expire(d.clock.now)
@@ -595,36 +573,4 @@ type track struct {
 	rule  *rules.Rule
 	keys  distinct
 	first []Hit
-}
-
-// identifiers are a check's fields normalised for display, computed once a
-// rule trips on the check.
-type identifiers struct {
-	done      bool
-	account   string
-	ip        netip.Addr
-	recipient string
-}
-
-// key returns the key rule r counts ev by, as the events name it: the
-// engine's grouping, before hashing.
-func (ids *identifiers) key(r *rules.Rule, ev *Event) string {
-	if !ids.done {
-		ids.done = true
-		// The engine accepted these fields, so they normalise.
-		ids.account, _ = keys.Account(ev.Account)
-		ids.ip, _ = keys.IP(ev.IP)
-		ids.recipient, _ = keys.Recipient(ev.Recipient)
-	}
-	switch r.Key {
-	case rules.KeyAccount:
-		return ids.account
-	case rules.KeyIP:
-		return keys.Prefix(ids.ip, r.IPv4Prefix, r.IPv6Prefix).String()
-	case rules.KeyAccountIP:
-		return ids.account + " " + keys.Prefix(ids.ip, 32, 64).String()
-	case rules.KeyRecipient:
-		return ids.recipient
-	}
-	return string(r.Key)
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/guardian-sec/guardian/internal/event"
 	"github.com/guardian-sec/guardian/internal/replay"
 	"github.com/guardian-sec/guardian/internal/rules"
 )
@@ -184,6 +185,54 @@ rules:
     burst: 2
 `
 
+// TestRunSkipsWhatGuardianRefuses: every check guardian answers with a 400
+// (engine.CheckRequest.Validate, which the HTTP API runs) is skipped, and
+// nothing else is.
+func TestRunSkipsWhatGuardianRefuses(t *testing.T) {
+	const ts = `{"ts":"2026-11-29T10:00:00.000Z","type":"check","id":"c",`
+	refused := []string{
+		ts + `"flow":"signup","ip":"192.0.2.1"}`,
+		ts + `"flow":"login","ip":"192.0.2.1","cost":0}`,
+		ts + `"flow":"login","ip":"192.0.2.1","cost":-1}`,
+		ts + `"flow":"login","ip":"192.0.2.1","cost":1001}`,
+		ts + `"flow":"login","ip":"192.0.2.1","account":""}`,
+		ts + `"flow":"login","ip":"192.0.2.1","account":"a\u0000b"}`,
+		ts + `"flow":"login","ip":"192.0.2.1","account":"   "}`,
+		ts + `"flow":"login","ip":""}`,
+		ts + `"flow":"login","ip":"fe80::1%eth0"}`,
+		ts + `"flow":"otp_send","ip":"192.0.2.1"}`,
+		ts + `"flow":"otp_send","ip":"192.0.2.1","recipient":""}`,
+		ts + `"flow":"otp_verify","ip":"192.0.2.1","recipient":"555-0100"}`,
+	}
+	accepted := []string{
+		ts + `"flow":"login","ip":"192.0.2.1"}`,
+		ts + `"flow":"login","ip":" 192.0.2.1 ","cost":1000}`,
+		ts + `"flow":"otp_verify","ip":"192.0.2.1"}`,
+		ts + `"flow":"otp_send","ip":"2001:db8::1","recipient":"+1 (555) 010-0000","account":"Alice"}`,
+	}
+	for _, line := range refused {
+		var skipped []*replay.LineError
+		got, err := replay.Run(context.Background(), mustParse(t, oneRule), strings.NewReader(line), replay.Config{
+			Malformed: func(e *replay.LineError) { skipped = append(skipped, e) },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(skipped) != 1 || got.Input.Checks != 0 {
+			t.Errorf("%s: skipped %v and replayed %d checks; want it skipped", line, skipped, got.Input.Checks)
+		}
+	}
+	got, err := replay.Run(context.Background(), mustParse(t, oneRule), strings.NewReader(strings.Join(accepted, "\n")), replay.Config{
+		Malformed: func(e *replay.LineError) { t.Errorf("skipped %v, which guardian decides", e) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Input.Checks != int64(len(accepted)) {
+		t.Errorf("replayed %d checks, want %d", got.Input.Checks, len(accepted))
+	}
+}
+
 func TestRunBadInput(t *testing.T) {
 	long := `{"ts":"2026-11-29T10:00:00.000Z","type":"check","id":"x","flow":"login","ip":"192.0.2.1","account":"` + strings.Repeat("a", replay.MaxLine) + `"}`
 	lines := []string{
@@ -215,14 +264,14 @@ func TestRunBadInput(t *testing.T) {
 		line int64
 		err  error
 	}{
-		{2, replay.ErrMalformed},
-		{3, replay.ErrUnknownType},
+		{2, event.ErrMalformed},
+		{3, event.ErrUnknownType},
 		{5, replay.ErrRejected},
-		{8, replay.ErrMalformed},
-		{9, replay.ErrMalformed},
+		{8, event.ErrMalformed},
+		{9, event.ErrMalformed},
 		{10, replay.ErrRejected}, // otp_send without a recipient
-		{11, replay.ErrMalformed},
-		{14, replay.ErrMalformed},
+		{11, event.ErrMalformed},
+		{14, event.ErrMalformed},
 	}
 	if len(skipped) != len(wantSkipped) {
 		t.Fatalf("skipped %v, want lines %v", skipped, wantSkipped)

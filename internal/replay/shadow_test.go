@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -19,8 +20,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/shadow"
 	"github.com/guardian-sec/guardian/internal/store/memstore"
-	"github.com/guardian-sec/guardian/internal/store/storetest"
-	"github.com/guardian-sec/guardian/internal/tokens"
+	"github.com/guardian-sec/guardian/internal/testclock"
 )
 
 // Replay counts every rule on its own by running it in shadow mode, which
@@ -144,7 +144,7 @@ const shadowRules = `
 // testEngine is an engine on the embedded store, on a clock of its own.
 type testEngine struct {
 	eng     *engine.Engine
-	clock   *storetest.Clock
+	clock   *testclock.Clock
 	book    *shadow.Book
 	metrics *metrics.Metrics
 	set     *rules.Set
@@ -155,7 +155,7 @@ func newTestEngine(tb testing.TB, yaml string, key secret.Key) *testEngine {
 	set := mustParse(tb, yaml)
 	var holder rules.Holder
 	holder.Store(set)
-	clock := storetest.NewClock(day)
+	clock := testclock.New(day)
 	book := shadow.NewBook()
 	book.Sync(set.ShadowNames())
 	m := metrics.New(prometheus.NewRegistry())
@@ -163,9 +163,7 @@ func newTestEngine(tb testing.TB, yaml string, key secret.Key) *testEngine {
 		eng: engine.New(engine.Config{
 			Rules:     &holder,
 			Store:     memstore.New(memstore.Config{Now: clock.Now}),
-			Hasher:    keys.NewHasher(key),
-			Attempts:  tokens.NewAttempts(key),
-			Devices:   tokens.NewDevices(key, 0),
+			Key:       key,
 			Aggregate: aggregate.New(aggregate.Config{Now: clock.Now}),
 			Shadow:    book,
 			Metrics:   m,
@@ -181,7 +179,7 @@ func newTestEngine(tb testing.TB, yaml string, key secret.Key) *testEngine {
 // applies reports whether rule r is evaluated on req: the engine's rules,
 // restated. A trusted device exempts a check from failure_rate rules.
 func applies(r *rules.Rule, req engine.CheckRequest, trusted bool) bool {
-	if !r.AppliesTo(req.Flow) {
+	if !slices.Contains(r.Flows, req.Flow) {
 		return false
 	}
 	switch r.Key {

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/guardian-sec/guardian/internal/event"
 	"github.com/guardian-sec/guardian/internal/rules"
 )
 
@@ -156,7 +157,7 @@ func stamp(t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	return t.UTC().Format(TimeLayout)
+	return t.UTC().Format(event.TimeLayout)
 }
 
 // writeInput writes the lines about the input and its reports.

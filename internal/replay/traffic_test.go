@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/guardian-sec/guardian/internal/engine"
-	"github.com/guardian-sec/guardian/internal/replay"
+	"github.com/guardian-sec/guardian/internal/event"
 	"github.com/guardian-sec/guardian/internal/rules"
 )
 
@@ -60,7 +60,7 @@ func (tr traffic) write(w io.Writer) (trafficStats, error) {
 	bw := bufio.NewWriterSize(w, 1<<16)
 	rng := rand.New(rand.NewPCG(tr.seed, 7))
 	var st trafficStats
-	var batch []replay.Event
+	var batch []event.Event
 	var line []byte
 	var next int64
 	id := func() string {
@@ -68,14 +68,14 @@ func (tr traffic) write(w io.Writer) (trafficStats, error) {
 		return fmt.Sprintf("e%d", next)
 	}
 	emit := func() error {
-		slices.SortStableFunc(batch, func(a, b replay.Event) int { return a.Time.Compare(b.Time) })
+		slices.SortStableFunc(batch, func(a, b event.Event) int { return a.Time.Compare(b.Time) })
 		for i := range batch {
 			line = batch[i].AppendJSON(line[:0])
 			if _, err := bw.Write(line); err != nil {
 				return err
 			}
 			st.events++
-			if batch[i].Kind == replay.Check {
+			if batch[i].Kind == event.Check {
 				st.checks++
 			} else {
 				st.reports++
@@ -87,8 +87,8 @@ func (tr traffic) write(w io.Writer) (trafficStats, error) {
 	login := func(at time.Time, account, ip string, outcome engine.Outcome, reportAfter time.Duration) {
 		e := id()
 		batch = append(batch,
-			replay.Event{Time: at, Kind: replay.Check, ID: e, Flow: rules.Login, Account: account, IP: ip},
-			replay.Event{Time: at.Add(reportAfter), Kind: replay.Report, ID: e, Outcome: outcome})
+			event.Event{Time: at, Kind: event.Check, ID: e, Flow: rules.Login, Account: account, IP: ip},
+			event.Event{Time: at.Add(reportAfter), Kind: event.Report, ID: e, Outcome: outcome})
 	}
 
 	var due float64

@@ -1,7 +1,6 @@
 package rules
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -15,9 +14,6 @@ const day = 24 * time.Hour
 // duration, and a rate rule's tolerance, under it means the store's
 // microsecond arithmetic cannot overflow.
 const MaxDuration = 366 * day
-
-// ErrDuration is wrapped by the errors of ParseDuration.
-var ErrDuration = errors.New("rules: invalid duration")
 
 // units are the rules file's duration units, largest first.
 var units = []struct {
@@ -34,19 +30,11 @@ var units = []struct {
 // unitNames lists the units for error messages.
 const unitNames = "ms, s, m, h or d"
 
-// ParseDuration parses a duration in the rules-file syntax: one or more whole
-// numbers, each followed by a unit ms, s, m, h or d (24h), as in "90s",
+// parseDuration parses a duration in the rules-file syntax: one or more
+// whole numbers, each followed by a unit ms, s, m, h or d (24h), as in "90s",
 // "1h30m" or "90d". The result is between 0 and MaxDuration; "0s" is valid,
-// negative durations and fractions are not. Errors wrap ErrDuration.
-func ParseDuration(s string) (time.Duration, error) {
-	d, why := parseDuration(s)
-	if why != "" {
-		return 0, fmt.Errorf("%w %q: %s", ErrDuration, s, why)
-	}
-	return d, nil
-}
-
-// parseDuration is ParseDuration returning the reason s is invalid, or "".
+// negative durations and fractions are not. It returns the reason s is
+// invalid, or "".
 func parseDuration(s string) (time.Duration, string) {
 	if s == "" {
 		return 0, "empty, want a number and a unit, like 1m"
@@ -106,8 +94,8 @@ func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 // combination of units: 90 days is "90d", 90 seconds "1m30s", 1500
 // milliseconds "1s500ms", zero "0s". The file's smallest unit is the
 // millisecond, so any remainder below one is dropped. For d between 0 and
-// MaxDuration, ParseDuration reads the result back as d truncated to the
-// millisecond. A negative d gets a leading "-", which ParseDuration refuses.
+// MaxDuration, the rules file reads the result back as d truncated to the
+// millisecond. A negative d gets a leading "-", which the rules file refuses.
 func FormatDuration(d time.Duration) string {
 	mag := uint64(d)
 	if d < 0 {

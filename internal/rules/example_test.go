@@ -62,8 +62,7 @@ rules:
 }
 
 func ExampleFormatDuration() {
-	d, _ := rules.ParseDuration("90s")
-	fmt.Println(rules.FormatDuration(d))
+	fmt.Println(rules.FormatDuration(90 * time.Second))
 	fmt.Println(rules.FormatDuration(90 * 24 * time.Hour))
 	// Output:
 	// 1m30s

@@ -18,7 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Bounds and defaults of the rules-file schema (CONTRACT.md section 3).
+// Bounds and defaults of the rules-file schema (README.md, "Rules").
 const (
 	maxLimit          = 1_000_000
 	minInterval       = time.Microsecond
@@ -210,95 +210,180 @@ var ruleName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 // rule is valid.
 func (p *parser) rule(m *yaml.Node, names map[string]int) (Rule, bool) {
 	before := len(p.errs)
-	fs := p.fields(m, ruleFields, " in a rule")
-	r := Rule{Line: m.Line, Mode: Enforce, OnStoreError: Local}
+	rp := &ruleParse{
+		parser: p,
+		fs:     p.fields(m, ruleFields, " in a rule"),
+		line:   m.Line,
+		r:      Rule{Line: m.Line, Mode: Enforce, OnStoreError: Local},
+	}
+	rp.common(names)
+	// The fields that belong to some types only. While the type is itself
+	// invalid, their values are still checked, their presence is not.
+	switch {
+	case !rp.typeOK:
+		rp.anyType()
+	case rp.r.Type == Rate:
+		rp.rate()
+	case rp.r.Type == ConsecutiveFailures:
+		rp.consecutiveFailures()
+	case rp.r.Type == FailureRate:
+		rp.failureRate()
+	}
+	rp.prefixes()
+	rp.keyFitsType()
+	if rp.typeOK && rp.r.Type == Rate {
+		rp.rateBounds()
+	}
+	return rp.r, len(p.errs) == before
+}
 
+// ruleParse is one rule being read: its fields, the rule so far, and which
+// of the fields others depend on were valid.
+type ruleParse struct {
+	*parser
+	fs   map[string]field
+	line int // the rule's own line
+	r    Rule
+
+	keyOK, typeOK, limitOK, perOK, burstOK bool
+	burstLine                              int
+}
+
+// common reads the fields every rule has: name, flows, key, type, limit,
+// action, mode and on_store_error.
+func (rp *ruleParse) common(names map[string]int) {
+	fs, r := rp.fs, &rp.r
 	if f, ok := fs["name"]; !ok {
-		p.errorf(m.Line, "name: required")
+		rp.errorf(rp.line, "name: required")
 	} else if v := f.value; v.Kind != yaml.ScalarNode || !ruleName.MatchString(v.Value) {
-		p.errorf(f.key.Line, "name: got %s, want 1 to 63 of a-z, 0-9 and '-', not starting or ending with '-'", describe(v))
+		rp.errorf(f.key.Line, "name: got %s, want 1 to 63 of a-z, 0-9 and '-', not starting or ending with '-'", describe(v))
 	} else if first, dup := names[v.Value]; dup {
-		p.errorf(f.key.Line, "name: %q is already the name of the rule at line %d", v.Value, first)
+		rp.errorf(f.key.Line, "name: %q is already the name of the rule at line %d", v.Value, first)
 	} else {
 		r.Name = v.Value
-		names[v.Value] = m.Line
+		names[v.Value] = rp.line
 	}
 
 	if f, ok := fs["flows"]; !ok {
-		p.errorf(m.Line, "flows: required, want a list like [login]")
+		rp.errorf(rp.line, "flows: required, want a list like [login]")
 	} else {
-		r.Flows = p.flows(f)
+		r.Flows = rp.flows(f)
 	}
 
-	var keyOK, typeOK, limitOK bool
 	if f, ok := fs["key"]; !ok {
-		p.errorf(m.Line, "key: required, want one of %s", or(keys))
+		rp.errorf(rp.line, "key: required, want one of %s", or(keys))
 	} else {
-		r.Key, keyOK = enum(p, f, "key", keys)
+		r.Key, rp.keyOK = enum(rp.parser, f, "key", keys)
 	}
 	if f, ok := fs["type"]; !ok {
-		p.errorf(m.Line, "type: required, want one of %s", or(types))
+		rp.errorf(rp.line, "type: required, want one of %s", or(types))
 	} else {
-		r.Type, typeOK = enum(p, f, "type", types)
+		r.Type, rp.typeOK = enum(rp.parser, f, "type", types)
 	}
 	if f, ok := fs["limit"]; !ok {
-		p.errorf(m.Line, "limit: required, want an integer from 1 to %d", maxLimit)
+		rp.errorf(rp.line, "limit: required, want an integer from 1 to %d", maxLimit)
 	} else {
-		r.Limit, limitOK = p.integer(f, "limit", 1, maxLimit)
+		r.Limit, rp.limitOK = rp.integer(f, "limit", 1, maxLimit)
 	}
 	if f, ok := fs["action"]; ok {
-		r.Action, _ = enum(p, f, "action", actions)
-	} else if typeOK {
+		r.Action, _ = enum(rp.parser, f, "action", actions)
+	} else if rp.typeOK {
 		r.Action = defaultAction[r.Type]
 	}
 	if f, ok := fs["mode"]; ok {
-		r.Mode, _ = enum(p, f, "mode", modes)
+		r.Mode, _ = enum(rp.parser, f, "mode", modes)
 	}
 	if f, ok := fs["on_store_error"]; ok {
-		r.OnStoreError, _ = enum(p, f, "on_store_error", storeErrors)
+		r.OnStoreError, _ = enum(rp.parser, f, "on_store_error", storeErrors)
 	}
+}
 
-	// Fields that belong to some types only. While the type is itself
-	// invalid, their values are still checked, their presence is not.
-	only := func(name string, allowed bool) (field, bool) {
-		f, ok := fs[name]
-		if ok && typeOK && !allowed {
-			p.errorf(f.key.Line, "%s: not allowed for type %s", name, r.Type)
-			return field{}, false
+// rate reads a rate rule's per, count and burst.
+func (rp *ruleParse) rate() {
+	rp.per(true)
+	if f, ok := rp.fs["count"]; ok {
+		rp.r.Count, _ = enum(rp.parser, f, "count", counts)
+	} else {
+		rp.r.Count = Attempts
+	}
+	rp.burstOK, rp.burstLine = rp.limitOK, rp.line
+	if f, ok := rp.fs["burst"]; ok {
+		rp.burst(f)
+	} else {
+		rp.r.Burst = rp.r.Limit
+	}
+	rp.notFor("hold", "hysteresis")
+}
+
+// consecutiveFailures reads a consecutive_failures rule's hold.
+func (rp *ruleParse) consecutiveFailures() {
+	rp.notFor("per", "count", "burst")
+	if f, ok := rp.fs["hold"]; ok {
+		rp.r.Hold, _ = rp.duration(f, "hold", true)
+	} else {
+		rp.r.Hold = defaultHold
+	}
+	rp.notFor("hysteresis")
+}
+
+// failureRate reads a failure_rate rule's per and hysteresis.
+func (rp *ruleParse) failureRate() {
+	rp.per(true)
+	rp.notFor("count", "burst", "hold")
+	if f, ok := rp.fs["hysteresis"]; ok {
+		rp.r.Hysteresis, _ = rp.duration(f, "hysteresis", false)
+	} else {
+		rp.r.Hysteresis = defaultHysteresis
+	}
+}
+
+// anyType checks the values of the type-specific fields given to a rule
+// whose type is invalid, and requires none of them.
+func (rp *ruleParse) anyType() {
+	rp.per(false)
+	if f, ok := rp.fs["count"]; ok {
+		rp.r.Count, _ = enum(rp.parser, f, "count", counts)
+	}
+	if f, ok := rp.fs["burst"]; ok {
+		rp.burst(f)
+	}
+	if f, ok := rp.fs["hold"]; ok {
+		rp.r.Hold, _ = rp.duration(f, "hold", true)
+	}
+	if f, ok := rp.fs["hysteresis"]; ok {
+		rp.r.Hysteresis, _ = rp.duration(f, "hysteresis", false)
+	}
+}
+
+// per reads the rule's per, required when the type needs it.
+func (rp *ruleParse) per(required bool) {
+	if f, ok := rp.fs["per"]; ok {
+		rp.r.Per, rp.perOK = rp.duration(f, "per", true)
+	} else if required {
+		rp.errorf(rp.line, "per: required for type %s", rp.r.Type)
+	}
+}
+
+// burst reads the rule's burst from f.
+func (rp *ruleParse) burst(f field) {
+	rp.r.Burst, rp.burstOK = rp.integer(f, "burst", 1, maxLimit)
+	rp.burstLine = f.key.Line
+}
+
+// notFor reports each of the named fields the rule has: its type has none
+// of them.
+func (rp *ruleParse) notFor(names ...string) {
+	for _, name := range names {
+		if f, ok := rp.fs[name]; ok {
+			rp.errorf(f.key.Line, "%s: not allowed for type %s", name, rp.r.Type)
 		}
-		return f, ok
 	}
-	rate := typeOK && r.Type == Rate
+}
 
-	perOK := false
-	if f, ok := only("per", r.Type != ConsecutiveFailures); ok {
-		r.Per, perOK = p.duration(f, "per", true)
-	} else if _, present := fs["per"]; !present && typeOK && r.Type != ConsecutiveFailures {
-		p.errorf(m.Line, "per: required for type %s", r.Type)
-	}
-	if f, ok := only("count", r.Type == Rate); ok {
-		r.Count, _ = enum(p, f, "count", counts)
-	} else if rate {
-		r.Count = Attempts
-	}
-	burstOK, burstLine := rate && limitOK, m.Line
-	if f, ok := only("burst", r.Type == Rate); ok {
-		r.Burst, burstOK = p.integer(f, "burst", 1, maxLimit)
-		burstLine = f.key.Line
-	} else if rate {
-		r.Burst = r.Limit
-	}
-	if f, ok := only("hold", r.Type == ConsecutiveFailures); ok {
-		r.Hold, _ = p.duration(f, "hold", true)
-	} else if typeOK && r.Type == ConsecutiveFailures {
-		r.Hold = defaultHold
-	}
-	if f, ok := only("hysteresis", r.Type == FailureRate); ok {
-		r.Hysteresis, _ = p.duration(f, "hysteresis", false)
-	} else if typeOK && r.Type == FailureRate {
-		r.Hysteresis = defaultHysteresis
-	}
-
+// prefixes reads ipv4_prefix and ipv6_prefix, which only key: ip rules
+// have, and defaults them there.
+func (rp *ruleParse) prefixes() {
+	r := &rp.r
 	for _, pf := range []struct {
 		name string
 		max  int64
@@ -308,38 +393,46 @@ func (p *parser) rule(m *yaml.Node, names map[string]int) (Rule, bool) {
 		{"ipv4_prefix", 32, defaultIPv4Prefix, &r.IPv4Prefix},
 		{"ipv6_prefix", 128, defaultIPv6Prefix, &r.IPv6Prefix},
 	} {
-		f, ok := fs[pf.name]
+		f, ok := rp.fs[pf.name]
 		switch {
-		case ok && keyOK && r.Key != KeyIP:
-			p.errorf(f.key.Line, "%s: not allowed for key %s", pf.name, r.Key)
+		case ok && rp.keyOK && r.Key != KeyIP:
+			rp.errorf(f.key.Line, "%s: not allowed for key %s", pf.name, r.Key)
 		case ok:
-			v, _ := p.integer(f, pf.name, 1, pf.max)
+			v, _ := rp.integer(f, pf.name, 1, pf.max)
 			*pf.dst = int(v)
-		case keyOK && r.Key == KeyIP:
+		case rp.keyOK && r.Key == KeyIP:
 			*pf.dst = pf.def
 		}
 	}
+}
 
-	if typeOK && keyOK {
-		line := fs["key"].key.Line
-		switch {
-		case r.Key == KeyGlobal && r.Type != FailureRate:
-			p.errorf(line, "key: global is only for type failure_rate")
-		case r.Type == FailureRate && r.Key != KeyGlobal:
-			p.errorf(line, "key: type failure_rate needs key global, got %s", r.Key)
-		}
+// keyFitsType reports a global key on a type other than failure_rate, and
+// the reverse.
+func (rp *ruleParse) keyFitsType() {
+	if !rp.typeOK || !rp.keyOK {
+		return
 	}
+	line := rp.fs["key"].key.Line
+	switch r := &rp.r; {
+	case r.Key == KeyGlobal && r.Type != FailureRate:
+		rp.errorf(line, "key: global is only for type failure_rate")
+	case r.Type == FailureRate && r.Key != KeyGlobal:
+		rp.errorf(line, "key: type failure_rate needs key global, got %s", r.Key)
+	}
+}
 
-	// The store keeps GCRA state in microseconds: the emission interval must
-	// be at least one, and the tolerance must fit with room to spare.
-	if rate && limitOK && perOK && burstOK {
-		if iv := r.Interval(); iv < minInterval {
-			p.errorf(fs["limit"].key.Line, "limit: per/limit is %v, want at least 1µs: lower limit or raise per", iv)
-		} else if iv > MaxDuration/time.Duration(r.Burst) {
-			p.errorf(burstLine, "burst: burst×per/limit exceeds 366d, the longest tolerance guardian keeps: lower burst or per")
-		}
+// rateBounds checks a rate rule's interval and tolerance: the store keeps
+// GCRA state in microseconds, so the emission interval must be at least
+// one, and the tolerance must fit with room to spare.
+func (rp *ruleParse) rateBounds() {
+	if !rp.limitOK || !rp.perOK || !rp.burstOK {
+		return
 	}
-	return r, len(p.errs) == before
+	if iv := rp.r.Interval(); iv < minInterval {
+		rp.errorf(rp.fs["limit"].key.Line, "limit: per/limit is %v, want at least 1µs: lower limit or raise per", iv)
+	} else if iv > MaxDuration/time.Duration(rp.r.Burst) {
+		rp.errorf(rp.burstLine, "burst: burst×per/limit exceeds 366d, the longest tolerance guardian keeps: lower burst or per")
+	}
 }
 
 // flows returns the flows listed by f, reporting unknown and repeated ones.

@@ -445,7 +445,7 @@ rules:
 		var got []string
 		for _, r := range set.For(tt.flow) {
 			got = append(got, r.Name)
-			if !r.AppliesTo(tt.flow) {
+			if !slices.Contains(r.Flows, tt.flow) {
 				t.Errorf("For(%s) returned %s, which does not apply to it", tt.flow, r.Name)
 			}
 		}

@@ -4,6 +4,7 @@
 package rules
 
 import (
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -149,16 +150,6 @@ func (r *Rule) Interval() time.Duration {
 	return r.Per / time.Duration(r.Limit)
 }
 
-// AppliesTo reports whether the rule lists flow.
-func (r *Rule) AppliesTo(flow Flow) bool {
-	for _, f := range r.Flows {
-		if f == flow {
-			return true
-		}
-	}
-	return false
-}
-
 // Set is an immutable, validated rule set. Build one with Parse, Load or
 // Default; a Set is safe for concurrent use.
 type Set struct {
@@ -169,6 +160,8 @@ type Set struct {
 	// Rules are every rule in file order.
 	Rules  []Rule
 	byFlow map[Flow][]*Rule
+	// hash is Hash, computed once by newSet.
+	hash string
 }
 
 // For returns the rules that apply to flow, in file order. The slice is
@@ -197,9 +190,23 @@ func (s *Set) ShadowNames() []string {
 	return names
 }
 
+// InMode returns a copy of s with every rule in mode m, and s itself when
+// they all are. A rule's mode constrains none of its other fields, so the
+// copy is as valid as s.
+func (s *Set) InMode(m Mode) *Set {
+	if !slices.ContainsFunc(s.Rules, func(r Rule) bool { return r.Mode != m }) {
+		return s
+	}
+	rs := slices.Clone(s.Rules)
+	for i := range rs {
+		rs[i].Mode = m
+	}
+	return newSet(s.Source, s.LoadedAt, rs)
+}
+
 // newSet indexes rules by flow.
 func newSet(source string, loadedAt time.Time, rs []Rule) *Set {
-	s := &Set{Source: source, LoadedAt: loadedAt, Rules: rs, byFlow: make(map[Flow][]*Rule)}
+	s := &Set{Source: source, LoadedAt: loadedAt, Rules: rs, byFlow: make(map[Flow][]*Rule), hash: setHash(rs)}
 	for i := range s.Rules {
 		r := &s.Rules[i]
 		for _, f := range r.Flows {

@@ -12,21 +12,23 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"reflect"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/guardian-sec/guardian/internal/aggregate"
 	"github.com/guardian-sec/guardian/internal/aggregate/redisagg"
+	"github.com/guardian-sec/guardian/internal/audit"
 	"github.com/guardian-sec/guardian/internal/decisionlog"
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/failclosed"
+	"github.com/guardian-sec/guardian/internal/fleet"
 	"github.com/guardian-sec/guardian/internal/httpapi"
-	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/metrics"
+	"github.com/guardian-sec/guardian/internal/requestid"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/shadow"
@@ -34,6 +36,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/store/memstore"
 	"github.com/guardian-sec/guardian/internal/store/redisstore"
 	"github.com/guardian-sec/guardian/internal/tokens"
+	"github.com/guardian-sec/guardian/internal/tracing"
 )
 
 // Config is everything an instance is built from.
@@ -62,6 +65,10 @@ type Config struct {
 	StoreTimeout time.Duration
 	// FleetSize is how many instances share the store (default 1).
 	FleetSize int
+	// AttemptTTL is how long an attempt id can be reported (default
+	// tokens.AttemptTTL); a count only unreported checks made is kept twice
+	// as long at most.
+	AttemptTTL time.Duration
 	// Logger receives guardian's logs (default slog.Default()).
 	Logger *slog.Logger
 	// Store, when set, is used as the primary store instead of the one
@@ -78,16 +85,32 @@ type Config struct {
 	// PprofAddr, when set, serves Go's pprof profiles on its own listener,
 	// apart from the API (bind it to loopback). Empty: off.
 	PprofAddr string
+	// Version is guardian's version as GET /v1/fleet shows it (default:
+	// the running binary's, package version).
+	Version string
+	// InstanceID names the instance in GET /v1/fleet (default: the host
+	// name and a random suffix).
+	InstanceID string
+	// OTLPEndpoint, when set, traces checks and reports, their store calls
+	// as child spans, to this OTLP/HTTP collector ("http://collector:4318").
+	// Empty: off.
+	OTLPEndpoint string
 }
+
+// memoryEvery is how often the Redis memory ratio is read.
+const memoryEvery = 5 * time.Second
 
 // Server is one running guardian instance.
 type Server struct {
 	cfg      Config
 	log      *slog.Logger
 	registry *prometheus.Registry
+	metrics  *metrics.Metrics
 	holder   rules.Holder
 	shadow   *shadow.Book
+	tallies  *shadow.Fleet
 	agg      *aggregate.Aggregate
+	fleet    *fleet.Fleet
 	engine   *engine.Engine
 	api      *httpapi.API
 	http     *http.Server
@@ -95,112 +118,99 @@ type Server struct {
 	closers   []func() error
 	pprofAddr string
 
-	reloadMu sync.Mutex
-	ln       net.Listener
-	done     chan struct{}
-	serveErr error
+	reloadMu  sync.Mutex
+	stopWatch context.CancelFunc
+	watchDone chan struct{}
+	ln        net.Listener
+	done      chan struct{}
+	serveErr  error
 }
 
 // New builds an instance from cfg; it loads the rules and opens the store but
 // does not listen yet.
 func New(cfg Config) (*Server, error) {
-	if cfg.StoreTimeout <= 0 {
-		cfg.StoreTimeout = 5 * time.Millisecond
-	}
-	if cfg.FleetSize < 1 {
-		cfg.FleetSize = 1
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.HashKey.IsZero() {
-		cfg.HashKey = cfg.SigningKey
-	}
+	cfg = withDefaults(cfg)
 	s := &Server{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry(), shadow: shadow.NewBook()}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	// Every line logged with a request's context carries its id and trace.
+	s.log = slog.New(requestid.NewHandler(s.log.Handler()))
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(s.registry)
+	s.metrics = m
 
 	set, err := s.loadRules()
 	if err != nil {
 		return nil, err
 	}
-	s.applyRules(nil, set)
+	s.applyRules(set)
 
-	st := cfg.Store
-	storeHealthy := func() bool { return true }
-	var shared aggregate.Shared
-	switch {
-	case st != nil:
-	case cfg.RedisURL != "":
-		client, err := redisstore.OpenWith(cfg.RedisURL, cfg.Redis)
-		if err != nil {
-			return nil, fmt.Errorf("server: --redis-url: %w", err)
-		}
-		s.closers = append(s.closers, client.Close)
-		primary := redisstore.New(client, redisstore.Config{})
-		warm, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		err = primary.CheckAccess(warm)
-		if err == nil {
-			err = primary.Warm(warm)
-		}
-		cancel()
-		switch {
-		case errors.Is(err, redisstore.ErrUnsupported), errors.Is(err, redisstore.ErrAccess):
-			return nil, fmt.Errorf("server: --redis-url: %w", err)
-		case err != nil:
-			s.log.Warn("redis not answering at start: the fallback decides until it does", "err", err)
-		}
-		fc := failclosed.New(failclosed.Config{
-			Primary:   primary,
-			Probe:     func(ctx context.Context) error { return client.Ping(ctx).Err() },
-			Timeout:   cfg.StoreTimeout,
-			FleetSize: cfg.FleetSize,
-			Metrics:   m,
-			Logger:    s.log,
-		})
-		st, storeHealthy = fc, fc.Healthy
-		shared = redisagg.New(client)
-	default:
-		s.log.Warn("no --redis-url: limits live in this process only, correct for a single instance")
-		st = memstore.New(memstore.Config{})
+	st, storeHealthy, sh, err := s.openStore(m)
+	if err != nil {
+		return nil, err
 	}
+	s.fleet = fleet.New(fleet.Config{
+		ID:           cfg.InstanceID,
+		Version:      cfg.Version,
+		Rules:        s.holder.Load,
+		StoreHealthy: storeHealthy,
+		Shared:       sh.fleet,
+		Now:          cfg.Now,
+		Logger:       s.log,
+	})
+	s.tallies = shadow.NewFleet(shadow.FleetConfig{
+		Book:     s.shadow,
+		Shared:   sh.shadow,
+		Instance: s.fleet.ID(),
+		Logger:   s.log,
+	})
 	s.agg = aggregate.New(aggregate.Config{
 		Now:       cfg.Now,
-		Shared:    shared,
+		Shared:    sh.agg,
 		FleetSize: cfg.FleetSize,
 		Observe:   func(flow string, perSecond float64) { m.GlobalFailures.WithLabelValues(flow).Set(perSecond) },
 		Logger:    s.log,
+		Riders:    []aggregate.Rider{s.fleet, s.tallies},
 	})
 	s.trackGlobal(set)
 	// First among the closers: its last flush needs the Redis client.
 	s.closers = append([]func() error{s.agg.Close}, s.closers...)
-	s.engine = engine.New(engine.Config{
-		Rules:     &s.holder,
-		Store:     st,
-		Hasher:    keys.NewHasher(cfg.HashKey),
-		Attempts:  tokens.NewAttempts(cfg.SigningKey, cfg.PreviousSigningKeys...),
-		Devices:   tokens.NewDevices(cfg.SigningKey, 0, cfg.PreviousSigningKeys...),
-		Aggregate: s.agg,
-		Shadow:    s.shadow,
-		Metrics:   m,
-		Now:       cfg.Now,
-	})
-	var decider httpapi.Decider = s.engine
-	if cfg.DecisionLog != nil {
-		dl := decisionlog.New(decisionlog.Config{Out: cfg.DecisionLog, Key: cfg.HashKey, Logger: s.log, Registerer: s.registry})
-		s.closers = append(s.closers, dl.Close)
-		decider = decisionlog.Wrap(s.engine, dl)
+	trail := audit.New(audit.Config{Key: cfg.HashKey, Metrics: m, Logger: s.log})
+	var tracer trace.Tracer
+	if cfg.OTLPEndpoint != "" {
+		tp, err := tracing.New(cfg.OTLPEndpoint)
+		if err != nil {
+			return nil, fmt.Errorf("server: --otlp-endpoint: %w", err)
+		}
+		s.closers = append(s.closers, tp.Close)
+		tracer = tp.Tracer()
+		st = tracing.WrapStore(st, tracer)
 	}
-	s.api = httpapi.New(httpapi.Config{
-		Engine:       decider,
-		Tokens:       tokens.NewService(cfg.SigningKey, cfg.PreviousSigningKeys...),
+	s.engine = engine.New(engine.Config{
+		Rules:        &s.holder,
+		Store:        st,
+		Key:          cfg.SigningKey,
+		PreviousKeys: cfg.PreviousSigningKeys,
+		HashKey:      cfg.HashKey,
+		AttemptTTL:   cfg.AttemptTTL,
+		Aggregate:    s.agg,
 		Shadow:       s.shadow,
-		Reload:       s.Reload,
+		Metrics:      m,
+		Now:          cfg.Now,
+		Events:       trail,
+	})
+	s.api = httpapi.New(httpapi.Config{
+		Engine:       s.decider(),
+		Tokens:       tokens.NewService(cfg.SigningKey, cfg.PreviousSigningKeys...),
+		Shadow:       s.tallies,
+		Fleet:        s.fleet,
+		Audit:        trail,
+		Reload:       s.reload,
 		StoreHealthy: storeHealthy,
 		Gatherer:     s.registry,
+		Metrics:      m,
+		Tracer:       tracer,
 		Logger:       s.log,
 		Now:          cfg.Now,
 	})
@@ -214,6 +224,88 @@ func New(cfg Config) (*Server, error) {
 	}
 	return s, nil
 }
+
+// withDefaults returns cfg with its defaults filled in.
+func withDefaults(cfg Config) Config {
+	if cfg.StoreTimeout <= 0 {
+		cfg.StoreTimeout = 5 * time.Millisecond
+	}
+	if cfg.FleetSize < 1 {
+		cfg.FleetSize = 1
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.HashKey.IsZero() {
+		cfg.HashKey = cfg.SigningKey
+	}
+	return cfg
+}
+
+// shared is what the fleet's instances share through the store: the
+// failure counts of the global rate, heartbeats and shadow tallies. Each is
+// nil on an instance that shares nothing.
+type shared struct {
+	agg    aggregate.Shared
+	fleet  fleet.Shared
+	shadow shadow.Shared
+}
+
+// openStore returns the instance's store, what /readyz asks of its health,
+// and what the instance shares with the fleet: Config.Store, Redis behind
+// the fail-closed fallback, or the embedded store alone.
+func (s *Server) openStore(m *metrics.Metrics) (store.Store, func() bool, shared, error) {
+	always := func() bool { return true }
+	switch {
+	case s.cfg.Store != nil:
+		return s.cfg.Store, always, shared{}, nil
+	case s.cfg.RedisURL == "":
+		s.log.Warn("no --redis-url: limits live in this process only, correct for a single instance")
+		return memstore.New(memstore.Config{}), always, shared{}, nil
+	}
+	client, err := redisstore.OpenWith(s.cfg.RedisURL, s.cfg.Redis)
+	if err != nil {
+		return nil, nil, shared{}, fmt.Errorf("server: --redis-url: %w", err)
+	}
+	s.closers = append(s.closers, client.Close)
+	primary := redisstore.New(client, redisstore.Config{})
+	warm, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	err = primary.CheckAccess(warm)
+	if err == nil {
+		err = primary.Warm(warm)
+	}
+	cancel()
+	switch {
+	case errors.Is(err, redisstore.ErrUnsupported), errors.Is(err, redisstore.ErrAccess):
+		return nil, nil, shared{}, fmt.Errorf("server: --redis-url: %w", err)
+	case err != nil:
+		s.log.Warn("redis not answering at start: the fallback decides until it does", "err", err)
+	}
+	s.closers = append(s.closers, primary.WatchMemory(memoryEvery, func(r float64) { m.StoreMemoryRatio.WithLabelValues().Set(r) }))
+	fc := failclosed.New(failclosed.Config{
+		Primary:   primary,
+		Probe:     primary.Probe,
+		Timeout:   s.cfg.StoreTimeout,
+		FleetSize: s.cfg.FleetSize,
+		Metrics:   m,
+		Logger:    s.log,
+	})
+	return fc, fc.Healthy, shared{agg: redisagg.New(client), fleet: redisagg.NewFleet(client), shadow: redisagg.NewShadow(client)}, nil
+}
+
+// decider is what the HTTP API decides with: the engine, through the
+// decision log when one is configured.
+func (s *Server) decider() httpapi.Decider {
+	if s.cfg.DecisionLog == nil {
+		return s.engine
+	}
+	dl := decisionlog.New(decisionlog.Config{Out: s.cfg.DecisionLog, Key: s.cfg.HashKey, Logger: s.log, Registerer: s.registry})
+	s.closers = append(s.closers, dl.Close)
+	return decisionlog.Wrap(s.engine, dl)
+}
+
+// InstanceID returns the id the instance has in GET /v1/fleet.
+func (s *Server) InstanceID() string { return s.fleet.ID() }
 
 // Handler returns the instance's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.api }
@@ -233,6 +325,7 @@ func (s *Server) Start() error {
 	}
 	s.done = make(chan struct{})
 	s.agg.Start()
+	s.watchRules()
 	go func() {
 		defer close(s.done)
 		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -263,6 +356,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.done != nil {
 		<-s.done
 	}
+	if s.stopWatch != nil {
+		s.stopWatch()
+		<-s.watchDone
+	}
 	for _, c := range s.closers {
 		_ = c()
 	}
@@ -273,19 +370,51 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return s.serveErr
 }
 
-// Reload re-reads the rules file. An invalid file is refused and the rules in
-// force stay; in-flight checks finish on the set they started with.
+// Reload re-reads the rules file, as SIGHUP asks. An invalid file is
+// refused and the rules in force stay; in-flight checks finish on the set
+// they started with.
 func (s *Server) Reload() (*rules.Set, error) {
+	return s.reload(context.Background(), "signal")
+}
+
+// reload is Reload for one who asked, by: logged once, whatever the outcome,
+// with ctx's request id when an admin call asked.
+func (s *Server) reload(ctx context.Context, by string) (*rules.Set, error) {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
 	set, err := s.loadRules()
 	if err != nil {
-		s.log.Warn("rules reload refused, previous rules kept", "err", err)
+		s.metrics.RulesReloads.WithLabelValues("error").Inc()
+		s.log.WarnContext(ctx, "rules reload refused, previous rules kept", "by", by, "err", err, "hash", s.holder.Load().Hash())
 		return nil, err
 	}
-	s.applyRules(s.holder.Load(), set)
-	s.log.Info("rules reloaded", "source", set.Source, "rule_count", len(set.Rules))
+	s.applyRules(set)
+	s.metrics.RulesReloads.WithLabelValues("ok").Inc()
+	s.log.InfoContext(ctx, "rules reloaded", "by", by, "source", set.Source, "rule_count", len(set.Rules), "hash", set.Hash())
 	return set, nil
+}
+
+// rulesPoll is how often a rules file is read for changes.
+const rulesPoll = time.Second
+
+// watchRules reloads the rules file whenever its content changes, until
+// Shutdown: a new file, one rewritten in place, or a swapped symlink on
+// the way to it (a Kubernetes ConfigMap). Reload refuses an invalid change
+// and keeps the rules in force.
+func (s *Server) watchRules() {
+	if s.cfg.RulesPath == "" {
+		return
+	}
+	w := rules.NewWatcher(s.cfg.RulesPath)
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stopWatch, s.watchDone = cancel, make(chan struct{})
+	go func() {
+		defer close(s.watchDone)
+		w.Run(ctx, rulesPoll, func() {
+			s.log.Info("rules file changed, reloading", "source", s.cfg.RulesPath)
+			_, _ = s.Reload() // Reload logs and counts both outcomes.
+		})
+	}()
 }
 
 func (s *Server) loadRules() (*rules.Set, error) {
@@ -301,20 +430,10 @@ func (s *Server) loadRules() (*rules.Set, error) {
 }
 
 // applyRules makes set current and carries over the shadow tallies of shadow
-// rules that did not change.
-func (s *Server) applyRules(old, set *rules.Set) {
-	var names []string
-	for i := range set.Rules {
-		r := &set.Rules[i]
-		if r.Mode != rules.Shadow {
-			continue
-		}
-		names = append(names, r.Name)
-		if old == nil || !sameRule(old, r) {
-			s.shadow.Reset(r.Name)
-		}
-	}
-	s.shadow.Sync(names)
+// rules whose definition did not change.
+func (s *Server) applyRules(set *rules.Set) {
+	s.shadow.Track(set)
+	s.metrics.SetRules(set.Hash())
 	if s.agg != nil {
 		s.trackGlobal(set)
 	}
@@ -336,16 +455,4 @@ func (s *Server) trackGlobal(set *rules.Set) {
 		}
 	}
 	s.agg.Forget(global)
-}
-
-// sameRule reports whether old holds a rule identical to r, its position in
-// the file aside.
-func sameRule(old *rules.Set, r *rules.Rule) bool {
-	o, ok := old.Rule(r.Name)
-	if !ok {
-		return false
-	}
-	a, b := *o, *r
-	a.Line, b.Line = 0, 0
-	return reflect.DeepEqual(a, b)
 }

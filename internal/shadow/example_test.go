@@ -30,7 +30,7 @@ func ExampleTopK() {
 		top.Add(k)
 	}
 	// c took over b's counter, so its count may be over by b's count (1).
-	fmt.Println(top.Top(2), top.Min())
+	fmt.Println(top.Top(2))
 	// Output:
-	// [{a 3} {c 2}] 2
+	// [{a 3} {c 2}]
 }

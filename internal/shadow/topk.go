@@ -119,13 +119,18 @@ func (t *TopK) Top(n int) []KeyCount {
 		out[i] = KeyCount{Key: string(c.key), Hits: c.hits}
 	}
 	t.mu.Unlock()
-	slices.SortFunc(out, func(a, b KeyCount) int {
+	sortByHits(out)
+	return out[:min(max(n, 0), len(out))]
+}
+
+// sortByHits sorts keys by hits descending, then by key.
+func sortByHits(keys []KeyCount) {
+	slices.SortFunc(keys, func(a, b KeyCount) int {
 		if c := cmp.Compare(b.Hits, a.Hits); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.Key, b.Key)
 	})
-	return out[:min(max(n, 0), len(out))]
 }
 
 // Len returns how many counters are in use, never more than the capacity.
@@ -133,18 +138,6 @@ func (t *TopK) Len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.counters)
-}
-
-// Min returns the smallest count held, or 0 while counters are free. Once
-// the counters are full, no key without a counter was seen more than Min()
-// times, and no count is over by more than Min().
-func (t *TopK) Min() uint64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.counters) < cap(t.counters) {
-		return 0
-	}
-	return t.counters[t.heap[0]].hits
 }
 
 // find returns the counter holding key, whose hash is h.

@@ -27,7 +27,8 @@ const (
 	// Burst + t/Interval units.
 	Rate Kind = iota + 1
 	// Counter is a consecutive-failure count: Cost units fit while the count
-	// plus Cost stays at or below Limit. Each spend keeps the key for Hold.
+	// plus Cost stays at or below Limit. Each spend keeps the key for Hold
+	// at least; a confirming Refund keeps it longer.
 	Counter
 )
 
@@ -54,7 +55,8 @@ type Op struct {
 
 	// Limit is the count at which a Counter denies. Counter only.
 	Limit int64
-	// Hold is how long an idle count is kept. Counter only.
+	// Hold is how long a spend keeps the count at least: the key lives
+	// until the later of its deadline and now + Hold. Counter only.
 	Hold time.Duration
 
 	// Rule names the rule the op belongs to, and OnError says what to do
@@ -106,8 +108,14 @@ type Refund struct {
 	Key  string
 	Kind Kind
 	// Amount is given back from a Rate key's arrival time (Cost×Interval);
-	// the key never goes below full. Ignored for a Counter, which is reset.
+	// the key never goes below full. A Counter is reset, unless Confirm is
+	// set: then its count stays and it is kept for at least Amount from now.
 	Amount time.Duration
+	// Confirm, on a Counter, records that the failures it counts were
+	// reported: the key keeps its count and lives for Amount at least, so
+	// that confirmed state outlasts what only unreported checks left.
+	// Ignored for a Rate.
+	Confirm bool
 	// Local reports that the fail-closed fallback made the spend, so the
 	// wrapper gives it back there. Stores ignore it.
 	Local bool
@@ -143,9 +151,10 @@ type Store interface {
 // len(ops). It is a programming error in the caller, never a store failure.
 var ErrBadBatch = errors.New("store: bad batch")
 
-// ErrFull reports that a bounded store has no room for a new key. Do and
-// Peek never return it (an op on a new key is denied instead); MarkOnce
-// does, since it cannot tell "marked before" from "no room".
+// ErrFull reports that a bounded store has no room for a new key, even after
+// evicting what it may. Do and Peek never return it (an op on a new key is
+// denied instead); MarkOnce does, since it cannot tell "marked before" from
+// "no room".
 var ErrFull = errors.New("store: full")
 
 // ErrBadReply reports a store answer guardian cannot read: a malformed

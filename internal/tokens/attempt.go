@@ -12,12 +12,14 @@ import (
 	"time"
 
 	"github.com/guardian-sec/guardian/internal/secret"
+	"github.com/guardian-sec/guardian/internal/store"
 )
 
 // attemptPurpose is the secret.Key purpose of the attempt id key.
 const attemptPurpose = "guardian attempt ids v1"
 
-// AttemptTTL is how long an attempt id can be reported.
+// AttemptTTL is how long an attempt id can be reported unless WithTTL says
+// otherwise (--attempt-ttl).
 const AttemptTTL = 10 * time.Minute
 
 // attemptSkew is how far in the future an attempt id may say it was issued:
@@ -43,9 +45,9 @@ const (
 //	id       16 bytes
 //	issued   8 bytes, big-endian Unix milliseconds
 //	flow, account, device: uvarint length, then the bytes
-//	flags    1 byte: bit 0 Fallback, the other bits zero
+//	flags    1 byte: bit 0 Fallback, bit 1 HardStop, the other bits zero
 //	refunds  uvarint count, then per refund: uvarint key length, key bytes,
-//	         1 byte Counter (0 or 1), uvarint Amount in nanoseconds
+//	         1 byte kind (0 Rate, 1 Counter), uvarint Amount in nanoseconds
 //	tag      16 bytes: HMAC-SHA256 of everything before it, truncated
 const (
 	attemptVersion = 1
@@ -55,19 +57,9 @@ const (
 	headerLen      = 1 + idLen + 8
 	minPayload     = headerLen + 3 + 1 + 1
 	flagFallback   = 1
+	flagHardStop   = 2
 	maxRawAttempt  = MaxAttemptLen / 4 * 3
 )
-
-// Refund is a spend an attempt gives back when it is reported a success.
-type Refund struct {
-	// Key is the store key.
-	Key string
-	// Counter true resets the key's consecutive-failure count; false gives
-	// Amount back to the key's rate bucket.
-	Counter bool
-	// Amount is the GCRA time to give back; zero for a Counter.
-	Amount time.Duration
-}
 
 // Attempt is what a check leaves for its report, sealed into the attempt id.
 type Attempt struct {
@@ -86,8 +78,14 @@ type Attempt struct {
 	// Fallback reports that the check spent on the local fallback store
 	// rather than the primary.
 	Fallback bool
-	// Refunds are given back on a success report.
-	Refunds []Refund
+	// HardStop reports that the check took an account's blocking
+	// consecutive-failure count to its limit: a failure report of it puts
+	// the account in a hard stop.
+	HardStop bool
+	// Refunds are given back on a success report: Rate and Counter
+	// refunds only. Local is not sealed: Open sets it to Fallback, since
+	// the store that took a check's spends is the one to give them back.
+	Refunds []store.Refund
 }
 
 // Attempts seals Attempts into attempt ids and opens them again. An id is a
@@ -97,6 +95,7 @@ type Attempt struct {
 // An Attempts is safe for concurrent use; build one with NewAttempts.
 type Attempts struct {
 	pool sync.Pool // of *attemptState
+	ttl  time.Duration
 }
 
 // attemptState is one HMAC with scratch space, reused through the pool.
@@ -117,7 +116,7 @@ func NewAttempts(k secret.Key, previous ...secret.Key) *Attempts {
 	for _, p := range previous {
 		old = append(old, p.Derive(attemptPurpose))
 	}
-	a := &Attempts{}
+	a := &Attempts{ttl: AttemptTTL}
 	a.pool.New = func() any {
 		st := &attemptState{
 			mac: hmac.New(sha256.New, key),
@@ -132,6 +131,25 @@ func NewAttempts(k secret.Key, previous ...secret.Key) *Attempts {
 	return a
 }
 
+// WithTTL sets how long ids opened by a can be reported, when ttl is
+// positive, and returns a. Call it before a is used.
+func (a *Attempts) WithTTL(ttl time.Duration) *Attempts {
+	if ttl > 0 {
+		a.ttl = ttl
+	}
+	return a
+}
+
+// TTL is how long an attempt id can be reported.
+func (a *Attempts) TTL() time.Duration { return a.ttl }
+
+// OnceTTL is how long the store must remember that an attempt was reported
+// for the mark to outlive the id's validity on every instance's clock: the
+// TTL, plus the skew by which the issuing instance's clock may run ahead
+// (Open accepts an id that far in the future) and the same again for an
+// instance whose clock runs behind, which accepts the id that much longer.
+func (a *Attempts) OnceTTL() time.Duration { return a.ttl + 2*attemptSkew }
+
 // Errors of Seal and Open, built once.
 var (
 	errAttemptID       = wrap(ErrInvalidAttempt, "id must be 16 bytes of base64url")
@@ -140,6 +158,7 @@ var (
 	errAttemptRefunds  = wrap(ErrInvalidAttempt, "more than 32 refunds")
 	errAttemptKey      = wrap(ErrInvalidAttempt, "refund key longer than 128 bytes")
 	errAttemptAmount   = wrap(ErrInvalidAttempt, "negative refund amount")
+	errAttemptKind     = wrap(ErrInvalidAttempt, "refund of an unknown kind")
 	errAttemptTooLong  = wrap(ErrInvalidAttempt, "too long")
 	errAttemptEncoding = wrap(ErrInvalidAttempt, "malformed")
 	errAttemptTag      = wrap(ErrInvalidAttempt, "bad signature")
@@ -179,6 +198,9 @@ func (a *Attempts) Seal(at Attempt) (string, error) {
 		if r.Amount < 0 {
 			return "", errAttemptAmount
 		}
+		if r.Kind != store.Rate && r.Kind != store.Counter {
+			return "", errAttemptKind
+		}
 	}
 
 	st := a.pool.Get().(*attemptState)
@@ -193,12 +215,15 @@ func (a *Attempts) Seal(at Attempt) (string, error) {
 	if at.Fallback {
 		flags |= flagFallback
 	}
+	if at.HardStop {
+		flags |= flagHardStop
+	}
 	b = append(b, flags)
 	b = binary.AppendUvarint(b, uint64(len(at.Refunds)))
 	for _, r := range at.Refunds {
 		b = appendString(b, r.Key)
 		var counter byte
-		if r.Counter {
+		if r.Kind == store.Counter {
 			counter = 1
 		}
 		b = append(b, counter)
@@ -219,7 +244,7 @@ func (a *Attempts) Seal(at Attempt) (string, error) {
 // not canonical base64url, forged or altered (the tag is checked, in
 // constant time, before anything else is read), not exactly what Seal
 // writes, or issued more than a minute after now. An id issued more than
-// AttemptTTL before now gives ErrExpiredAttempt.
+// TTL before now gives ErrExpiredAttempt.
 func (a *Attempts) Open(token string, now time.Time) (Attempt, error) {
 	if len(token) > MaxAttemptLen {
 		return Attempt{}, errAttemptTooLong
@@ -249,7 +274,7 @@ func (a *Attempts) Open(token string, now time.Time) (Attempt, error) {
 	if at.Issued.After(now.Add(attemptSkew)) {
 		return Attempt{}, errAttemptFuture
 	}
-	if now.Sub(at.Issued) > AttemptTTL {
+	if now.Sub(at.Issued) > a.ttl {
 		return Attempt{}, ErrExpiredAttempt
 	}
 	return at, nil
@@ -272,23 +297,23 @@ func parseAttempt(p, scratch []byte) (Attempt, error) {
 	at.Flow = r.string(MaxAttemptFieldLen)
 	at.Account = r.string(MaxAttemptFieldLen)
 	at.Device = r.string(MaxAttemptFieldLen)
-	switch r.byte() {
-	case 0:
-	case flagFallback:
-		at.Fallback = true
-	default:
+	flags := r.byte()
+	if flags&^(flagFallback|flagHardStop) != 0 {
 		r.bad = true
 	}
+	at.Fallback, at.HardStop = flags&flagFallback != 0, flags&flagHardStop != 0
 	count := r.uvarint(MaxRefunds)
 	if !r.bad && count > 0 {
-		at.Refunds = make([]Refund, count)
+		at.Refunds = make([]store.Refund, count)
 		for i := range at.Refunds {
 			f := &at.Refunds[i]
 			f.Key = r.string(MaxRefundKeyLen)
+			f.Local = at.Fallback
 			switch r.byte() {
 			case 0:
+				f.Kind = store.Rate
 			case 1:
-				f.Counter = true
+				f.Kind = store.Counter
 			default:
 				r.bad = true
 			}

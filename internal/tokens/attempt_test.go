@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
+	"github.com/guardian-sec/guardian/internal/store"
 	"slices"
 	"strings"
 	"testing"
@@ -18,10 +19,11 @@ func sampleAttempt() Attempt {
 		Account:  "AbCdEfGhIjKlMnOpQrStUv",
 		Device:   "ZyXwVuTsRqPoNmLkJiHgFe",
 		Fallback: true,
-		Refunds: []Refund{
-			{Key: "guardian:v1:{AbCdEfGhIjKlMnOpQrStUv}:login-account", Amount: 12 * time.Second},
-			{Key: "guardian:v1:{AbCdEfGhIjKlMnOpQrStUv}:hard-stop", Counter: true},
-			{Key: "guardian:v1:{0123456789abcdefghijkl}:login-ip", Amount: 20 * time.Second},
+		HardStop: true,
+		Refunds: []store.Refund{
+			{Key: "guardian:v1:{AbCdEfGhIjKlMnOpQrStUv}:login-account", Kind: store.Rate, Amount: 12 * time.Second, Local: true},
+			{Key: "guardian:v1:{AbCdEfGhIjKlMnOpQrStUv}:hard-stop", Kind: store.Counter, Local: true},
+			{Key: "guardian:v1:{0123456789abcdefghijkl}:login-ip", Kind: store.Rate, Amount: 20 * time.Second, Local: true},
 		},
 	}
 }
@@ -30,7 +32,7 @@ func sampleAttempt() Attempt {
 // instants with Equal and treating a nil and an empty refund list alike.
 func equalAttempts(a, b Attempt) bool {
 	return a.ID == b.ID && a.Issued.Equal(b.Issued) && a.Flow == b.Flow && a.Account == b.Account &&
-		a.Device == b.Device && a.Fallback == b.Fallback && slices.Equal(a.Refunds, b.Refunds)
+		a.Device == b.Device && a.Fallback == b.Fallback && a.HardStop == b.HardStop && slices.Equal(a.Refunds, b.Refunds)
 }
 
 // sealPayload signs an arbitrary payload the way Seal does, so tests can
@@ -51,11 +53,12 @@ func TestAttemptRoundTrip(t *testing.T) {
 		{"every field", sampleAttempt()},
 		{"minimal", Attempt{Issued: t0}},
 		{"given id", Attempt{ID: "AAECAwQFBgcICQoLDA0ODw", Issued: t0, Flow: "otp_send"}},
-		{"counter only", Attempt{Issued: t0, Flow: "login", Refunds: []Refund{{Key: "k", Counter: true}}}},
+		{"counter only", Attempt{Issued: t0, Flow: "login", Refunds: []store.Refund{{Key: "k", Kind: store.Counter}}}},
+		{"hard stop alone", Attempt{Issued: t0, Flow: "login", HardStop: true}},
 		{"bounds", Attempt{
 			Issued: t0, Flow: strings.Repeat("f", MaxAttemptFieldLen), Account: strings.Repeat("a", MaxAttemptFieldLen),
 			Device:  strings.Repeat("d", MaxAttemptFieldLen),
-			Refunds: slices.Repeat([]Refund{{Key: strings.Repeat("k", MaxRefundKeyLen), Amount: 1<<63 - 1}}, 20),
+			Refunds: slices.Repeat([]store.Refund{{Key: strings.Repeat("k", MaxRefundKeyLen), Kind: store.Rate, Amount: 1<<63 - 1}}, 20),
 		}},
 	}
 	for _, tt := range tests {
@@ -247,7 +250,8 @@ func TestAttemptOpenIsStrict(t *testing.T) {
 		{"well formed with a refund", record(empty3, []byte{1}, []byte{1, 1, 'k', 1, 0}), true},
 		{"trailing byte", record(empty3, []byte{0}, []byte{0}, []byte{0}), false},
 		{"unknown version", append([]byte{2}, record(empty3, []byte{0}, []byte{0})[1:]...), false},
-		{"unknown flag", record(empty3, []byte{2}, []byte{0}), false},
+		{"hard stop and fallback flags", record(empty3, []byte{3}, []byte{0}), true},
+		{"unknown flag", record(empty3, []byte{4}, []byte{0}), false},
 		{"counter byte 2", record(empty3, []byte{0}, []byte{1, 1, 'k', 2, 0}), false},
 		{"overlong uvarint", record(empty3, []byte{0}, []byte{0x80, 0x00}), false},
 		{"33 refunds", record(empty3, []byte{0}, []byte{33}), false},
@@ -274,8 +278,8 @@ func TestAttemptOpenIsStrict(t *testing.T) {
 
 func TestAttemptSealRejects(t *testing.T) {
 	a := NewAttempts(testKey(t, 1))
-	refunds := func(n, keyLen int) []Refund {
-		return slices.Repeat([]Refund{{Key: strings.Repeat("k", keyLen)}}, n)
+	refunds := func(n, keyLen int) []store.Refund {
+		return slices.Repeat([]store.Refund{{Key: strings.Repeat("k", keyLen), Kind: store.Rate}}, n)
 	}
 	tests := []struct {
 		name string
@@ -291,7 +295,8 @@ func TestAttemptSealRejects(t *testing.T) {
 		{"device too long", Attempt{Issued: t0, Device: strings.Repeat("d", MaxAttemptFieldLen+1)}},
 		{"33 refunds", Attempt{Issued: t0, Refunds: refunds(MaxRefunds+1, 1)}},
 		{"refund key too long", Attempt{Issued: t0, Refunds: refunds(1, MaxRefundKeyLen+1)}},
-		{"negative amount", Attempt{Issued: t0, Refunds: []Refund{{Key: "k", Amount: -time.Second}}}},
+		{"negative amount", Attempt{Issued: t0, Refunds: []store.Refund{{Key: "k", Kind: store.Rate, Amount: -time.Second}}}},
+		{"unknown kind", Attempt{Issued: t0, Refunds: []store.Refund{{Key: "k"}}}},
 		{"over 4 KiB in all", Attempt{Issued: t0, Refunds: refunds(MaxRefunds, MaxRefundKeyLen)}},
 	}
 	for _, tt := range tests {

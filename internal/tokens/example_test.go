@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/guardian-sec/guardian/internal/secret"
+	"github.com/guardian-sec/guardian/internal/store"
 	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
@@ -31,8 +32,8 @@ func ExampleAttempts() {
 	a := tokens.NewAttempts(k)
 	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 
-	id, _ := a.Seal(tokens.Attempt{Issued: now, Flow: "login", Refunds: []tokens.Refund{
-		{Key: "guardian:v1:{AbCdEfGhIjKlMnOpQrStUv}:login-account", Amount: 12 * time.Second},
+	id, _ := a.Seal(tokens.Attempt{Issued: now, Flow: "login", Refunds: []store.Refund{
+		{Key: "guardian:v1:{AbCdEfGhIjKlMnOpQrStUv}:login-account", Kind: store.Rate, Amount: 12 * time.Second},
 	}})
 	at, err := a.Open(id, now.Add(time.Minute))
 	fmt.Println(at.Flow, at.Refunds[0].Amount, err)

@@ -57,7 +57,7 @@ var (
 	// issued in the future or expired; it is also what Seal returns for an
 	// Attempt it cannot seal.
 	ErrInvalidAttempt = errors.New("tokens: invalid attempt id")
-	// ErrExpiredAttempt reports an attempt id older than AttemptTTL. It wraps
+	// ErrExpiredAttempt reports an attempt id older than its TTL. It wraps
 	// ErrInvalidAttempt, so errors.Is(err, ErrInvalidAttempt) holds for it.
 	ErrExpiredAttempt = wrap(ErrInvalidAttempt, "expired")
 	// ErrInvalidDevice reports a device token that is malformed, forged,

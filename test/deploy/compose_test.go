@@ -13,9 +13,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -134,11 +136,43 @@ func TestComposeFile(t *testing.T) {
 		}
 	}
 
-	if !strings.Contains(redis.Image, "${GUARDIAN_REDIS_IMAGE") || !strings.HasSuffix(redis.Image, ":-redis:7}") {
-		t.Errorf("redis image %q: want ${GUARDIAN_REDIS_IMAGE:-redis:7}", redis.Image)
+	// Every default image is one built here: nothing needs a registry.
+	if redis.Image != "${GUARDIAN_REDIS_IMAGE:-"+defaultRedisImage+"}" {
+		t.Errorf("redis image %q: want ${GUARDIAN_REDIS_IMAGE:-%s}, the image of scripts/redis-image.sh", redis.Image, defaultRedisImage)
+	}
+	if got := c.Services["prometheus"].Image; got != "${PROMETHEUS_IMAGE:-"+defaultPrometheusImage+"}" {
+		t.Errorf("prometheus image %q: want ${PROMETHEUS_IMAGE:-%s}, the image of scripts/prometheus-image.sh", got, defaultPrometheusImage)
+	}
+	for _, script := range []string{"scripts/redis-image.sh", "scripts/prometheus-image.sh"} {
+		img := map[string]string{"scripts/redis-image.sh": defaultRedisImage, "scripts/prometheus-image.sh": defaultPrometheusImage}[script]
+		if !strings.Contains(string(repoFile(t, script)), ":-"+img+"}") {
+			t.Errorf("%s does not build %s by default", script, img)
+		}
+	}
+	// Nothing to export: a compose command with no variables set parses.
+	for name, sec := range c.Secrets {
+		if strings.Contains(sec.File, ":?") || !strings.Contains(sec.File, ":-") {
+			t.Errorf("secret %s: file %q must have a default, or every compose command needs it exported", name, sec.File)
+		}
+	}
+	// The reference login service must not collide with the fleet's ports.
+	published := map[string]bool{}
+	for _, svc := range c.Services {
+		for _, p := range svc.Ports {
+			if m := regexp.MustCompile(`:-(\d+)\}`).FindStringSubmatch(p); m != nil {
+				published[m[1]] = true
+			}
+		}
+	}
+	m := regexp.MustCompile(`"addr", "localhost:(\d+)"`).FindSubmatch(repoFile(t, "examples/loginservice/main.go"))
+	if m == nil {
+		t.Fatal("examples/loginservice/main.go: no default --addr")
+	}
+	if published[string(m[1])] || len(published) < 3 {
+		t.Errorf("the login service's default port %s is among compose's %v", m[1], published)
 	}
 	args := strings.Join(redis.Command, " ")
-	for _, want := range []string{"--appendonly yes", "--appendfsync everysec", "--maxmemory-policy noeviction", "--dir /data", "--aclfile /run/secrets/guardian_redis_acl"} {
+	for _, want := range []string{"--appendonly yes", "--appendfsync everysec", "--maxmemory-policy volatile-ttl", "--maxmemory-samples 10", "--dir /data", "--aclfile /run/secrets/guardian_redis_acl"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("redis command %q lacks %q", args, want)
 		}
@@ -168,20 +202,6 @@ func TestComposeFile(t *testing.T) {
 	}
 }
 
-// dockerCompose returns the compose command line: the docker-compose CLI,
-// or the compose plugin of docker.
-func dockerCompose(t *testing.T) []string {
-	t.Helper()
-	if p, err := exec.LookPath("docker-compose"); err == nil {
-		return []string{p}
-	}
-	if err := exec.Command("docker", "compose", "version").Run(); err == nil {
-		return []string{"docker", "compose"}
-	}
-	t.Fatal("neither docker-compose nor the docker compose plugin is installed")
-	return nil
-}
-
 var (
 	imagesOnce sync.Once
 	imagesErr  error
@@ -191,12 +211,12 @@ var (
 // never replace what `make image` built; Redis's as `make test` does.
 const guardianImage = "guardian:deploy-test"
 
-func redisImage() string {
-	if img := os.Getenv("GUARDIAN_REDIS_IMAGE"); img != "" {
-		return img
-	}
-	return "guardian-redis:7"
-}
+// The images compose uses by default, built by scripts/redis-image.sh and
+// scripts/prometheus-image.sh.
+const (
+	defaultRedisImage      = "guardian-redis:7"
+	defaultPrometheusImage = "guardian-prometheus:2"
+)
 
 // buildImages builds the guardian image with deploy/image.sh, the recipe of
 // `make image`, and the Redis image with scripts/redis-image.sh, once per
@@ -235,6 +255,7 @@ func TestImage(t *testing.T) {
 			User        string
 			Entrypoint  []string
 			Healthcheck any
+			Labels      map[string]string
 		}
 		RootFS struct{ Layers []string }
 	}
@@ -251,6 +272,28 @@ func TestImage(t *testing.T) {
 	if !slices.Equal(cfg.Entrypoint, []string{"/usr/bin/guardian"}) {
 		t.Errorf("entrypoint %v", cfg.Entrypoint)
 	}
+	// The OCI labels say what the image is; its version is the one the
+	// binary reports.
+	labels := cfg.Labels
+	revision := strings.TrimSpace(run(t, ctx, nil, "git", "rev-parse", "HEAD"))
+	for k, want := range map[string]string{
+		"org.opencontainers.image.revision": revision,
+		"org.opencontainers.image.source":   "https://github.com/guardian-sec/guardian",
+		"org.opencontainers.image.licenses": "Apache-2.0",
+	} {
+		if labels[k] != want {
+			t.Errorf("image label %s = %q, want %q", k, labels[k], want)
+		}
+	}
+	version := labels["org.opencontainers.image.version"]
+	if version == "" || version == "dev" {
+		t.Errorf("image label org.opencontainers.image.version = %q, want the build's version", version)
+	}
+	printed := run(t, ctx, nil, "docker", "run", "--rm", guardianImage, "version")
+	if !strings.HasPrefix(printed, "guardian "+version+" (revision ") {
+		t.Errorf("guardian version in the image prints %q, want it to start %q: the binary's version is not the label's", printed, "guardian "+version+" (revision ")
+	}
+
 	dockerfile := string(repoFile(t, "deploy/Dockerfile"))
 	for _, line := range strings.Split(dockerfile, "\n") {
 		if f := strings.Fields(line); len(f) >= 2 && strings.EqualFold(f[0], "FROM") && f[1] != "scratch" {
@@ -312,17 +355,47 @@ func TestImage(t *testing.T) {
 	}
 }
 
-// fleet is a running compose project.
+// fleet is a running compose project, driven through deploy/compose.sh as
+// docs/operations.md says, with the project's name and ports in the
+// environment compose reads.
 type fleet struct {
-	t       *testing.T
-	compose []string
-	env     []string
-	project string
+	t   *testing.T
+	env []string
 }
 
 func (f *fleet) run(ctx context.Context, args ...string) (string, error) {
-	argv := append(slices.Clone(f.compose[1:]), "-p", f.project, "-f", "deploy/docker-compose.yaml")
-	return runErr(ctx, f.env, f.compose[0], append(argv, args...)...)
+	return runErr(ctx, f.env, "bash", append([]string{"deploy/compose.sh"}, args...)...)
+}
+
+// shell runs one line of docs/operations.md as written, from the repository
+// root.
+func (f *fleet) shell(ctx context.Context, line string) string {
+	f.t.Helper()
+	out, err := runErr(ctx, f.env, "bash", "-euo", "pipefail", "-c", line)
+	if err != nil {
+		f.t.Fatalf("docs/operations.md: %s: %v\n%s", line, err, out)
+	}
+	return out
+}
+
+// composeCommands returns the lines of docs/operations.md's compose command
+// block, comments left out.
+func composeCommands(t *testing.T) []string {
+	t.Helper()
+	doc := string(repoFile(t, "docs/operations.md"))
+	_, block, ok := strings.Cut(doc, "<!-- compose commands:")
+	if !ok {
+		t.Fatal("docs/operations.md has no compose command block")
+	}
+	_, block, _ = strings.Cut(block, "```sh\n")
+	block, _, _ = strings.Cut(block, "```")
+	var lines []string
+	for _, l := range strings.Split(block, "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			lines = append(lines, l)
+		}
+	}
+	return lines
 }
 
 func (f *fleet) must(ctx context.Context, args ...string) string {
@@ -498,55 +571,61 @@ func ruleNames(t *testing.T, base, adminToken string) []string {
 // mounted rules, and what they log.
 func TestComposeFleet(t *testing.T) {
 	buildImages(t)
-	compose := dockerCompose(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
-	dir := t.TempDir()
-	rawKey := randomHex(t, 32)
-	keyFile, rulesFile := filepath.Join(dir, "signing-key"), filepath.Join(dir, "rules.yaml")
-	redisPassword, redisACL := filepath.Join(dir, "redis-password"), filepath.Join(dir, "users.acl")
-	// Bind-mounted into containers that run as 65532: readable by others.
-	if err := os.WriteFile(keyFile, []byte(rawKey+"\n"), 0o644); err != nil {
-		t.Fatal(err)
+	// docs/operations.md's commands, run as written: up, ps, a token,
+	// the reload, the monitoring profile, and down last.
+	cmds := composeCommands(t)
+	find := func(prefix string) string {
+		t.Helper()
+		for _, c := range cmds {
+			if strings.HasPrefix(c, prefix) {
+				return c
+			}
+		}
+		t.Fatalf("docs/operations.md's compose commands %q have no %q", cmds, prefix)
+		return ""
 	}
+	up, ps, tokenCmd := find("make compose-up"), find("deploy/compose.sh ps"), find("docker run")
+	reload, monitoring, down := find("deploy/compose.sh kill -s SIGHUP"), find("make prometheus-image"), find("make compose-down")
+	if cmds[0] != up || cmds[len(cmds)-1] != down || len(cmds) != 6 {
+		t.Fatalf("docs/operations.md's compose commands %q: want up first, down last, and only what this test runs", cmds)
+	}
+
+	dir := t.TempDir()
+	rulesFile := filepath.Join(dir, "rules.yaml")
 	if err := os.WriteFile(rulesFile, []byte(e2eRules), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(redisPassword, []byte(randomHex(t, 16)+"\n"), 0o644); err != nil {
+	if err := os.Chmod(rulesFile, 0o644); err != nil { // past the umask; read by uid 65532
 		t.Fatal(err)
-	}
-	acl, err := runErr(ctx, nil, "bash", "deploy/redis/users-acl.sh", redisPassword)
-	if err != nil {
-		t.Fatalf("deploy/redis/users-acl.sh: %v", err)
-	}
-	if err := os.WriteFile(redisACL, []byte(acl), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{keyFile, rulesFile, redisPassword, redisACL} {
-		if err := os.Chmod(f, 0o644); err != nil { // past the umask
-			t.Fatal(err)
-		}
 	}
 
+	// Only what the documented variables offer: a project of its own, free
+	// ports, the test's images and rules. No GUARDIAN_KEY_FILE and no Redis
+	// password or ACL file: the defaults are those `make compose-up` makes.
 	f := &fleet{
-		t:       t,
-		compose: compose,
-		project: "guardiandeploy" + randomHex(t, 4),
+		t: t,
 		env: []string{
+			"COMPOSE_PROJECT_NAME=guardiandeploy" + randomHex(t, 4),
 			"GUARDIAN_IMAGE=" + guardianImage,
-			"GUARDIAN_REDIS_IMAGE=" + redisImage(),
-			"GUARDIAN_KEY_FILE=" + keyFile,
 			"GUARDIAN_RULES_FILE=" + rulesFile,
-			"GUARDIAN_REDIS_SECRET_FILE=" + redisPassword,
-			"GUARDIAN_REDIS_ACL_FILE=" + redisACL,
 			"GUARDIAN_A_PORT=0",
 			"GUARDIAN_B_PORT=0",
+			"PROMETHEUS_PORT=0",
 			// Generous: this test is about sharing and falling back, and
 			// shares the machine with other tests run under -race.
 			"GUARDIAN_STORE_TIMEOUT=100ms",
 		},
 	}
+	for _, e := range os.Environ() {
+		if name, _, _ := strings.Cut(e, "="); name == "GUARDIAN_KEY_FILE" || name == "GUARDIAN_REDIS_SECRET_FILE" || name == "GUARDIAN_REDIS_ACL_FILE" || name == "GUARDIAN_REDIS_IMAGE" || name == "PROMETHEUS_IMAGE" {
+			t.Setenv(name, "")
+			os.Unsetenv(name)
+		}
+	}
+	downDone := false
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
@@ -554,11 +633,18 @@ func TestComposeFleet(t *testing.T) {
 			logs, _ := f.run(ctx, "logs", "--no-color")
 			t.Logf("compose logs:\n%s", logs)
 		}
-		if out, err := f.run(ctx, "down", "-v", "--remove-orphans", "-t", "5"); err != nil {
-			t.Errorf("compose down: %v\n%s", err, out)
+		if !downDone {
+			f.shell(ctx, down)
+		}
+		// The test's own volumes too, which the documented down keeps.
+		if out, err := f.run(ctx, "--profile", "monitoring", "down", "-v", "--remove-orphans", "-t", "5"); err != nil {
+			t.Errorf("compose down -v: %v\n%s", err, out)
 		}
 	})
-	f.must(ctx, "up", "-d")
+	f.shell(ctx, up)
+	if out := f.shell(ctx, ps); !strings.Contains(out, "guardian-a") || !strings.Contains(out, "guardian-b") || !strings.Contains(out, "redis") {
+		t.Fatalf("%s:\n%s", ps, out)
+	}
 
 	a, b := f.url(ctx, "guardian-a"), f.url(ctx, "guardian-b")
 	for _, base := range []string{a, b} {
@@ -567,14 +653,16 @@ func TestComposeFleet(t *testing.T) {
 		}
 	}
 
+	rawKey := strings.TrimSpace(string(repoFile(t, "deploy/.secrets/signing-key")))
 	key, err := secret.New([]byte(rawKey))
 	if err != nil {
 		t.Fatal(err)
 	}
 	svc := tokens.NewService(key)
-	checkTok, err := svc.Issue(tokens.ScopeCheck, "deploy-e2e-auth", time.Hour, time.Now())
-	if err != nil {
-		t.Fatal(err)
+	// The documented token command mints a check token the fleet accepts.
+	checkTok := strings.TrimSpace(f.shell(ctx, tokenCmd))
+	if r := check(t, a, checkTok, "token-"+randomHex(t, 4)+"@example.com"); r.status != 200 {
+		t.Fatalf("a check with the token of %q: %s", tokenCmd, r)
 	}
 	const admin = "deploy-e2e-oncall"
 	adminTok, err := svc.Issue(tokens.ScopeAdmin, admin, time.Hour, time.Now())
@@ -684,7 +772,7 @@ func TestComposeFleet(t *testing.T) {
 		if err := os.WriteFile(rulesFile, []byte(e2eRules+e2eShadowRule), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		f.must(ctx, "kill", "-s", "SIGHUP", "guardian-a", "guardian-b")
+		f.shell(ctx, reload)
 		for _, base := range []string{a, b} {
 			var got []string
 			if !eventually(10*time.Second, func() bool {
@@ -737,8 +825,44 @@ func TestComposeFleet(t *testing.T) {
 				t.Errorf("%s: no line for the rules reload", svc)
 			}
 		}
-		if !has("guardian-a", func(m map[string]any) bool { return m["by"] == admin && strings.Contains(msg(m), "reset") }) {
-			t.Errorf("guardian-a: no line for the account reset by %q", admin)
+		if !has("guardian-a", func(m map[string]any) bool {
+			return m["audit"] == true && m["action"] == "reset" && m["subject"] == admin && m["result"] == "ok"
+		}) {
+			t.Errorf("guardian-a: no audit line for the account reset by %q", admin)
+		}
+	})
+
+	t.Run("monitoring profile", func(t *testing.T) {
+		f.shell(ctx, monitoring)
+		prom := "http://" + strings.TrimSpace(f.must(ctx, "port", "prometheus", "9090"))
+		var last string
+		if !eventually(90*time.Second, func() bool {
+			resp, err := client.Get(prom + "/api/v1/query?query=" + url.QueryEscape(`sum(up{job="guardian"})`))
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			last = string(body)
+			return strings.Contains(last, `"value":[`) && strings.Contains(last, `,"2"]`)
+		}) {
+			t.Errorf("Prometheus never scraped both guardians up: %s", last)
+		}
+		if status, body := get(t, prom+"/api/v1/rules"); status != 200 || !bytes.Contains(body, []byte("GuardianFallbackActive")) {
+			t.Errorf("Prometheus has not loaded the alert rules: %d %s", status, body)
+		}
+	})
+
+	t.Run("down keeps the Redis volume", func(t *testing.T) {
+		f.shell(ctx, down)
+		downDone = true
+		if out := f.must(ctx, "ps", "-q"); strings.TrimSpace(out) != "" {
+			t.Errorf("after %q containers remain: %s", down, out)
+		}
+		project := strings.TrimPrefix(f.env[0], "COMPOSE_PROJECT_NAME=")
+		vols := run(t, ctx, nil, "docker", "volume", "ls", "-q", "--filter", "label=com.docker.compose.project="+project)
+		if !strings.Contains(vols, "redis-data") {
+			t.Errorf("after %q the Redis volume is gone: %q", down, vols)
 		}
 	})
 }

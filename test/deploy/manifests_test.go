@@ -32,9 +32,12 @@ import (
 // it is for the API server.
 type manifests struct {
 	deployment    *appsv1.Deployment
-	service       *corev1.Service
+	service       *corev1.Service             // guardian's
+	netpol        *networkingv1.NetworkPolicy // guardian's
 	pdb           *policyv1.PodDisruptionBudget
-	netpol        *networkingv1.NetworkPolicy
+	statefulSet   *appsv1.StatefulSet // the security Redis
+	services      map[string]*corev1.Service
+	netpols       map[string]*networkingv1.NetworkPolicy
 	configMaps    map[string]*corev1.ConfigMap
 	kustomization kustomization
 	files         []string // the manifest files, kustomization.yaml aside
@@ -64,7 +67,11 @@ func loadManifests(t *testing.T) *manifests {
 	if err != nil || len(names) == 0 {
 		t.Fatalf("no manifests in %s (%v)", dir, err)
 	}
-	m := &manifests{configMaps: map[string]*corev1.ConfigMap{}}
+	m := &manifests{
+		configMaps: map[string]*corev1.ConfigMap{},
+		services:   map[string]*corev1.Service{},
+		netpols:    map[string]*networkingv1.NetworkPolicy{},
+	}
 	for _, name := range names {
 		base := filepath.Base(name)
 		data, err := os.ReadFile(name)
@@ -91,15 +98,16 @@ func loadManifests(t *testing.T) *manifests {
 			case "apps/v1 Deployment":
 				m.deployment = &appsv1.Deployment{}
 				obj = m.deployment
+			case "apps/v1 StatefulSet":
+				m.statefulSet = &appsv1.StatefulSet{}
+				obj = m.statefulSet
 			case "v1 Service":
-				m.service = &corev1.Service{}
-				obj = m.service
+				obj = &corev1.Service{}
 			case "policy/v1 PodDisruptionBudget":
 				m.pdb = &policyv1.PodDisruptionBudget{}
 				obj = m.pdb
 			case "networking.k8s.io/v1 NetworkPolicy":
-				m.netpol = &networkingv1.NetworkPolicy{}
-				obj = m.netpol
+				obj = &networkingv1.NetworkPolicy{}
 			case "v1 ConfigMap":
 				obj = &corev1.ConfigMap{}
 			default:
@@ -115,16 +123,22 @@ func loadManifests(t *testing.T) *manifests {
 			if meta.GetLabels()["app.kubernetes.io/name"] != "guardian" {
 				t.Errorf("%s: %s is not labelled app.kubernetes.io/name: guardian", where, tm.Kind)
 			}
-			if cm, ok := obj.(*corev1.ConfigMap); ok {
-				m.configMaps[cm.Name] = cm
+			switch o := obj.(type) {
+			case *corev1.ConfigMap:
+				m.configMaps[o.Name] = o
+			case *corev1.Service:
+				m.services[o.Name] = o
+			case *networkingv1.NetworkPolicy:
+				m.netpols[o.Name] = o
 			}
 			m.objects++
 		}
 	}
+	m.service, m.netpol = m.services["guardian"], m.netpols["guardian"]
 	for what, missing := range map[string]bool{
-		"Deployment": m.deployment == nil, "Service": m.service == nil,
-		"PodDisruptionBudget": m.pdb == nil, "NetworkPolicy": m.netpol == nil,
-		"ConfigMap": len(m.configMaps) == 0,
+		"Deployment": m.deployment == nil, "Service guardian": m.service == nil,
+		"PodDisruptionBudget": m.pdb == nil, "NetworkPolicy guardian": m.netpol == nil,
+		"ConfigMap": len(m.configMaps) == 0, "StatefulSet": m.statefulSet == nil,
 	} {
 		if missing {
 			t.Fatalf("deploy/kubernetes has no %s", what)

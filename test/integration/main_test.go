@@ -39,6 +39,8 @@ var signingKey = func() secret.Key {
 type instance struct {
 	srv  *server.Server
 	base string
+	// rulesPath is the rules file the instance watches, "" for none.
+	rulesPath string
 }
 
 // fleetConfig describes instances to start.
@@ -51,10 +53,12 @@ type fleetConfig struct {
 	fleetSize    int
 	// now returns instance i's clock (default time.Now).
 	now func(i int) func() time.Time
+	// attemptTTL is --attempt-ttl (default 10m).
+	attemptTTL time.Duration
+	// logger receives every instance's logs (default slog.Default()).
+	logger *slog.Logger
 	// redis holds the Redis connection files (TLS, password).
 	redis redisstore.Options
-	// log, when set, receives every instance's logs.
-	log *slog.Logger
 }
 
 // startFleet starts n instances on cfg, stopped when the test ends.
@@ -82,8 +86,9 @@ func startFleet(t *testing.T, n int, cfg fleetConfig) []*instance {
 			SigningKey:   signingKey,
 			StoreTimeout: cfg.storeTimeout,
 			FleetSize:    cfg.fleetSize,
+			AttemptTTL:   cfg.attemptTTL,
+			Logger:       cfg.logger,
 			Redis:        cfg.redis,
-			Logger:       cfg.log,
 		}
 		if cfg.now != nil {
 			sc.Now = cfg.now(i)
@@ -103,7 +108,7 @@ func startFleet(t *testing.T, n int, cfg fleetConfig) []*instance {
 				t.Errorf("instance %d shutdown: %v", i, err)
 			}
 		})
-		out[i] = &instance{srv: srv, base: "http://" + srv.Addr()}
+		out[i] = &instance{srv: srv, base: "http://" + srv.Addr(), rulesPath: rulesPath}
 	}
 	return out
 }

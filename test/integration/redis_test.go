@@ -261,3 +261,33 @@ rules:
 		t.Fatalf("fifth check on the skewed instance: %d retry %v, want 429 after about 60s (the store's clock, not the instance's)", r.status, retry)
 	}
 }
+
+// TestOnceUnderClockSkew: instance 0's clock runs 50s ahead of instance 1's.
+// An attempt issued and reported on instance 0 is out of time there a
+// moment later (--attempt-ttl 1s here), while instance 1 still takes it as
+// issued 49s in its future, and valid until then: a second success report
+// on instance 1 is refused, right away and after the id expired on the
+// issuing clock, because the mark outlives the id on every clock.
+func TestOnceUnderClockSkew(t *testing.T) {
+	redis := redistest.Start(t)
+	skew := []time.Duration{50 * time.Second, 0}
+	const attemptTTL = time.Second
+	fleet := startFleet(t, 2, fleetConfig{redisURL: redis.URL(), attemptTTL: attemptTTL, now: func(i int) func() time.Time {
+		return func() time.Time { return time.Now().Add(skew[i]) }
+	}})
+	a := fleet[0].check(t, map[string]any{"flow": "login", "account": "once-skewed", "ip": "192.0.2.90"})
+	id := a.str("attempt_id")
+	if r := fleet[0].report(t, id, "success"); r.status != http.StatusOK || r.str("device_token") == "" {
+		t.Fatalf("first report: %d %s", r.status, r.raw)
+	}
+	if r := fleet[1].report(t, id, "success"); r.status != http.StatusConflict {
+		t.Fatalf("second report on the other clock: %d %s, want 409", r.status, r.raw)
+	}
+	time.Sleep(attemptTTL + 200*time.Millisecond)
+	if r := fleet[0].report(t, id, "success"); r.status != http.StatusBadRequest {
+		t.Fatalf("report on the issuing clock after the id's time: %d %s, want 400 expired", r.status, r.raw)
+	}
+	if r := fleet[1].report(t, id, "success"); r.status != http.StatusConflict {
+		t.Fatalf("second report on the clock 50s behind, after the id's time on the issuing clock: %d %s, want 409", r.status, r.raw)
+	}
+}

@@ -167,13 +167,13 @@ func fetch(ctx context.Context, url, file string, timeout time.Duration) error {
 	return f.Close()
 }
 
-// limitHashes matches the Redis hashes that hold guardian's limit state:
-// each holds the tracked keys (one rule's state for one subject) of the
-// subjects whose hashed name starts alike, a field each.
-const limitHashes = "guardian:v2:*"
+// limitKeys matches the Redis keys that hold guardian's limit state: one
+// tracked key (one rule's state for one subject, or a report's mark) each.
+const limitKeys = "guardian:v3:*"
 
-// keySample is the MEMORY USAGE of a rule's hashes over the tracked keys
-// they hold.
+// keySample is the MEMORY USAGE of a rule's keys over how many were
+// sampled (Hashes, the name kept from the layout of shared hashes, counts
+// the Redis keys sampled, as Keys does).
 type keySample struct {
 	Rule   string  `json:"rule"`
 	Hashes int     `json:"hashes"`
@@ -181,10 +181,10 @@ type keySample struct {
 	Bytes  float64 `json:"bytes"`
 }
 
-// trackedKeys counts the tracked keys in Redis, the fields of guardian's
-// limit hashes, and samples MEMORY USAGE per rule (the part of a hash's name
-// after its last colon) over up to n hashes. MEMORY USAGE counts a hash, its
-// fields and its entry in the keyspace, not its entry in the expiry table.
+// trackedKeys counts the tracked keys in Redis, guardian's limit keys, and
+// samples MEMORY USAGE per rule (the part of a key's name after its last
+// colon) over up to n keys. MEMORY USAGE counts a key, its value and its
+// entry in the keyspace, not its entry in the expiry table.
 func trackedKeys(ctx context.Context, rc *redis.Client, n int) (int64, []keySample, error) {
 	type acc struct {
 		hashes      int
@@ -195,27 +195,25 @@ func trackedKeys(ctx context.Context, rc *redis.Client, n int) (int64, []keySamp
 	sampled := 0
 	var cursor uint64
 	for range 100_000 { // SCAN rounds, bounded
-		ks, next, err := rc.Scan(ctx, cursor, limitHashes, 1000).Result()
+		ks, next, err := rc.Scan(ctx, cursor, limitKeys, 1000).Result()
 		if err != nil {
 			return 0, nil, fmt.Errorf("redis SCAN: %w", err)
 		}
+		total += int64(len(ks))
 		pipe := rc.Pipeline()
-		lens := make([]*redis.IntCmd, len(ks))
 		usage := make([]*redis.IntCmd, len(ks))
 		for i, k := range ks {
-			lens[i] = pipe.HLen(ctx, k)
 			if sampled < n {
 				usage[i] = pipe.MemoryUsage(ctx, k, 0)
 				sampled++
 			}
 		}
 		if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
-			return 0, nil, fmt.Errorf("redis HLEN, MEMORY USAGE: %w", err)
+			return 0, nil, fmt.Errorf("redis MEMORY USAGE: %w", err)
 		}
 		for i, k := range ks {
-			fields := lens[i].Val()
-			total += fields
-			if usage[i] == nil || usage[i].Err() != nil || fields == 0 {
+			const fields = 1
+			if usage[i] == nil || usage[i].Err() != nil {
 				continue // not sampled, or expired meanwhile
 			}
 			rule := k[strings.LastIndexByte(k, ':')+1:]

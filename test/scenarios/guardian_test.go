@@ -17,7 +17,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/server"
 	"github.com/guardian-sec/guardian/internal/store/memstore"
-	"github.com/guardian-sec/guardian/internal/store/storetest"
+	"github.com/guardian-sec/guardian/internal/testclock"
 	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
@@ -38,7 +38,7 @@ var signingKey = func() secret.Key {
 
 // guardian is one running instance and the clock it, and its store, read.
 type guardian struct {
-	clock      *storetest.Clock
+	clock      *testclock.Clock
 	base       string
 	client     *http.Client
 	checkToken string
@@ -49,7 +49,7 @@ type guardian struct {
 // not empty, on a loopback port, stopped when the test ends.
 func start(t *testing.T, rulesYAML string) *guardian {
 	t.Helper()
-	clock := storetest.NewClock(t0)
+	clock := testclock.New(t0)
 	cfg := server.Config{
 		Addr:       "127.0.0.1:0",
 		SigningKey: signingKey,

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/guardian-sec/guardian/internal/redistest"
-	"github.com/guardian-sec/guardian/internal/store/storetest"
+	"github.com/guardian-sec/guardian/internal/testclock"
 )
 
 // BenchmarkFleetCommands reports failures of login to an Aggregate sharing
@@ -20,7 +20,7 @@ func BenchmarkFleetCommands(b *testing.B) {
 	c := srv.Client(b)
 	for _, rate := range []int{100, 10000} {
 		b.Run(fmt.Sprintf("failures_per_s=%d", rate), func(b *testing.B) {
-			clk := storetest.NewClock(t0)
+			clk := testclock.New(t0)
 			a := newAgg(c, clk, 1)
 			step := time.Second / time.Duration(rate)
 			before := redistest.CommandStats(b, c)

@@ -12,7 +12,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/aggregate"
 	"github.com/guardian-sec/guardian/internal/aggregate/redisagg"
 	"github.com/guardian-sec/guardian/internal/redistest"
-	"github.com/guardian-sec/guardian/internal/store/storetest"
+	"github.com/guardian-sec/guardian/internal/testclock"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
@@ -24,7 +24,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // newAgg returns an Aggregate with 1s buckets over a minute, sharing
 // through c, watching login over a minute.
-func newAgg(c redis.UniversalClient, clk *storetest.Clock, fleetSize int) *aggregate.Aggregate {
+func newAgg(c redis.UniversalClient, clk *testclock.Clock, fleetSize int) *aggregate.Aggregate {
 	a := aggregate.New(aggregate.Config{Now: clk.Now, Bucket: time.Second, Window: time.Minute,
 		Shared: redisagg.New(c), FleetSize: fleetSize, Logger: quiet})
 	a.Watch("login", time.Minute)
@@ -46,7 +46,7 @@ func ran(before, after map[string]int64) (cmds, calls int64) {
 // drive reports rate failures of login a second to a for d of simulated
 // time from t0, flushing every 100ms and refreshing every 500ms as the
 // loop does; it returns how many failures it reported.
-func drive(tb testing.TB, a *aggregate.Aggregate, clk *storetest.Clock, rate int, d time.Duration) int {
+func drive(tb testing.TB, a *aggregate.Aggregate, clk *testclock.Clock, rate int, d time.Duration) int {
 	tb.Helper()
 	step := time.Second / time.Duration(rate)
 	n := 0

@@ -14,7 +14,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/aggregate/redisagg"
 	"github.com/guardian-sec/guardian/internal/redistest"
 	"github.com/guardian-sec/guardian/internal/store/redisstore"
-	"github.com/guardian-sec/guardian/internal/store/storetest"
+	"github.com/guardian-sec/guardian/internal/testclock"
 )
 
 // TestRedis runs everything that needs a single Redis against one
@@ -32,6 +32,8 @@ func TestRedis(t *testing.T) {
 		{"late_flush", testLateFlush},
 		{"commands_independent_of_traffic", testCommandsIndependentOfTraffic},
 		{"every_key_expires", testEveryKeyExpires},
+		{"heartbeats", testHeartbeats},
+		{"shadow_tallies", testShadowTallies},
 		// Last: it pauses the container.
 		{"paused", testPaused},
 	} {
@@ -156,7 +158,7 @@ func testFleet(t *testing.T, r *redisEnv) {
 	c := r.guardian
 	// Three instances, one clock each; 31 failures round-robin, no instance
 	// seeing more than 11.
-	clocks := []*storetest.Clock{storetest.NewClock(t0), storetest.NewClock(t0), storetest.NewClock(t0)}
+	clocks := []*testclock.Clock{testclock.New(t0), testclock.New(t0), testclock.New(t0)}
 	aggs := make([]*aggregate.Aggregate, 3)
 	for i := range aggs {
 		aggs[i] = newAgg(c, clocks[i], 3)
@@ -186,7 +188,7 @@ func testFleet(t *testing.T, r *redisEnv) {
 func testLateFlush(t *testing.T, r *redisEnv) {
 	ctx := context.Background()
 	c := r.plain
-	ca, cb := storetest.NewClock(t0), storetest.NewClock(t0)
+	ca, cb := testclock.New(t0), testclock.New(t0)
 	a, b := newAgg(r.guardian, ca, 2), newAgg(r.guardian, cb, 2)
 	ca.Set(t0.Add(950 * time.Millisecond))
 	a.Add("login", 3)
@@ -232,7 +234,7 @@ func testCommandsIndependentOfTraffic(t *testing.T, r *redisEnv) {
 		if err := c.FlushAll(context.Background()).Err(); err != nil {
 			t.Fatal(err)
 		}
-		clk := storetest.NewClock(t0)
+		clk := testclock.New(t0)
 		a := newAgg(c, clk, 1)
 		before := redistest.CommandStats(t, c)
 		n := drive(t, a, clk, rate, 10*time.Second)
@@ -254,7 +256,7 @@ func testCommandsIndependentOfTraffic(t *testing.T, r *redisEnv) {
 func testEveryKeyExpires(t *testing.T, r *redisEnv) {
 	ctx := context.Background()
 	c := r.plain
-	clk := storetest.NewClock(t0)
+	clk := testclock.New(t0)
 	a := newAgg(r.guardian, clk, 1)
 	drive(t, a, clk, 50, 3*time.Second)
 	keys, err := c.Keys(ctx, "*").Result()
@@ -278,7 +280,7 @@ func testEveryKeyExpires(t *testing.T, r *redisEnv) {
 func testPaused(t *testing.T, r *redisEnv) {
 	ctx := context.Background()
 	c, srv := r.plain, r.srv
-	ca, cb := storetest.NewClock(t0), storetest.NewClock(t0)
+	ca, cb := testclock.New(t0), testclock.New(t0)
 	a, b := newAgg(r.guardian, ca, 3), newAgg(r.guardian, cb, 3)
 	count := func(x *aggregate.Aggregate) int64 { return x.Count([]string{"login"}, time.Minute) }
 
@@ -338,7 +340,7 @@ func TestCluster(t *testing.T) {
 	}
 	// Every bucket of every flow in one slot: one script call, no
 	// CROSSSLOT.
-	ca, cb := storetest.NewClock(t0), storetest.NewClock(t0)
+	ca, cb := testclock.New(t0), testclock.New(t0)
 	a, b := newAgg(c, ca, 2), newAgg(c, cb, 2)
 	a.Watch("otp_verify", time.Minute)
 	b.Watch("otp_verify", time.Minute)

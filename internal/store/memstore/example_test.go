@@ -7,13 +7,13 @@ import (
 
 	"github.com/guardian-sec/guardian/internal/store"
 	"github.com/guardian-sec/guardian/internal/store/memstore"
-	"github.com/guardian-sec/guardian/internal/store/storetest"
+	"github.com/guardian-sec/guardian/internal/testclock"
 )
 
 // A login check spends on the account's rate (5 back to back, then one a
 // minute) and its consecutive-failure count, all or nothing.
 func ExampleStore_Do() {
-	clock := storetest.NewClock(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
+	clock := testclock.New(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
 	s := memstore.New(memstore.Config{Now: clock.Now})
 	ops := []store.Op{
 		{Key: "account", Kind: store.Rate, Cost: 1, Interval: time.Minute, Burst: 5},

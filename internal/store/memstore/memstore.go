@@ -1,8 +1,9 @@
 // Package memstore is guardian's embedded security store: limit state kept in
 // process memory, correct for one instance. It is also the local fallback of
-// a fleet whose Redis is failing, so it is bounded: an attacker spraying new
-// keys fills it up to Config.MaxKeys and then meets a wall, never an open
-// door.
+// a fleet whose Redis is failing, so it is bounded: Config.MaxKeys entries at
+// most. A full store makes room by evicting, never by refusing: a flood of
+// new keys pushes out what holds least, and the users who come after it are
+// decided as on an empty store.
 //
 // The arithmetic, which the Redis store mirrors exactly (both pass the
 // conformance suite in package storetest), is in integer microseconds: now is
@@ -21,13 +22,26 @@
 // moves TAT back by Amount, rounded down to whole µs, and removes the key
 // once TAT ≤ now.
 //
-// A Counter key holds a count C (absent: 0): the op fits iff C + Cost ≤
-// Limit; a spend adds Cost and keeps the key for Hold from now (rounded up to
-// whole µs). Remaining is max(Limit − C', 0) and Count is C', the count after
-// the call; ResetAfter is the key's time to live, 0 when absent; RetryAfter
-// is 0. A Refund removes the key.
+// A Counter key holds a count C (absent: 0) and a deadline D: the op fits
+// iff C + Cost ≤ Limit; a spend adds Cost and keeps the key until max(D,
+// now + Hold), Hold rounded up to whole µs. Remaining is max(Limit − C', 0)
+// and Count is C', the count after the call; ResetAfter is the key's time to
+// live, 0 when absent; RetryAfter is 0. A Refund removes the key, unless it
+// confirms the count: then D becomes max(D, now + Amount).
 //
 // Cost 0 evaluates and never spends, refreshes or adds a key.
+//
+// Eviction. When a key must be added and the store is full, the store evicts
+// the entry that expires soonest among a sample (evictSample entries from
+// each of evictShards shards, like Redis's volatile-ttl), counting expired
+// entries first. Two kinds of entry are kept: a Counter at its Limit (a hard
+// stop) and a MarkOnce mark. A kept entry is evicted only to make room for
+// another kept entry, and only when nothing else is left. Since guardian's
+// unconfirmed state is short-lived and confirmed state long-lived (a count is
+// held longer the higher it is), the soonest to expire is the least
+// confirmed. Only a store that holds nothing but kept entries denies an op on
+// a new key: Allowed is false, nothing is spent, RetryAfter and ResetAfter
+// are the op's Interval for a Rate and one second for a Counter.
 package memstore
 
 import (
@@ -56,7 +70,7 @@ const (
 	// expired entries leave a busy shard without a full sweep.
 	sweepSample = 2
 	// fullCounterRetry is the RetryAfter of a Counter op on a new key while
-	// the store is full.
+	// the store holds nothing it may evict.
 	fullCounterRetry = time.Second
 )
 
@@ -65,12 +79,8 @@ type Config struct {
 	// Now is the store's clock. Nil means time.Now.
 	Now func() time.Time
 	// MaxKeys bounds how many keys the store holds, across all shards.
-	// Zero or less means 1,000,000. When an op needs a new key and the
-	// store is full even after removing what has expired, the op is not an
-	// error but exhausted: Allowed is false, nothing is spent, RetryAfter
-	// and ResetAfter are the op's Interval for a Rate and one second for a
-	// Counter, and MarkOnce reports false. Keys the store already holds keep
-	// working.
+	// Zero or less means 1,000,000. A new key beyond it evicts an entry
+	// (see the package comment).
 	MaxKeys int
 	// Shards is how many independently locked parts the keys are spread
 	// over, rounded up to a power of two. Zero or less means 64; at most
@@ -83,10 +93,10 @@ type Config struct {
 // respect to every other call touching the same keys. Keys are spread over
 // shards, each with its own lock; a batch locks the shards it touches in
 // ascending order. Every entry expires when its state is back to full (a
-// Rate), after its Hold (a Counter) or after its ttl (MarkOnce); expired
+// Rate), at its deadline (a Counter) or after its ttl (MarkOnce); expired
 // entries are removed when next touched, a few at a time as keys are added,
-// and all at once by Sweep. A Store is safe for concurrent use; create one
-// with New.
+// when eviction meets them, and all at once by Sweep. A Store is safe for
+// concurrent use; create one with New.
 type Store struct {
 	now    func() time.Time
 	max    int64
@@ -94,11 +104,15 @@ type Store struct {
 	mask   uint64
 	shards []shard
 
-	// n counts entries. It changes as keys come and go, so it has a cache
-	// line of its own, away from the fields every call reads.
-	_ [64]byte
-	n atomic.Int64
-	_ [56]byte
+	// n counts entries and slots taken for entries about to be added; kept
+	// counts kept entries; cursor is the shard eviction looks at next. They
+	// change as keys come and go, so they have a cache line of their own,
+	// away from the fields every call reads.
+	_      [64]byte
+	n      atomic.Int64
+	kept   atomic.Int64
+	cursor atomic.Uint64
+	_      [40]byte
 }
 
 var _ store.Store = (*Store)(nil)
@@ -111,15 +125,19 @@ type shard struct {
 	// minExp is at most the expiry of every entry: until it passes, a
 	// sweep would find nothing.
 	minExp int64
-	_      [40]byte
+	// kept counts the entries of m that are kept.
+	kept int64
+	_    [32]byte
 }
 
 // entry is the state of one key: a Rate's theoretical arrival time, a
 // Counter's count, or nothing for MarkOnce; exp is the instant (Unix µs) from
-// which it counts as absent.
+// which it counts as absent. kept marks a hard stop or a mark, which
+// eviction takes last.
 type entry struct {
-	v   int64
-	exp int64
+	v    int64
+	exp  int64
+	kept bool
 }
 
 // New returns an empty Store configured by cfg.
@@ -215,7 +233,13 @@ func (s *Store) Peek(ctx context.Context, ops []store.Op, res []store.Result) er
 	return s.run(ctx, ops, res, false)
 }
 
-// run is Do when spend is true, Peek otherwise.
+// roomTries is how many times a batch that needs new keys in a full store
+// lets go of its shards to evict and evaluates again.
+const roomTries = 3
+
+// run is Do when spend is true, Peek otherwise. A batch that needs room the
+// store lacks unlocks its shards, evicts (see evict) and is evaluated again,
+// with the slots it freed set aside for it.
 func (s *Store) run(ctx context.Context, ops []store.Op, res []store.Result, spend bool) error {
 	if err := store.Validate(ops, res); err != nil {
 		return fmt.Errorf("memstore: %w", err)
@@ -236,58 +260,85 @@ func (s *Store) run(ctx context.Context, ops []store.Op, res []store.Result, spe
 		set = addShard(set, evs[i].shard)
 	}
 
-	for _, i := range set {
-		s.shards[i].mu.Lock()
-	}
-	defer s.unlock(set)
-	now := s.now().UnixMicro()
-
-	allOK, need := true, int64(0)
-	for i := range ops {
-		op, ev := &ops[i], &evs[i]
-		s.evaluate(op, ev, now)
-		if op.Shadow {
+	var held int64 // slots taken for this batch's new keys
+	for try := 0; ; try++ {
+		for _, i := range set {
+			s.shards[i].mu.Lock()
+		}
+		now := s.now().UnixMicro()
+		allOK, need := s.evaluateAll(ops, evs, now, spend)
+		if held < need {
+			held += s.take(need - held)
+		}
+		if held < need && try < roomTries {
+			s.unlock(set)
+			held += s.makeRoom(need-held, now, false)
 			continue
 		}
-		if !ev.ok {
-			// A soft op that does not fit is left alone; it never denies.
-			allOK = allOK && op.Soft
-		} else if ev.needsKey(op) {
-			need++
+		if held < need {
+			// Nothing left to evict: every op that needs a new key is
+			// denied, and so the batch.
+			allOK = denyNew(ops, evs)
+			need = 0
 		}
-	}
-
-	// Room for the enforced ops' new keys, held only if they will be spent.
-	hold := spend && allOK
-	if got := s.claim(need, set, now, hold); got < need {
-		allOK = false
-		if hold {
-			s.n.Add(-got)
-		}
+		s.n.Add(need - held)
 		for i := range ops {
 			op, ev := &ops[i], &evs[i]
-			if op.Shadow || !ev.needsKey(op) {
-				continue
+			if spend && ev.ok && op.Cost > 0 && (op.Shadow || allOK) {
+				s.spend(op, ev, now)
 			}
-			if got > 0 {
-				got--
-				continue
-			}
-			ev.ok, ev.full = false, true
+			fill(op, ev, &res[i], now)
 		}
+		s.unlock(set)
+		return nil
 	}
+}
 
+// evaluateAll evaluates every op at now, and reports whether the enforced
+// ops fit together and how many new keys spending the batch adds (none when
+// spend is false).
+func (s *Store) evaluateAll(ops []store.Op, evs []eval, now int64, spend bool) (allOK bool, need int64) {
+	allOK = true
+	var enforcedNew, shadowNew int64
 	for i := range ops {
 		op, ev := &ops[i], &evs[i]
-		if op.Shadow && ev.needsKey(op) && s.claim(1, set, now, spend) == 0 {
+		*ev = eval{shard: ev.shard}
+		s.evaluate(op, ev, now)
+		switch {
+		case op.Shadow:
+			if ev.needsKey(op) {
+				shadowNew++
+			}
+		case !ev.ok:
+			// A soft op that does not fit is left alone; it never denies.
+			allOK = allOK && op.Soft
+		case ev.needsKey(op):
+			enforcedNew++
+		}
+	}
+	if !spend {
+		return allOK, 0
+	}
+	if allOK {
+		return allOK, enforcedNew + shadowNew
+	}
+	return allOK, shadowNew
+}
+
+// denyNew marks every op that needs a new key as met by a full store, and
+// reports whether the enforced ops still fit together.
+func denyNew(ops []store.Op, evs []eval) bool {
+	allOK := true
+	for i := range ops {
+		op, ev := &ops[i], &evs[i]
+		if ev.needsKey(op) {
 			ev.ok, ev.full = false, true
 		}
-		if spend && ev.ok && op.Cost > 0 && (op.Shadow || allOK) {
-			s.spend(op, ev, now)
+		if !op.Shadow && !ev.ok && !op.Soft {
+			allOK = false
 		}
-		fill(op, ev, &res[i], now)
 	}
-	return nil
+	return allOK
 }
 
 // unlock releases the shards of set, in reverse order.
@@ -303,8 +354,7 @@ func (s *Store) evaluate(op *store.Op, ev *eval, now int64) {
 	sh := &s.shards[ev.shard]
 	e, found := sh.m[op.Key]
 	if found && e.exp <= now {
-		delete(sh.m, op.Key)
-		s.n.Add(-1)
+		s.remove(sh, op.Key, e)
 		found = false
 	}
 	ev.live = found
@@ -324,15 +374,21 @@ func (s *Store) evaluate(op *store.Op, ev *eval, now int64) {
 	}
 }
 
-// spend writes op's new state. Room for a new key must have been claimed.
+// counterExp is the deadline a Counter spend leaves: its Hold from now, or
+// the deadline the key already had if that is later.
+func counterExp(op *store.Op, ev *eval, now int64) int64 {
+	return max(ev.curExp, now+min(micros(op.Hold), maxSpan))
+}
+
+// spend writes op's new state. Room for a new key must have been taken.
 func (s *Store) spend(op *store.Op, ev *eval, now int64) {
 	e := entry{v: ev.next, exp: ev.next}
 	if op.Kind == store.Counter {
-		e.exp = now + min(micros(op.Hold), maxSpan)
+		e.exp = counterExp(op, ev, now)
+		e.kept = ev.next >= op.Limit
 	}
 	sh := &s.shards[ev.shard]
-	sh.m[op.Key] = e
-	sh.minExp = min(sh.minExp, e.exp)
+	s.set(sh, op.Key, e)
 	ev.spent = true
 	if !ev.live {
 		s.sweepSome(sh, now)
@@ -368,7 +424,7 @@ func fill(op *store.Op, ev *eval, r *store.Result, now int64) {
 		}
 		c, exp := ev.cur, ev.curExp
 		if ev.spent {
-			c, exp = ev.next, now+min(micros(op.Hold), maxSpan)
+			c, exp = ev.next, counterExp(op, ev, now)
 		}
 		*r = store.Result{
 			Allowed:    ev.ok,
@@ -380,55 +436,40 @@ func fill(op *store.Op, ev *eval, r *store.Result, now int64) {
 	}
 }
 
-// claim reports how many of n new keys the store has room for, sweeping
-// expired entries if it is short: first in the shards of locked, which the
-// caller holds, then in any other shard whose lock is free. If hold is true
-// the room found is taken, and the caller must give back what it does not
-// use with s.n.Add.
-func (s *Store) claim(n int64, locked []uint32, now int64, hold bool) int64 {
-	if n == 0 {
-		return 0
+// set stores e under key in sh, which must be locked. A new key's slot must
+// have been taken.
+func (s *Store) set(sh *shard, key string, e entry) {
+	if old, found := sh.m[key]; found && old.kept {
+		sh.kept--
+		s.kept.Add(-1)
 	}
-	got := s.take(n, hold)
-	if got == n {
-		return n
+	if e.kept {
+		sh.kept++
+		s.kept.Add(1)
 	}
-	short := func() bool {
-		if hold {
-			got += s.take(n-got, true)
-		} else {
-			got = s.take(n, false)
-		}
-		return got < n
-	}
-	for _, i := range locked {
-		s.sweep(&s.shards[i], now)
-	}
-	if !short() {
-		return n
-	}
-	j := 0
-	for i := range s.shards {
-		if j < len(locked) && locked[j] == uint32(i) {
-			j++
-			continue
-		}
-		sh := &s.shards[i]
-		if !sh.mu.TryLock() {
-			continue
-		}
-		swept := s.sweep(sh, now)
-		sh.mu.Unlock()
-		if swept > 0 && !short() {
-			return n
-		}
-	}
-	return got
+	sh.m[key] = e
+	sh.minExp = min(sh.minExp, e.exp)
 }
 
-// take reports how many of n new keys fit under the bound, and takes them if
-// hold is true.
-func (s *Store) take(n int64, hold bool) int64 {
+// remove deletes key, whose entry is e, from sh, which must be locked, and
+// frees its slot.
+func (s *Store) remove(sh *shard, key string, e entry) {
+	s.drop(sh, key, e)
+	s.n.Add(-1)
+}
+
+// drop deletes key, whose entry is e, from sh, which must be locked, and
+// keeps its slot taken: the caller frees it or fills it.
+func (s *Store) drop(sh *shard, key string, e entry) {
+	delete(sh.m, key)
+	if e.kept {
+		sh.kept--
+		s.kept.Add(-1)
+	}
+}
+
+// take takes up to n slots under the bound and reports how many it took.
+func (s *Store) take(n int64) int64 {
 	for {
 		used := s.n.Load()
 		free := s.max - used
@@ -436,7 +477,7 @@ func (s *Store) take(n int64, hold bool) int64 {
 			return 0
 		}
 		got := min(n, free)
-		if !hold || s.n.CompareAndSwap(used, used+got) {
+		if s.n.CompareAndSwap(used, used+got) {
 			return got
 		}
 	}
@@ -452,14 +493,13 @@ func (s *Store) sweep(sh *shard, now int64) int64 {
 	next := int64(math.MaxInt64)
 	for k, e := range sh.m {
 		if e.exp <= now {
-			delete(sh.m, k)
+			s.remove(sh, k, e)
 			removed++
 			continue
 		}
 		next = min(next, e.exp)
 	}
 	sh.minExp = next
-	s.n.Add(-removed)
 	return removed
 }
 
@@ -469,8 +509,7 @@ func (s *Store) sweepSome(sh *shard, now int64) {
 	seen := 0
 	for k, e := range sh.m {
 		if e.exp <= now {
-			delete(sh.m, k)
-			s.n.Add(-1)
+			s.remove(sh, k, e)
 		}
 		if seen++; seen == sweepSample {
 			return
@@ -500,9 +539,10 @@ func addShard(set []uint32, i uint32) []uint32 {
 
 // Refund applies refunds: a Rate key's arrival time moves back by Amount
 // (rounded down to whole µs), and the key is removed once that makes it full;
-// a Counter key is removed. Absent keys are left alone. An empty key, an
-// unknown kind or a negative amount is store.ErrBadBatch, and then no refund
-// is applied.
+// a Counter key is removed, or kept until at least Amount from now when the
+// refund confirms it. Absent keys are left alone. An empty key, an unknown
+// kind or a negative amount is store.ErrBadBatch, and then no refund is
+// applied.
 func (s *Store) Refund(ctx context.Context, refunds []store.Refund) error {
 	if err := store.ValidateRefunds(refunds); err != nil {
 		return fmt.Errorf("memstore: %w", err)
@@ -526,16 +566,21 @@ func (s *Store) refund(r *store.Refund) {
 	if !found {
 		return
 	}
-	if r.Kind == store.Rate && e.exp > now {
-		tat := e.v - min(int64(r.Amount/time.Microsecond), maxSpan)
-		if tat > now {
-			sh.m[r.Key] = entry{v: tat, exp: tat}
-			sh.minExp = min(sh.minExp, tat)
+	if e.exp > now {
+		switch {
+		case r.Kind == store.Rate:
+			tat := e.v - min(int64(r.Amount/time.Microsecond), maxSpan)
+			if tat > now {
+				s.set(sh, r.Key, entry{v: tat, exp: tat})
+				return
+			}
+		case r.Confirm:
+			e.exp = max(e.exp, now+min(micros(r.Amount), maxSpan))
+			s.set(sh, r.Key, e)
 			return
 		}
 	}
-	delete(sh.m, r.Key)
-	s.n.Add(-1)
+	s.remove(sh, r.Key, e)
 }
 
 // Delete removes keys; absent keys are ignored.
@@ -546,9 +591,8 @@ func (s *Store) Delete(ctx context.Context, keys ...string) error {
 	for _, k := range keys {
 		sh := &s.shards[s.shardOf(k)]
 		sh.mu.Lock()
-		if _, found := sh.m[k]; found {
-			delete(sh.m, k)
-			s.n.Add(-1)
+		if e, found := sh.m[k]; found {
+			s.remove(sh, k, e)
 		}
 		sh.mu.Unlock()
 	}
@@ -556,9 +600,11 @@ func (s *Store) Delete(ctx context.Context, keys ...string) error {
 }
 
 // MarkOnce sets key for ttl if it is not set, reports whether this call set
-// it and, when it did, applies refunds. While the store is full it sets
-// nothing, applies refunds all the same and is store.ErrFull. An empty key,
-// a ttl that is not positive or a bad refund is store.ErrBadBatch.
+// it and, when it did, applies refunds. A mark is kept: a full store evicts
+// anything else first to make room for it. Only a store full of other marks
+// and hard stops that eviction cannot reach sets nothing; it applies refunds
+// all the same and is store.ErrFull. An empty key, a ttl that is not
+// positive or a bad refund is store.ErrBadBatch.
 func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration, refunds ...store.Refund) (bool, error) {
 	if key == "" || ttl <= 0 {
 		return false, fmt.Errorf("memstore: mark once: %w", store.ErrBadBatch)
@@ -580,23 +626,36 @@ func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration, ref
 
 // mark sets key for ttl if it is not set, and reports whether it did.
 func (s *Store) mark(key string, ttl time.Duration) (bool, error) {
-	i := s.shardOf(key)
-	sh := &s.shards[i]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	now := s.now().UnixMicro()
-	e, found := sh.m[key]
-	if found && e.exp > now {
-		return false, nil
+	sh := &s.shards[s.shardOf(key)]
+	var held int64
+	for try := 0; ; try++ {
+		sh.mu.Lock()
+		now := s.now().UnixMicro()
+		e, found := sh.m[key]
+		if found && e.exp > now {
+			sh.mu.Unlock()
+			s.n.Add(-held)
+			return false, nil
+		}
+		if !found && held == 0 {
+			held = s.take(1)
+		}
+		if !found && held == 0 {
+			sh.mu.Unlock()
+			if try == roomTries {
+				return false, fmt.Errorf("memstore: mark once: %w", store.ErrFull)
+			}
+			held = s.makeRoom(1, now, true)
+			continue
+		}
+		if found {
+			s.n.Add(-held) // the expired mark's slot is reused
+		}
+		s.set(sh, key, entry{exp: now + min(micros(ttl), maxSpan), kept: true})
+		if !found {
+			s.sweepSome(sh, now)
+		}
+		sh.mu.Unlock()
+		return true, nil
 	}
-	if !found && s.claim(1, []uint32{i}, now, true) == 0 {
-		return false, fmt.Errorf("memstore: mark once: %w", store.ErrFull)
-	}
-	exp := now + min(micros(ttl), maxSpan)
-	sh.m[key] = entry{exp: exp}
-	sh.minExp = min(sh.minExp, exp)
-	if !found {
-		s.sweepSome(sh, now)
-	}
-	return true, nil
 }

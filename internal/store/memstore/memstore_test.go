@@ -12,6 +12,7 @@ import (
 
 	"github.com/guardian-sec/guardian/internal/store"
 	"github.com/guardian-sec/guardian/internal/store/storetest"
+	"github.com/guardian-sec/guardian/internal/testclock"
 )
 
 func TestConformance(t *testing.T) {
@@ -32,8 +33,8 @@ func TestConformanceOneShard(t *testing.T) {
 var start = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 
 // newTest returns a store configured by cfg, on a clock at start.
-func newTest(cfg Config) (*Store, *storetest.Clock) {
-	c := storetest.NewClock(start)
+func newTest(cfg Config) (*Store, *testclock.Clock) {
+	c := testclock.New(start)
 	cfg.Now = c.Now
 	return New(cfg), c
 }
@@ -154,74 +155,116 @@ func TestInsertSweepsAFewEntries(t *testing.T) {
 	}
 }
 
-func TestMaxKeys(t *testing.T) {
-	ctx := context.Background()
-	s, c := newTest(Config{MaxKeys: 10, Shards: 4})
+// TestFullEvictsSoonestToExpire: a new key in a full store takes the place
+// of the entry that expires soonest; one shard of MaxKeys entries makes the
+// sample the whole store, so the choice is exact.
+func TestFullEvictsSoonestToExpire(t *testing.T) {
+	s, _ := newTest(Config{MaxKeys: evictSample, Shards: 1})
 	key := func(i int) string { return fmt.Sprintf("account-%d", i) }
-	for i := range 10 {
-		do(t, s, rateOp(key(i), 1, time.Minute, 5))
+	// Key i holds i+1 units: it is full again after i+1 minutes.
+	for i := range evictSample {
+		do(t, s, rateOp(key(i), int64(i+1), time.Minute, 10))
 	}
-	checkLen(t, s, "filled", 10)
+	for i := range 3 {
+		if got := do(t, s, rateOp(fmt.Sprintf("new-%d", i), 5, time.Minute, 10))[0]; !got.Spent {
+			t.Fatalf("new key %d in a full store: %+v, want spent", i, got)
+		}
+	}
+	checkLen(t, s, "after three new keys", evictSample)
+	for i := range evictSample {
+		got := peek(t, s, rateOp(key(i), 0, time.Minute, 10))[0]
+		// Keys 0, 1 and 2 (1, 2 and 3 minutes) went first; the new keys
+		// hold 5 minutes, so key 3 (4 minutes) stays.
+		if gone := got.Remaining == 10; gone != (i < 3) {
+			t.Errorf("key %d (%d min): remaining %d; evicted %v, want %v", i, i+1, got.Remaining, gone, i < 3)
+		}
+	}
+}
 
-	fullRate := store.Result{RetryAfter: time.Minute, ResetAfter: time.Minute}
-	fullCounter := store.Result{RetryAfter: time.Second, ResetAfter: time.Second}
-	steps := []struct {
-		name string
-		peek bool
-		ops  []store.Op
-		want []store.Result
-	}{
-		{"new rate key", false, []store.Op{rateOp("new", 1, time.Minute, 5)}, []store.Result{fullRate}},
-		{"new counter key", false, []store.Op{counterOp("new", 1, 3, time.Hour)}, []store.Result{fullCounter}},
-		{"new key, peek", true, []store.Op{rateOp("new", 1, time.Minute, 5)}, []store.Result{fullRate}},
-		{"new key, cost zero", false, []store.Op{rateOp("new", 0, time.Minute, 5)}, []store.Result{{Allowed: true, Remaining: 5}}},
-		{"existing key with a new key", false,
-			[]store.Op{rateOp(key(0), 1, time.Minute, 5), rateOp("new", 1, time.Minute, 5)},
-			[]store.Result{{Allowed: true, Remaining: 4, ResetAfter: time.Minute}, fullRate}},
-		{"existing key with a new shadow key", false,
-			[]store.Op{rateOp(key(0), 1, time.Minute, 5), {Key: "new", Kind: store.Rate, Shadow: true, Cost: 1, Interval: 2 * time.Minute, Burst: 5}},
-			[]store.Result{{Allowed: true, Spent: true, Remaining: 3, ResetAfter: 2 * time.Minute}, {RetryAfter: 2 * time.Minute, ResetAfter: 2 * time.Minute}}},
-		{"existing key", false, []store.Op{rateOp(key(1), 1, time.Minute, 5)},
-			[]store.Result{{Allowed: true, Spent: true, Remaining: 3, ResetAfter: 2 * time.Minute}}},
+// TestFullPrefersExpired: an expired entry goes before a live one.
+func TestFullPrefersExpired(t *testing.T) {
+	s, c := newTest(Config{MaxKeys: 2, Shards: 1})
+	do(t, s, rateOp("short", 1, time.Second, 5))
+	do(t, s, rateOp("long", 1, time.Hour, 5))
+	c.Advance(2 * time.Second)
+	do(t, s, rateOp("new", 1, time.Hour, 5))
+	checkLen(t, s, "full", 2)
+	if got := peek(t, s, rateOp("long", 0, time.Hour, 5))[0]; got.Remaining != 4 {
+		t.Errorf("long-lived key: %+v, want kept with 4 left", got)
 	}
-	for _, st := range steps {
-		var got []store.Result
-		if st.peek {
-			got = peek(t, s, st.ops...)
-		} else {
-			got = do(t, s, st.ops...)
-		}
-		for i := range got {
-			if got[i] != st.want[i] {
-				t.Errorf("%s: op %d: got %+v, want %+v", st.name, i, got[i], st.want[i])
-			}
-		}
-	}
-	// Nothing can record the mark; its refund, which takes no room, is
-	// applied all the same.
-	refund := store.Refund{Key: key(1), Kind: store.Rate, Amount: time.Minute}
-	if ok, err := s.MarkOnce(ctx, "attempt", time.Hour, refund); !errors.Is(err, store.ErrFull) || ok {
-		t.Errorf("MarkOnce while full = %v, %v; want false, ErrFull", ok, err)
-	}
-	if got := peek(t, s, rateOp(key(1), 1, time.Minute, 5))[0]; got.Remaining != 4 {
-		t.Errorf("refund of a MarkOnce while full: %+v, want 4 left", got)
-	}
-	do(t, s, rateOp(key(1), 1, time.Minute, 5)) // spent again: the state as before
-	checkLen(t, s, "still full", 10)
+}
 
-	// Keys 2…9 are full again a minute later; Sweep makes room for 8.
-	c.Advance(time.Minute)
-	s.Sweep()
-	checkLen(t, s, "after Sweep", 2)
-	for i := range 8 {
-		if got := do(t, s, rateOp(key(100+i), 1, time.Minute, 5))[0]; !got.Spent {
-			t.Errorf("new key %d after Sweep: %+v, want spent", i, got)
+// TestFullKeepsHardStops: a flood of new keys never evicts a Counter at its
+// limit, and is never refused while anything else can go.
+func TestFullKeepsHardStops(t *testing.T) {
+	s, _ := newTest(Config{MaxKeys: 40, Shards: 4})
+	const stops = 30
+	stop := func(i int) store.Op { return counterOp(fmt.Sprintf("stop-%d", i), 1, 1, time.Hour) }
+	for i := range stops {
+		do(t, s, stop(i))
+	}
+	for i := range 1000 {
+		if got := do(t, s, rateOp(fmt.Sprintf("flood-%d", i), 1, time.Minute, 5), counterOp(fmt.Sprintf("flood-count-%d", i), 1, 100, time.Hour)); !got[0].Spent || !got[1].Spent {
+			t.Fatalf("flood check %d: %+v, want spent", i, got)
 		}
 	}
-	if got := do(t, s, rateOp("new", 1, time.Minute, 5))[0]; got != fullRate {
-		t.Errorf("new key when full again: got %+v, want %+v", got, fullRate)
+	checkLen(t, s, "after the flood", 40)
+	for i := range stops {
+		if got := peek(t, s, stop(i))[0]; got.Allowed || got.Count != 1 {
+			t.Errorf("hard stop %d after the flood: %+v, want still at its limit", i, got)
+		}
 	}
-	checkLen(t, s, "full again", 10)
+}
+
+// TestFullOfKeptEntries: when everything left is kept, an op on a new key is
+// denied and nothing of its batch is spent, while a mark still finds room.
+func TestFullOfKeptEntries(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newTest(Config{MaxKeys: 2})
+	do(t, s, counterOp("stop-a", 1, 1, time.Hour))
+	do(t, s, counterOp("stop-b", 1, 1, time.Hour))
+	got := do(t, s,
+		rateOp("existing-none", 1, time.Minute, 5),
+		store.Op{Key: "shadow", Kind: store.Rate, Shadow: true, Cost: 1, Interval: 2 * time.Minute, Burst: 5},
+		counterOp("new-count", 1, 3, time.Hour))
+	want := []store.Result{
+		{RetryAfter: time.Minute, ResetAfter: time.Minute},
+		{RetryAfter: 2 * time.Minute, ResetAfter: 2 * time.Minute},
+		{RetryAfter: time.Second, ResetAfter: time.Second},
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("op %d: got %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if got := do(t, s, rateOp("new", 0, time.Minute, 5))[0]; got != (store.Result{Allowed: true, Remaining: 5}) {
+		t.Errorf("cost zero on a new key: %+v, want allowed, nothing spent", got)
+	}
+	if ok, err := s.MarkOnce(ctx, "attempt", time.Hour); !ok || err != nil {
+		t.Errorf("MarkOnce in a store full of hard stops = %v, %v; want true", ok, err)
+	}
+	checkLen(t, s, "still full", 2)
+}
+
+// TestMarkOnceSurvivesFlood: a mark is kept through a flood of new keys, so
+// a second report is refused however full the store gets.
+func TestMarkOnceSurvivesFlood(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newTest(Config{MaxKeys: 16, Shards: 2})
+	for i := range 16 {
+		do(t, s, rateOp(fmt.Sprintf("account-%d", i), 1, time.Minute, 5))
+	}
+	refund := store.Refund{Key: "account-3", Kind: store.Rate, Amount: time.Minute}
+	if ok, err := s.MarkOnce(ctx, "attempt", time.Hour, refund); !ok || err != nil {
+		t.Fatalf("MarkOnce in a full store = %v, %v; want true", ok, err)
+	}
+	for i := range 500 {
+		do(t, s, rateOp(fmt.Sprintf("flood-%d", i), 1, time.Minute, 5))
+	}
+	if ok, err := s.MarkOnce(ctx, "attempt", time.Hour); ok || err != nil {
+		t.Errorf("second MarkOnce after the flood = %v, %v; want false", ok, err)
+	}
+	checkLen(t, s, "full", 16)
 }
 
 func TestMaxKeysSweepsWhenFull(t *testing.T) {
@@ -237,32 +280,32 @@ func TestMaxKeysSweepsWhenFull(t *testing.T) {
 			t.Fatalf("new key %d: %+v, want spent", i, got)
 		}
 	}
-	checkLen(t, s, "after replacing every key", 20)
-	if got := do(t, s, rateOp("one-too-many", 1, time.Minute, 5))[0]; got.Spent || got.Allowed {
-		t.Errorf("one key too many: %+v, want exhausted", got)
+	if got := s.Len(); got > 20 {
+		t.Errorf("after replacing every key: Len = %d, want at most 20", got)
 	}
-}
-
-func TestMaxKeysBatchShort(t *testing.T) {
-	s, _ := newTest(Config{MaxKeys: 3})
-	do(t, s, rateOp("a", 1, time.Minute, 5), rateOp("b", 1, time.Minute, 5))
-	// Room for one new key, and a batch needing two: nothing is spent.
-	got := do(t, s, rateOp("a", 1, time.Minute, 5), rateOp("c", 1, time.Minute, 5), rateOp("d", 1, time.Minute, 5))
-	want := []store.Result{
-		{Allowed: true, Remaining: 4, ResetAfter: time.Minute},
-		{Allowed: true, Remaining: 5},
-		{RetryAfter: time.Minute, ResetAfter: time.Minute},
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("op %d: got %+v, want %+v", i, got[i], want[i])
+	for i := range 20 {
+		if got := do(t, s, rateOp(fmt.Sprintf("more-%d", i), 1, time.Minute, 5))[0]; !got.Spent {
+			t.Errorf("key %d more: %+v, want spent in place of an evicted one", i, got)
 		}
 	}
-	checkLen(t, s, "after the batch", 2)
-	if got := do(t, s, rateOp("c", 1, time.Minute, 5))[0]; !got.Spent {
-		t.Errorf("the one key there is room for: %+v, want spent", got)
+	checkLen(t, s, "after 20 more", 20)
+}
+
+// TestCounterConfirm: a confirming refund keeps a count and lengthens its
+// life; a spend never shortens it.
+func TestCounterConfirm(t *testing.T) {
+	ctx := context.Background()
+	s, c := newTest(Config{})
+	op := counterOp("count", 1, 100, 20*time.Minute)
+	do(t, s, op)
+	if err := s.Refund(ctx, []store.Refund{{Key: "count", Kind: store.Counter, Confirm: true, Amount: 24 * time.Hour}}); err != nil {
+		t.Fatal(err)
 	}
-	checkLen(t, s, "full", 3)
+	c.Advance(time.Hour)
+	got := do(t, s, op)[0]
+	if got.Count != 2 || got.ResetAfter != 23*time.Hour {
+		t.Errorf("after confirm and an hour: %+v, want count 2, reset after 23h", got)
+	}
 }
 
 func TestShardCount(t *testing.T) {
@@ -629,4 +672,42 @@ func BenchmarkDoParallel(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// TestFullConcurrentFlood: concurrent floods of new keys stay within the
+// bound, never evict a hard stop, and are never refused.
+func TestFullConcurrentFlood(t *testing.T) {
+	s, _ := newTest(Config{MaxKeys: 64, Shards: 8})
+	const stops = 16
+	stop := func(i int) store.Op { return counterOp(fmt.Sprintf("stop-%d", i), 1, 1, time.Hour) }
+	for i := range stops {
+		do(t, s, stop(i))
+	}
+	var refused atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 500 {
+				res := make([]store.Result, 2)
+				ops := []store.Op{rateOp(fmt.Sprintf("flood-%d-%d", g, i), 1, time.Minute, 5), rateOp(fmt.Sprintf("flood-%d-%d-ip", g, i), 1, time.Minute, 5)}
+				if err := s.Do(context.Background(), ops, res); err != nil || !res[0].Spent || !res[1].Spent {
+					refused.Add(1)
+				}
+				if n := s.Len(); n > 64 {
+					t.Errorf("Len %d above MaxKeys 64", n)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := refused.Load(); n != 0 {
+		t.Errorf("%d flood checks refused, want none", n)
+	}
+	for i := range stops {
+		if got := peek(t, s, stop(i))[0]; got.Count != 1 {
+			t.Errorf("hard stop %d after the flood: %+v, want kept", i, got)
+		}
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/store"
 	"github.com/guardian-sec/guardian/internal/store/redisstore"
 	"github.com/guardian-sec/guardian/internal/store/storetest"
+	"github.com/guardian-sec/guardian/internal/testclock"
 )
 
 // Keys of two subjects, an account and an IP prefix, as one login check
@@ -33,11 +34,10 @@ func TestCluster(t *testing.T) {
 	if _, ok := c.(*redis.ClusterClient); !ok {
 		t.Fatalf("Open(%q) is a %T, want a cluster client", cl.Addrs(), c)
 	}
-	// The hashes of the test keys must span masters for the cross-slot
+	// The test keys must span masters for the cross-slot
 	// tests to mean anything.
 	masterOf := func(key string) string {
-		hash, _ := redisstore.Locate(key)
-		n, err := c.(*redis.ClusterClient).MasterForKey(context.Background(), hash)
+		n, err := c.(*redis.ClusterClient).MasterForKey(context.Background(), key)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +101,7 @@ func TestCluster(t *testing.T) {
 // computes, so no script ever touches two slots.
 func testSlotMatchesKeyslot(t *testing.T, c redis.UniversalClient) {
 	ctx := context.Background()
-	clk := storetest.NewClock(t0)
+	clk := testclock.New(t0)
 	s := redisstore.New(c, redisstore.Config{Now: clk.Now})
 	// Ten subjects, each with two rules, in one batch: the store must split
 	// it by slot or Redis refuses the script with CROSSSLOT.
@@ -143,7 +143,7 @@ func testSlotMatchesKeyslot(t *testing.T, c redis.UniversalClient) {
 // testCrossSlotDenied: a batch over two masters whose IP budget is spent
 // leaves the account's keys exactly as they were, and reports them as found.
 func testCrossSlotDenied(t *testing.T, c redis.UniversalClient) {
-	clk := storetest.NewClock(t0)
+	clk := testclock.New(t0)
 	s := redisstore.New(c, redisstore.Config{Now: clk.Now})
 
 	// The account has some history; the IP prefix is out of budget.
@@ -248,7 +248,7 @@ func testCrossSlotOneRoundTrip(t *testing.T, cl *redistest.Cluster) {
 // batch still runs, and is decided once.
 func testClusterScriptFlush(t *testing.T, c redis.UniversalClient) {
 	ctx := context.Background()
-	clk := storetest.NewClock(t0)
+	clk := testclock.New(t0)
 	s := redisstore.New(c, redisstore.Config{Now: clk.Now})
 	batch := []store.Op{rate(acctRate, 1, time.Minute, 5), rate(ipRate, 1, time.Minute, 5)}
 	do(t, s, batch...)
@@ -328,7 +328,7 @@ func testConcurrentCrossSlot(t *testing.T, cl *redistest.Cluster) {
 // testClusterDeleteRefund: Delete and Refund take keys of many slots at once.
 func testClusterDeleteRefund(t *testing.T, c redis.UniversalClient) {
 	ctx := context.Background()
-	clk := storetest.NewClock(t0)
+	clk := testclock.New(t0)
 	s := redisstore.New(c, redisstore.Config{Now: clk.Now})
 	var keys []string
 	var refunds []store.Refund

@@ -4,15 +4,16 @@
 -- denies the batch. Shadow ops are spent whenever they fit on their own.
 -- Every time value is whole microseconds.
 --
--- KEYS[i], ARGV[1+i]  the hash and field of op i (all hashes share one
---              cluster slot); ARGV[1] is the time (see prelude.lua)
+-- KEYS[i]      the key of op i (all share one cluster slot); ARGV[1] is the
+--              time (see prelude.lua)
 -- ARGV[base+1] "do" spends, "peek" only evaluates
 -- ARGV[base+2+7(i-1)..]  op i: kind ("r" rate, "c" counter), role
 --              ("enforce", "soft" or "shadow"), cost, interval, burst,
 --              limit, hold
 --
--- A rate field holds its theoretical arrival time (TAT). A counter field
--- holds "count:deadline", the deadline being when the count is forgotten.
+-- A rate key holds its theoretical arrival time (TAT). A counter key holds
+-- "count:deadline", the deadline being when the count is forgotten; a spend
+-- keeps the later of that deadline and now + hold.
 --
 -- Reply: six integers per op: allowed, spent, remaining, retry after,
 -- reset after, count.
@@ -51,11 +52,10 @@ for i = 1, #KEYS do
     o.count = 0
     o.deadline = now
     if v then
-      local c, d = string.match(v, '^(%d+):(%d+)$')
+      local c, d = counterState(v)
       if not c then
         return redis.error_reply('guardian: bad counter state')
       end
-      c, d = tonumber(c), tonumber(d)
       if d > now then
         o.count, o.deadline = c, d
       end
@@ -90,12 +90,15 @@ for i, o in ipairs(ops) do
     reset = tat - now
   else
     count = o.count
-    reset = o.deadline - now
+    local deadline = o.deadline
     if spent then
       count = o.count + o.cost
-      reset = o.hold
-      put(i, int(count) .. ':' .. int(now + o.hold), now + o.hold)
+      if now + o.hold > deadline then
+        deadline = now + o.hold
+      end
+      put(i, int(count) .. ':' .. int(deadline), deadline)
     end
+    reset = deadline - now
     remaining = o.limit - count
     if remaining < 0 then
       remaining = 0

@@ -10,7 +10,6 @@ import (
 
 	"github.com/guardian-sec/guardian/internal/redistest"
 	"github.com/guardian-sec/guardian/internal/store"
-	"github.com/guardian-sec/guardian/internal/store/redisstore"
 	"github.com/guardian-sec/guardian/internal/store/storetest"
 )
 
@@ -97,13 +96,12 @@ func flush(tb testing.TB, c redis.UniversalClient) {
 // there is one.
 func state(tb testing.TB, c redis.UniversalClient, key string) (string, bool) {
 	tb.Helper()
-	hash, field := redisstore.Locate(key)
-	v, err := c.HGet(context.Background(), hash, field).Result()
+	v, err := c.Get(context.Background(), key).Result()
 	if err == redis.Nil {
 		return "", false
 	}
 	if err != nil {
-		tb.Fatalf("HGET %s %s: %v", hash, field, err)
+		tb.Fatalf("GET %s: %v", key, err)
 	}
 	return v, true
 }
@@ -111,19 +109,17 @@ func state(tb testing.TB, c redis.UniversalClient, key string) (string, bool) {
 // setState writes v where key's state lives, as if the scripts had.
 func setState(tb testing.TB, c redis.UniversalClient, key, v string) {
 	tb.Helper()
-	hash, field := redisstore.Locate(key)
-	if err := c.HSet(context.Background(), hash, field, v).Err(); err != nil {
-		tb.Fatalf("HSET %s %s: %v", hash, field, err)
+	if err := c.Set(context.Background(), key, v, time.Hour).Err(); err != nil {
+		tb.Fatalf("SET %s: %v", key, err)
 	}
 }
 
-// hashTTL returns the PTTL of the hash that holds key's state.
-func hashTTL(tb testing.TB, c redis.UniversalClient, key string) time.Duration {
+// keyTTL returns the PTTL of key.
+func keyTTL(tb testing.TB, c redis.UniversalClient, key string) time.Duration {
 	tb.Helper()
-	hash, _ := redisstore.Locate(key)
-	ttl, err := c.PTTL(context.Background(), hash).Result()
+	ttl, err := c.PTTL(context.Background(), key).Result()
 	if err != nil {
-		tb.Fatalf("PTTL %s: %v", hash, err)
+		tb.Fatalf("PTTL %s: %v", key, err)
 	}
 	return ttl
 }

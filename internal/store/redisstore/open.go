@@ -263,23 +263,31 @@ func orDefault[T comparable](v, d T) T {
 
 // tune applies guardian's client defaults to the fields every go-redis
 // options type has, where the URL set none.
-func tune(dial, read, write, pool *time.Duration, minIdle *int, ctxTimeout *bool) {
+//
+// A call is never retried within itself (retries, dialRetries): the
+// deadline is a few milliseconds, shorter than any backoff, so a retry only
+// hides why the call failed behind "deadline exceeded" (a refused
+// connection would count as a timeout), and a retried spend could spend
+// twice. The next call dials again.
+func tune(dial, read, write, pool *time.Duration, minIdle, retries, dialRetries *int, ctxTimeout *bool) {
 	*dial = orDefault(*dial, dialTimeout)
 	*read = orDefault(*read, ioTimeout)
 	*write = orDefault(*write, ioTimeout)
 	*pool = orDefault(*pool, poolTimeout)
 	*minIdle = orDefault(*minIdle, minIdleConns)
+	*retries = orDefault(*retries, -1)
+	*dialRetries = orDefault(*dialRetries, 1)
 	*ctxTimeout = true
 }
 
 func tuneOptions(o *redis.Options) {
-	tune(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout, &o.MinIdleConns, &o.ContextTimeoutEnabled)
+	tune(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout, &o.MinIdleConns, &o.MaxRetries, &o.DialerRetries, &o.ContextTimeoutEnabled)
 }
 
 func tuneClusterOptions(o *redis.ClusterOptions) {
-	tune(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout, &o.MinIdleConns, &o.ContextTimeoutEnabled)
+	tune(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout, &o.MinIdleConns, &o.MaxRetries, &o.DialerRetries, &o.ContextTimeoutEnabled)
 }
 
 func tuneFailoverOptions(o *redis.FailoverOptions) {
-	tune(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout, &o.MinIdleConns, &o.ContextTimeoutEnabled)
+	tune(&o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout, &o.PoolTimeout, &o.MinIdleConns, &o.MaxRetries, &o.DialerRetries, &o.ContextTimeoutEnabled)
 }

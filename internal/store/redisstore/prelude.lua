@@ -1,24 +1,18 @@
 -- guardian: what every script shares, run before the script's own text.
 --
--- State lives in hashes. The key guardian gives the store, P{tag}S, is kept
--- as field tag[3:] of the hash P{tag[1:2]}S (a key without a longer tag is
--- field "" of a hash of its own name): the subjects whose hashed names start
--- alike share one small hash, which Redis stores far more compactly than a
--- key each. Every value ends in the deadline, in microseconds, after which it
--- means nothing: a rate value is its arrival time, a counter
--- "count:deadline", a mark its deadline.
---
--- A field past its deadline reads as absent, and every other new field (by
--- the clock's last digit) sweeps a sample of six neighbours, taking out
--- those past theirs: on average three looked at per new field keep the stale
--- fields of a busy hash under a third of it, at half the script calls of a
--- sweep per new field. A hash expires after its latest deadline: when a
--- write outlives the hash's TTL, the TTL is set a quarter beyond the write's
--- deadline, so that the writes that follow soon need no PEXPIRE of their
--- own.
+-- Every store key is a Redis key of its own: a plain string whose value ends
+-- in its deadline, in microseconds, after which it means nothing. A rate
+-- value is its arrival time (which is its deadline), a counter
+-- "count:deadline", a mark its deadline. Each write sets the key's expiry
+-- (PX) just past that deadline (a mark's later, see once.lua), so idle
+-- state leaves Redis on its own, and no script reads a TTL: the deadline in
+-- the value decides, by the same clock as every limit (a test's override
+-- included). Under maxmemory with
+-- volatile-ttl, Redis evicts the keys that expire soonest first, which are
+-- the least confirmed: unconfirmed state is short-lived, and a count is held
+-- longer the higher it is.
 --
 -- ARGV[1]      the time; empty reads the store's own TIME (tests override it)
--- ARGV[1+i]    the field of KEYS[i]
 -- ARGV[base+k] the script's own arguments, k from 1
 
 local now
@@ -28,55 +22,44 @@ if ARGV[1] == '' then
 else
   now = tonumber(ARGV[1])
 end
-local base = 1 + #KEYS
+local base = 1
 
 local function int(x)
   return string.format('%d', x)
 end
 
--- sweepEvery and sweepSample: one new field in sweepEvery looks at
--- sweepSample neighbours.
-local sweepEvery, sweepSample = 2, 6
-
-local function deadline(v)
-  return tonumber(string.match(v, '(%d+)$'))
-end
-
--- get returns the value of op i, or false.
+-- get returns the value of key i, or false.
 local function get(i)
-  return redis.call('HGET', KEYS[i], ARGV[1 + i])
+  return redis.call('GET', KEYS[i])
 end
 
--- put sets op i to v until its deadline d (microseconds, after now).
+-- put sets key i to v, expiring at d (microseconds, after now): its
+-- deadline, or for a mark later (once.lua). PX is whole milliseconds: one
+-- more keeps the expiry strictly past d.
 local function put(i, v, d)
-  local key = KEYS[i]
-  if redis.call('HSET', key, ARGV[1 + i], v) == 1 and now % sweepEvery == 0 then
-    local s = redis.call('HRANDFIELD', key, sweepSample, 'WITHVALUES')
-    for j = 1, #s, 2 do
-      local sd = deadline(s[j + 1])
-      if sd and sd <= now then
-        redis.call('HDEL', key, s[j])
-      end
-    end
-  end
-  -- PTTL is truncated to the millisecond: one more keeps the hash's expiry
-  -- strictly past d.
-  local ms = math.ceil((d - now) / 1000) + 1
-  if redis.call('PTTL', key) < ms then
-    redis.call('PEXPIRE', key, ms + math.floor(ms / 4))
-  end
+  redis.call('SET', KEYS[i], v, 'PX', math.ceil((d - now) / 1000) + 1)
 end
 
--- forget removes op i; it replies 1 when it was there.
+-- forget removes key i; it replies 1 when it was there.
 local function forget(i)
-  return redis.call('HDEL', KEYS[i], ARGV[1 + i])
+  return redis.call('DEL', KEYS[i])
 end
 
--- giveBack applies give-back entries to ops first..#KEYS, entry i's how and
+-- counterState parses a counter value: its count and deadline, or nil.
+local function counterState(v)
+  local c, d = string.match(v, '^(%d+):(%d+)$')
+  if not c then
+    return nil
+  end
+  return tonumber(c), tonumber(d)
+end
+
+-- giveBack applies give-back entries to keys first..#KEYS, entry i's how and
 -- amount at ARGV[at+2(i-first)] and the one after: "r" takes microseconds
--- off a rate field's arrival time, "c" takes units off a counter, "x"
--- forgets. A field that no longer exists is left alone; state never goes
--- below empty. It returns how many fields changed, or nil and an error.
+-- off a rate key's arrival time, "c" takes units off a counter, "k" keeps a
+-- counter until at least amount microseconds from now (a confirmed count),
+-- "x" forgets. A key that no longer exists is left alone; state never goes
+-- below empty. It returns how many keys changed, or nil and an error.
 local function giveBack(first, at)
   local changed = 0
   for i = first, #KEYS do
@@ -100,15 +83,22 @@ local function giveBack(first, at)
             put(i, int(tat), tat)
           end
         else
-          local c, d = string.match(v, '^(%d+):(%d+)$')
+          local c, d = counterState(v)
           if not c then
             return nil, 'guardian: bad counter state'
           end
-          c, d = tonumber(c) - amount, tonumber(d)
-          if c <= 0 or d <= now then
-            forget(i)
+          if how == 'k' then
+            if d > now and now + amount > d then
+              d = now + amount
+              put(i, int(c) .. ':' .. int(d), d)
+            end
           else
-            put(i, int(c) .. ':' .. int(d), d)
+            c = c - amount
+            if c <= 0 or d <= now then
+              forget(i)
+            else
+              put(i, int(c) .. ':' .. int(d), d)
+            end
           end
         end
       end

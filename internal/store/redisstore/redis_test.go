@@ -14,6 +14,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/store"
 	"github.com/guardian-sec/guardian/internal/store/redisstore"
 	"github.com/guardian-sec/guardian/internal/store/storetest"
+	"github.com/guardian-sec/guardian/internal/testclock"
 )
 
 // TestRedis runs everything that needs a single Redis against one
@@ -58,10 +59,6 @@ func TestRedis(t *testing.T) {
 		flush(t, c)
 		testBadState(t, c)
 	})
-	t.Run("sweep", func(t *testing.T) {
-		flush(t, c)
-		testSweep(t, c)
-	})
 	t.Run("long_hold", func(t *testing.T) {
 		flush(t, c)
 		testLongHold(t, c)
@@ -91,29 +88,24 @@ func testOneCallPerBatch(t *testing.T, node *redis.Client) {
 		rate("guardian:v2:{ip}:login-ip", 1, 20*time.Second, 30),
 		counter("guardian:v2:{acct}:hard-stop", 1, 100, 90*24*time.Hour),
 	}
-	do(t, s, batch...) // loads the script, creates the fields
-	// A spend writes each field and reads its hash's TTL; the TTL is
-	// extended only when the write outlives it, which the first write did.
-	spent := map[string]int64{"evalsha": 1, "time": 1, "hget": 3, "hset": 3, "pttl": 3}
-	denied := map[string]int64{"evalsha": 1, "time": 1, "hget": 3}
+	do(t, s, batch...) // loads the script, creates the keys
+	// A spend reads each key and writes it with its expiry; nothing else.
+	spent := map[string]int64{"evalsha": 1, "time": 1, "get": 3, "set": 3}
+	denied := map[string]int64{"evalsha": 1, "time": 1, "get": 3}
 	for i, want := range []map[string]int64{spent, spent, spent, denied} {
 		before := redistest.CommandStats(t, node)
 		sent.take()
 		res := do(t, s, batch...)
 		cmds, roundTrips := sent.take()
 		got := redistest.Ran(before, redistest.CommandStats(t, node))
-		if res[0].Spent != (want["hset"] > 0) {
-			t.Errorf("call %d: spent %v, want %v", i, res[0].Spent, want["hset"] > 0)
+		if res[0].Spent != (want["set"] > 0) {
+			t.Errorf("call %d: spent %v, want %v", i, res[0].Spent, want["set"] > 0)
 		}
 		if cmds != 1 || roundTrips != 1 {
 			t.Errorf("call %d: sent %d commands in %d round trips, want 1 in 1", i, cmds, roundTrips)
 		}
-		if n := got["pexpire"]; n > want["hset"] {
-			t.Errorf("call %d: %d PEXPIRE for %d writes", i, n, want["hset"])
-		}
-		delete(got, "pexpire")
 		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("call %d: Redis ran %v (PEXPIRE aside), want %v", i, got, want)
+			t.Errorf("call %d: Redis ran %v, want %v", i, got, want)
 		}
 	}
 }
@@ -122,7 +114,7 @@ func testOneCallPerBatch(t *testing.T, node *redis.Client) {
 // again and every call still works.
 func testScriptFlush(t *testing.T, node *redis.Client) {
 	ctx := context.Background()
-	clk := storetest.NewClock(t0)
+	clk := testclock.New(t0)
 	s := redisstore.New(node, redisstore.Config{Now: clk.Now})
 	op := rate("guardian:v2:{acct}:login-account", 1, time.Minute, 5)
 	cnt := counter("guardian:v2:{acct}:hard-stop", 1, 100, time.Hour)
@@ -185,8 +177,8 @@ func testRedisClock(t *testing.T, c redis.UniversalClient) {
 		t.Errorf("counter: got %+v, want spent, count 1, reset after 1h", res[1])
 	}
 	for key, want := range map[string]time.Duration{r: 3 * time.Minute, k: time.Hour} {
-		if ttl := hashTTL(t, c, key); ttl <= want-5*time.Second || ttl > want*5/4+2*time.Millisecond {
-			t.Errorf("PTTL of the hash of %s = %v, want from just under %v to a quarter more", key, ttl, want)
+		if ttl := keyTTL(t, c, key); ttl <= want-5*time.Second || ttl > want+2*time.Millisecond {
+			t.Errorf("PTTL of %s = %v, want just under %v", key, ttl, want)
 		}
 	}
 
@@ -275,10 +267,10 @@ func testEveryKeyExpires(t *testing.T, c redis.UniversalClient) {
 func testBadState(t *testing.T, c redis.UniversalClient) {
 	ctx := context.Background()
 	s := redisstore.New(c, redisstore.Config{})
-	// A field holding garbage, and a key of another type where a hash
+	// A key holding garbage, and a key of another type where a string
 	// should be.
 	setState(t, c, "guardian:v2:{xyz}:r", "garbage")
-	if err := c.Set(ctx, "guardian:v2:{x}:s", "v", time.Minute).Err(); err != nil {
+	if err := c.HSet(ctx, "guardian:v2:{x}:s", "f", "v").Err(); err != nil {
 		t.Fatal(err)
 	}
 	for _, op := range []store.Op{
@@ -304,49 +296,6 @@ func testBadState(t *testing.T, c redis.UniversalClient) {
 	}
 }
 
-// testSweep: subjects that start alike share a hash; new fields sweep out
-// neighbours past their deadline and never one that is live.
-func testSweep(t *testing.T, c redis.UniversalClient) {
-	ctx := context.Background()
-	// An even microsecond: every new field sweeps.
-	clk := storetest.NewClock(t0)
-	s := redisstore.New(c, redisstore.Config{Now: clk.Now})
-	fill := func(prefix string) {
-		t.Helper()
-		for i := range 100 {
-			do(t, s, rate(fmt.Sprintf("guardian:v2:{zz%s%03d}:r", prefix, i), 1, time.Second, 1))
-		}
-	}
-	size := func() int64 {
-		t.Helper()
-		n, err := c.HLen(ctx, "guardian:v2:{zz}:r").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-
-	fill("a")
-	fill("b") // every neighbour is live
-	if n := size(); n != 200 {
-		t.Fatalf("200 live subjects in one hash: %d fields, want 200 (a sweep took a live one)", n)
-	}
-
-	clk.Set(t0.Add(time.Hour)) // all 200 past their deadline
-	fill("c")
-	// Each of the 100 new fields looked at six of its neighbours: on
-	// average a tenth of a stale field is left (simulated: 3 at most in
-	// 20,000 runs), 20 would mean the sweep is broken.
-	if n := size(); n < 100 || n > 120 {
-		t.Errorf("after 100 new fields among 200 stale ones: %d fields, want 100 and at most a few stale", n)
-	}
-	for i := range 100 {
-		if _, ok := state(t, c, fmt.Sprintf("guardian:v2:{zzc%03d}:r", i)); !ok {
-			t.Fatalf("new field c%03d swept, want kept", i)
-		}
-	}
-}
-
 // testLongHold: the 90-day hold of the hard stop is kept in full.
 func testLongHold(t *testing.T, c redis.UniversalClient) {
 	const hold = 90 * 24 * time.Hour
@@ -356,8 +305,8 @@ func testLongHold(t *testing.T, c redis.UniversalClient) {
 	if got, want := res[0], (store.Result{Allowed: true, Spent: true, ResetAfter: hold, Count: 100}); got != want {
 		t.Errorf("got %+v, want %+v", got, want)
 	}
-	if ttl := hashTTL(t, c, k); ttl <= hold-time.Minute || ttl > hold*5/4+2*time.Millisecond {
-		t.Errorf("PTTL of the hash = %v, want from just under %v to a quarter more", ttl, hold)
+	if ttl := keyTTL(t, c, k); ttl <= hold-time.Minute || ttl > hold+2*time.Millisecond {
+		t.Errorf("PTTL = %v, want just under %v", ttl, hold)
 	}
 }
 

@@ -1,7 +1,6 @@
 package redisstore
 
 import (
-	"strings"
 	"testing"
 )
 
@@ -78,54 +77,4 @@ func TestGroupBySlot(t *testing.T) {
 			}
 		}
 	}
-}
-
-func TestLocate(t *testing.T) {
-	tests := []struct{ key, hash, field string }{
-		{"guardian:v2:{abcdef}:login-account", "guardian:v2:{ab}:login-account", "cdef"},
-		{"guardian:v2:{abc}:hard-stop", "guardian:v2:{ab}:hard-stop", "c"},
-		{"guardian:v2:{ab}:r", "guardian:v2:{ab}:r", ""},
-		{"guardian:v2:{a}:r", "guardian:v2:{a}:r", ""},
-		{"guardian:v2:{}:r", "guardian:v2:{}:r", ""},
-		{"plain", "plain", ""},
-		{"x{abc", "x{abc", ""},
-		{"{abc}{def}", "{ab}{def}", "c"},
-	}
-	for _, tt := range tests {
-		got := locate(tt.key)
-		if got.hash != tt.hash || got.field != tt.field {
-			t.Errorf("locate(%q) = %q, %q; want %q, %q", tt.key, got.hash, got.field, tt.hash, tt.field)
-		}
-	}
-	a, b := locate("guardian:v2:{h1xyz}:login-account"), locate("guardian:v2:{h1xyz}:hard-stop")
-	if slot(a.hash) != slot(b.hash) {
-		t.Errorf("one subject's rules in hashes of slots %d and %d, want one slot", slot(a.hash), slot(b.hash))
-	}
-}
-
-// FuzzLocate: locate loses nothing (the key comes back from its hash and
-// field, so no two keys share a field), and a key's hash is in the slot of
-// the first characters of its tag, so that every rule of one subject shares
-// a slot.
-func FuzzLocate(f *testing.F) {
-	for _, k := range []string{"guardian:v2:{AbCdEfGhIjKlMnOpQrStUv}:login-account", "{ab}", "{abc}x", "x{", "{}", "", "{a}}{bc}", "{\xff\xfe\xfd}"} {
-		f.Add(k)
-	}
-	f.Fuzz(func(t *testing.T, key string) {
-		l := locate(key)
-		back := l.hash
-		if l.field != "" {
-			i := strings.IndexByte(l.hash, '{') + 1 + bucketLen
-			back = l.hash[:i] + l.field + l.hash[i:]
-		}
-		if back != key {
-			t.Fatalf("locate(%q) = %q, %q, which make %q", key, l.hash, l.field, back)
-		}
-		if l.field != "" {
-			i := strings.IndexByte(key, '{') + 1
-			if want := int(crc16(key[i:i+bucketLen])) % slotCount; slot(l.hash) != want {
-				t.Fatalf("locate(%q): hash %q in slot %d, want %d, the slot of the tag's first characters", key, l.hash, slot(l.hash), want)
-			}
-		}
-	})
 }

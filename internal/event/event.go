@@ -1,4 +1,9 @@
-package replay
+// Package event is guardian's replay format: one JSON object per line, a
+// check with the fields of POST /v1/check that decide it or a report naming
+// its check, as the decision log writes them (package decisionlog) and
+// guardian replay reads them (package replay). Event and Parse say what a
+// line holds, for those who write events by hand.
+package event
 
 import (
 	"bytes"
@@ -14,8 +19,9 @@ import (
 	"github.com/guardian-sec/guardian/internal/rules"
 )
 
-// Errors of a line that cannot be replayed. Every such error Run reports
-// wraps one of them; the line is skipped and counted as malformed.
+// Errors of a line that is not an event. Every error Parse returns wraps
+// one of them. Their text names the replay format, as guardian replay
+// prints it.
 var (
 	// ErrMalformed reports a line that is not one event of the replay
 	// format: not a JSON object, an unknown or missing field, a bad
@@ -24,16 +30,12 @@ var (
 	// ErrUnknownType reports an event whose type is neither check nor
 	// report.
 	ErrUnknownType = errors.New("replay: unknown event type")
-	// ErrRejected reports a check the engine refused, as guardian would
-	// have answered it with a 400: an invalid ip, account or recipient, a
-	// cost out of range, otp_send without a recipient.
-	ErrRejected = errors.New("replay: check rejected")
 )
 
-// Kind is the type of a replay event.
+// Kind is the type of an event.
 type Kind string
 
-// The event types of the replay format.
+// The event types.
 const (
 	// Check is a check, as POST /v1/check received it.
 	Check Kind = "check"
@@ -45,7 +47,7 @@ const (
 // with milliseconds. Any RFC 3339 timestamp is read.
 const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
 
-// Event is one line of the replay format (CONTRACT.md section 6): a check
+// Event is one line of the replay format: a check
 // with the fields of POST /v1/check that decide it, or a report naming the
 // ID of its check.
 type Event struct {
@@ -65,6 +67,14 @@ type Event struct {
 
 	// Outcome is a report's outcome.
 	Outcome engine.Outcome
+
+	// Decision and Rule are what production decided on a check (Rule
+	// empty on allow), and RequestID the request's X-Request-Id: the
+	// decision log writes them for whoever reads it; a replay reads them
+	// and decides afresh.
+	Decision  rules.Action
+	Rule      string
+	RequestID string
 }
 
 // eventJSON is the wire form of an Event; pointers tell absent fields from
@@ -79,12 +89,19 @@ type eventJSON struct {
 	Recipient *string `json:"recipient"`
 	Cost      *int64  `json:"cost"`
 	Outcome   *string `json:"outcome"`
+	// Written by the decision log, not needed to replay: accepted and
+	// kept, never checked.
+	Decision  *string `json:"decision"`
+	Rule      *string `json:"rule"`
+	RequestID *string `json:"request_id"`
 }
 
-// ParseEvent reads one line of the replay format. It checks the format
-// only: whether a check's ip, account or recipient are valid is for the
-// engine to say. Errors wrap ErrMalformed or ErrUnknownType.
-func ParseEvent(line []byte) (Event, error) {
+// Parse reads one line of the replay format. It checks the format, the
+// flow and a given cost (engine.CheckFlow, engine.CheckCost); whether a
+// check's ip, account or recipient are valid is for the engine to say
+// (engine.CheckRequest.Validate). Errors wrap ErrMalformed or
+// ErrUnknownType.
+func Parse(line []byte) (Event, error) {
 	var w eventJSON
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
@@ -110,6 +127,15 @@ func ParseEvent(line []byte) (Event, error) {
 		return ev, fmt.Errorf("%w: id: required", ErrMalformed)
 	}
 	ev.ID = *w.ID
+	if w.Decision != nil {
+		ev.Decision = rules.Action(*w.Decision)
+	}
+	if w.Rule != nil {
+		ev.Rule = *w.Rule
+	}
+	if w.RequestID != nil {
+		ev.RequestID = *w.RequestID
+	}
 	switch Kind(*w.Type) {
 	case Check:
 		ev.Kind = Check
@@ -119,22 +145,32 @@ func ParseEvent(line []byte) (Event, error) {
 		if w.Flow == nil {
 			return ev, fmt.Errorf("%w: flow: required", ErrMalformed)
 		}
-		f, ok := rules.ParseFlow(*w.Flow)
-		if !ok {
-			return ev, fmt.Errorf("%w: flow: %s is not one of login, password_reset, otp_send, otp_verify", ErrMalformed, quote(*w.Flow))
+		ev.Flow = rules.Flow(*w.Flow)
+		if err := engine.CheckFlow(ev.Flow); err != nil {
+			return ev, fmt.Errorf("%w: %v", ErrMalformed, err)
 		}
-		ev.Flow = f
 		if w.IP == nil {
 			return ev, fmt.Errorf("%w: ip: required", ErrMalformed)
 		}
 		ev.IP = *w.IP
+		// As in a request to guardian, a field given holds a value: an
+		// empty account or recipient, a cost of 0, is not an absent one.
 		if w.Account != nil {
+			if *w.Account == "" {
+				return ev, fmt.Errorf("%w: account: must not be empty", ErrMalformed)
+			}
 			ev.Account = *w.Account
 		}
 		if w.Recipient != nil {
+			if *w.Recipient == "" {
+				return ev, fmt.Errorf("%w: recipient: must not be empty", ErrMalformed)
+			}
 			ev.Recipient = *w.Recipient
 		}
 		if w.Cost != nil {
+			if err := engine.CheckCost(*w.Cost); err != nil {
+				return ev, fmt.Errorf("%w: %v", ErrMalformed, err)
+			}
 			ev.Cost = *w.Cost
 		}
 	case Report:
@@ -189,7 +225,8 @@ func quote(s string) string {
 // AppendJSON appends ev as one line of the replay format, newline
 // included: ts (TimeLayout, UTC), type and id, then a check's flow,
 // account, ip, recipient and cost (each only when set; cost only when not
-// 1) or a report's outcome.
+// 1), decision and rule (each only when set), or a report's outcome, and
+// last request_id when set.
 func (ev *Event) AppendJSON(b []byte) []byte {
 	b = append(b, `{"ts":"`...)
 	b = ev.Time.UTC().AppendFormat(b, TimeLayout)
@@ -215,9 +252,21 @@ func (ev *Event) AppendJSON(b []byte) []byte {
 			b = append(b, `,"cost":`...)
 			b = strconv.AppendInt(b, ev.Cost, 10)
 		}
+		if ev.Decision != "" {
+			b = append(b, `,"decision":`...)
+			b = appendString(b, string(ev.Decision))
+		}
+		if ev.Rule != "" {
+			b = append(b, `,"rule":`...)
+			b = appendString(b, ev.Rule)
+		}
 	case Report:
 		b = append(b, `,"outcome":`...)
 		b = appendString(b, string(ev.Outcome))
+	}
+	if ev.RequestID != "" {
+		b = append(b, `,"request_id":`...)
+		b = appendString(b, ev.RequestID)
 	}
 	return append(b, "}\n"...)
 }

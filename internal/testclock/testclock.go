@@ -1,20 +1,23 @@
-package storetest
+// Package testclock is a settable clock for tests: stores, engines and
+// anything else that takes a now func() time.Time read it, and the test
+// moves it between fixed instants.
+package testclock
 
 import (
 	"sync"
 	"time"
 )
 
-// Clock is a settable clock for a store under test: its Now method is the
-// store's clock, and only Advance and Set move it. It is safe for concurrent
+// Clock is a settable clock: its Now method is the clock of the code under
+// test, and only Advance and Set move it. It is safe for concurrent
 // use.
 type Clock struct {
 	mu sync.Mutex
 	t  time.Time
 }
 
-// NewClock returns a Clock reading t.
-func NewClock(t time.Time) *Clock {
+// New returns a Clock reading t.
+func New(t time.Time) *Clock {
 	return &Clock{t: t}
 }
 

@@ -1,0 +1,3 @@
+module github.com/guardian-sec/guardian/client
+
+go 1.25

@@ -1,0 +1,207 @@
+"""The Python client against a real guardian on a real Redis."""
+
+import json
+import math
+import os
+import secrets
+import socket
+import tempfile
+import unittest
+
+from guardian_client import (Client, ConfigError, FileToken, GuardianError, LocalLimits, Policy, Rate, Responder,
+                             UnavailableError, fingerprint, RULE_LOCAL_ACCOUNT)
+
+from .fleet import ROOT, Fleet, free_port
+
+
+def account() -> str:
+    return f"user-{secrets.token_hex(6)}@example.com"
+
+
+class AgainstGuardian(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.fleet = Fleet()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.fleet.close()
+
+    def client(self, tokens=None, **kw) -> Client:
+        c = Client(self.fleet.url, tokens=tokens or self.fleet.check_token, on_unavailable=Policy.FAIL_CLOSED,
+                   timeout=5.0, **kw)
+        self.addCleanup(c.close)
+        return c
+
+    def test_allow(self):
+        d = self.client().check("login", ip="203.0.113.7", account=account())
+        self.assertEqual(d.decision, "allow")
+        self.assertTrue(d.proceed)
+        self.assertTrue(d.attempt_id)
+        self.assertFalse(d.degraded)
+        self.assertFalse(d.unavailable)
+        self.assertEqual([(l.rule, l.remaining) for l in d.limits], [("ct-account", 1)])
+        self.assertIsNone(Responder().refuse(d))
+
+    def test_slow_with_retry_after(self):
+        c, user = self.client(), account()
+        for _ in range(2):
+            self.assertEqual(c.check("login", ip="203.0.113.7", account=user).decision, "allow")
+        d = c.check("login", ip="203.0.113.7", account=user)
+        self.assertEqual((d.decision, d.rule, d.unavailable), ("slow", "ct-account", False))
+        self.assertFalse(d.proceed)
+        self.assertGreater(d.retry_after_ms, 0)
+        self.assertIn('"ct-account"', d.ratelimit_policy)
+
+        r = Responder().refuse(d)
+        self.assertEqual(r.status, 429)
+        self.assertEqual(r.headers["Retry-After"], str(math.ceil(d.retry_after_ms / 1000)))
+        self.assertEqual(r.headers["RateLimit-Policy"], d.ratelimit_policy)
+        self.assertEqual(json.loads(r.body), {"error": "too_many_attempts", "next": "wait"})
+        quiet = Responder(slow_as_invalid=True).refuse(d)
+        self.assertEqual(quiet.status, 401)
+        self.assertNotIn("Retry-After", quiet.headers)
+        self.assertNotIn("RateLimit", quiet.headers)
+        self.assertEqual(quiet.body, Responder(slow_as_invalid=True).invalid_credentials(d).body)
+
+        # The verified reset lifts it (admin scope).
+        admin = self.client(tokens=self.fleet.admin_token)
+        self.assertEqual(admin.account_status(user).limits[0].remaining, 0)
+        admin.reset_account(user)
+        self.assertEqual(c.check("login", ip="203.0.113.7", account=user).decision, "allow")
+
+    def test_report_twice(self):
+        c, user = self.client(), account()
+        d = c.check("login", ip="203.0.113.7", account=user)
+        first = c.report(d.attempt_id, "success")
+        self.assertTrue(first.device_token)
+        with self.assertRaises(GuardianError) as e:
+            c.report(d.attempt_id, "success")
+        self.assertEqual((e.exception.status, e.exception.code), (409, "already_reported"))
+        self.assertTrue(e.exception.already_reported)
+        # The device token keeps a budget of its own for the account.
+        self.assertEqual(c.check("login", ip="203.0.113.7", account=user).decision, "allow")
+        self.assertEqual(c.check("login", ip="203.0.113.7", account=user).decision, "slow")
+        own = c.check("login", ip="203.0.113.7", account=user, device_token=first.device_token)
+        self.assertEqual(own.decision, "allow")
+
+    def test_refused_request_is_no_decision(self):
+        with self.assertRaises(GuardianError) as e:
+            self.client().check("login", ip="300.1.1.1", account=account())
+        self.assertEqual((e.exception.status, e.exception.code), (400, "invalid_ip"))
+        with self.assertRaises(GuardianError) as e:
+            self.client().report("forged", "failure")
+        self.assertTrue(e.exception.invalid_attempt)
+
+    def test_file_token_is_read_again(self):
+        with tempfile.NamedTemporaryFile("w", delete=False) as f:
+            f.write("not-a-token\n")
+        self.addCleanup(os.unlink, f.name)
+        c = self.client(tokens=FileToken(f.name, interval=0))
+        with self.assertRaises(GuardianError) as e:
+            c.check("login", ip="203.0.113.7", account=account())
+        self.assertEqual(e.exception.status, 401)
+        with open(f.name, "w") as out:
+            out.write(self.fleet.check_token + "\n")
+        self.assertEqual(c.check("login", ip="203.0.113.7", account=account()).decision, "allow")
+
+    def test_callable_token(self):
+        calls = []
+        c = self.client(tokens=lambda: calls.append(1) or self.fleet.check_token)
+        self.assertEqual(c.check("login", ip="203.0.113.7", account=account()).decision, "allow")
+        self.assertEqual(len(calls), 1)
+
+
+class GuardianDown(unittest.TestCase):
+    """No guardian at the address: each policy decides, and says so."""
+
+    def setUp(self):
+        self.url = f"http://127.0.0.1:{free_port()}"
+
+    def client(self, policy, **kw) -> Client:
+        return Client(self.url, tokens="t", on_unavailable=policy, timeout=2.0, **kw)
+
+    def test_no_policy_is_refused(self):
+        with self.assertRaises(TypeError):
+            Client(self.url, tokens="t")  # pylint: disable=missing-kwoa
+        with self.assertRaises(ConfigError):
+            Client(self.url, tokens="t", on_unavailable="fail_open")
+
+    def test_fail_closed(self):
+        c = self.client(Policy.FAIL_CLOSED)
+        d = c.check("login", ip="203.0.113.7", account=account())
+        self.assertEqual((d.decision, d.retry_after_ms, d.unavailable, d.reason), ("slow", 1000, True, "connection"))
+        self.assertEqual(Responder().refuse(d).headers["Retry-After"], "1")
+        self.assertEqual(c.stats.failed_open, 0)
+
+    def test_fail_open(self):
+        c = self.client(Policy.FAIL_OPEN)
+        d = c.check("login", ip="203.0.113.7", account=account())
+        self.assertEqual((d.decision, d.attempt_id, d.unavailable), ("allow", "", True))
+        self.assertEqual(c.report(d.attempt_id, "failure").device_token, "")
+        self.assertEqual((c.stats.checks, c.stats.unavailable, c.stats.failed_open), (1, 1, 1))
+
+    def test_local(self):
+        c = self.client(Policy.LOCAL, local=LocalLimits(account=Rate(2, 60.0)))
+        user = account()
+        first = c.check("login", ip="203.0.113.7", account=user)
+        second = c.check("login", ip="203.0.113.8", account=user)
+        self.assertEqual([first.decision, second.decision], ["allow", "allow"])
+        self.assertTrue(first.attempt_id.startswith("local:"))
+        third = c.check("login", ip="203.0.113.9", account=user.upper())
+        self.assertEqual((third.decision, third.rule, third.unavailable), ("slow", RULE_LOCAL_ACCOUNT, True))
+        self.assertGreater(third.retry_after_ms, 0)
+        # A success gives its reservation back.
+        c.report(first.attempt_id, "success")
+        self.assertEqual(c.check("login", ip="203.0.113.7", account=user).decision, "allow")
+
+    def test_report_and_admin_calls_raise(self):
+        c = self.client(Policy.FAIL_CLOSED)
+        with self.assertRaises(UnavailableError) as e:
+            c.report("an-attempt", "failure")
+        self.assertEqual(e.exception.reason, "connection")
+        with self.assertRaises(UnavailableError):
+            c.reset_account("alice")
+
+    def test_timeout(self):
+        # Accepts connections (the kernel's backlog) and never answers.
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen(8)
+        self.addCleanup(s.close)
+        c = Client(f"http://127.0.0.1:{s.getsockname()[1]}", tokens="t", on_unavailable=Policy.FAIL_CLOSED, timeout=0.2)
+        d = c.check("login", ip="203.0.113.7", account=account())
+        self.assertEqual((d.decision, d.unavailable, d.reason), ("slow", True, "timeout"))
+
+
+class RedisDown(unittest.TestCase):
+    """guardian up, its Redis gone: guardian's own fallback decides, degraded."""
+
+    def test_degraded(self):
+        fleet = Fleet()
+        self.addCleanup(fleet.close)
+        c = Client(fleet.url, tokens=fleet.check_token, on_unavailable=Policy.FAIL_CLOSED, timeout=5.0)
+        self.addCleanup(c.close)
+        self.assertFalse(c.check("login", ip="203.0.113.7", account=account()).degraded)
+        fleet.stop_redis()
+        user = account()
+        got = [c.check("login", ip="203.0.113.7", account=user) for _ in range(3)]
+        self.assertEqual([d.decision for d in got], ["allow", "allow", "slow"], fleet.log())
+        self.assertTrue(all(d.degraded and not d.unavailable for d in got))
+        self.assertEqual(got[2].rule, "ct-account")
+
+
+class Fingerprints(unittest.TestCase):
+    def test_shared_vectors(self):
+        with open(os.path.join(ROOT, "client", "testdata", "fingerprint.json"), encoding="utf-8") as f:
+            vectors = json.load(f)["vectors"]
+        self.assertTrue(vectors)
+        for v in vectors:
+            got = fingerprint(v["key"], v["secret"])
+            self.assertEqual(got, v["fingerprint"], v)
+            self.assertEqual(got, fingerprint(v["key"].encode(), v["secret"].encode()))
+            self.assertRegex(got, r"^[A-Za-z0-9_-]{43}$")
+
+
+if __name__ == "__main__":
+    unittest.main()

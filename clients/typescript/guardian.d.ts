@@ -1,0 +1,146 @@
+// Types of guardian.mjs, guardian's client for Node auth services.
+
+export declare const Policy: Readonly<{
+  /** Slow, for closedRetryAfterMs: nothing is verified while guardian is down. */
+  FAIL_CLOSED: "fail_closed";
+  /** Allow: logins go on unprotected; counted in stats.failedOpen. */
+  FAIL_OPEN: "fail_open";
+  /** An in-process limiter per account and per address: never an open door. */
+  LOCAL: "local";
+}>;
+export type Policy = (typeof Policy)[keyof typeof Policy];
+
+export declare const DEFAULT_TIMEOUT_MS: number;
+export declare const DEFAULT_CLOSED_RETRY_AFTER_MS: number;
+/** Rule names of decisions the LOCAL policy makes. */
+export declare const RULE_LOCAL_ACCOUNT: "local-account";
+export declare const RULE_LOCAL_IP: "local-ip";
+
+export type Flow = "login" | "password_reset" | "otp_send" | "otp_verify";
+export type Action = "allow" | "challenge" | "slow" | "block";
+export type Outcome = "success" | "failure";
+export type Reason = "timeout" | "connection" | "server_error" | "malformed" | "throttled";
+
+/** A token, or a function giving one (called on every request: cache in it). */
+export type TokenSource = string | (() => string | Promise<string>);
+
+export interface CheckRequest {
+  flow: Flow;
+  /** The client address the auth service saw. */
+  ip: string;
+  /** The claimed identity, sent even when no such account exists. */
+  account?: string;
+  /** Where a code is sent; required for otp_send. */
+  recipient?: string;
+  /** The token an earlier successful report returned for this account. */
+  deviceToken?: string;
+  /** Units spent on attempt-counting rules; guardian counts 1 when absent. */
+  cost?: number;
+  /** fingerprint(key, secret) of the guessed secret. */
+  secretFingerprint?: string;
+  /** The end user solved a CAPTCHA or second factor for this attempt. */
+  challengePassed?: boolean;
+}
+
+export interface Limit { rule: string; remaining: number; resetMs: number }
+export interface ShadowResult { rule: string; decision: Action; retryAfterMs: number }
+
+export interface Decision {
+  decision: Action;
+  /** The rule that decided; empty on allow. */
+  rule: string;
+  retryAfterMs: number;
+  /** What to pass to report(); empty when there is nothing to report. */
+  attemptId: string;
+  /** guardian decided some rule from its own store fallback. */
+  degraded: boolean;
+  /** For the auth service's logs, never for the end user. */
+  limits: Limit[];
+  shadow: ShadowResult[];
+  trust: string;
+  repeatGuess: boolean;
+  /** The RateLimit-Policy and RateLimit headers as guardian sent them. */
+  rateLimitPolicy: string;
+  rateLimit: string;
+  /** guardian did not answer and the policy decided; reason says why. */
+  unavailable: boolean;
+  reason: Reason | "";
+}
+
+export interface ReportResult {
+  /** On a success with an account: keep it in an HttpOnly cookie. */
+  deviceToken: string;
+}
+
+export interface AccountStatus {
+  consecutiveFailures: number;
+  blocked: boolean;
+  nextAllowedMs: number;
+  limits: Limit[];
+}
+
+export interface Rate { burst: number; everyMs: number }
+export interface LocalLimits {
+  /** Default 5 back to back, then one a minute. */
+  account?: Rate;
+  /** Default 30 back to back, then one every 20 s (IPv4 address, IPv6 /64). */
+  ip?: Rate;
+  /** Keys and open attempts tracked, each; default 100,000. */
+  maxKeys?: number;
+}
+
+export interface ClientOptions {
+  tokens: TokenSource;
+  /** Required: there is no default. */
+  onUnavailable: Policy;
+  /** Deadline of one call, its retry included; default 100. */
+  timeoutMs?: number;
+  /** Wait of FAIL_CLOSED decisions; default 1000. */
+  closedRetryAfterMs?: number;
+  local?: LocalLimits;
+  /** The LOCAL policy's clock, in milliseconds. */
+  now?: () => number;
+  fetch?: typeof fetch;
+}
+
+export interface Stats { checks: number; unavailable: number; failedOpen: number }
+
+export declare class Client {
+  constructor(baseUrl: string, options: ClientOptions);
+  readonly stats: Stats;
+  /** Rejects with GuardianError only for a request guardian refused. */
+  check(req: CheckRequest): Promise<Decision>;
+  /** Rejects with UnavailableError or GuardianError (409 on a second report). */
+  report(attemptId: string, outcome: Outcome): Promise<ReportResult>;
+  accountStatus(account: string): Promise<AccountStatus>;
+  resetAccount(account: string): Promise<void>;
+}
+
+export declare class GuardianError extends Error {
+  readonly status: number;
+  readonly code: string;
+  readonly detail: string;
+  readonly alreadyReported: boolean;
+  readonly invalidAttempt: boolean;
+}
+
+export declare class UnavailableError extends Error {
+  readonly reason: Reason;
+}
+
+export interface Response { status: number; headers: Record<string, string>; body: string }
+
+export declare class Responder {
+  constructor(options?: { omitQuota?: boolean; slowAsInvalid?: boolean });
+  /** The answer for challenge, slow or block; null for allow. */
+  refuse(d: Decision): Response | null;
+  /** The answer for a credential verified and wrong: 401. */
+  invalidCredentials(d: Decision): Response;
+}
+
+export declare function staticToken(token: string): () => string;
+export declare function fileToken(path: string, options?: { intervalMs?: number; now?: () => number }): () => Promise<string>;
+/** HMAC-SHA256 of secret keyed with key, unpadded base64url: 43 characters. */
+export declare function fingerprint(key: string | Uint8Array, secret: string | Uint8Array): string;
+/** Whether to go on and verify: allow, or challenge once it is passed. */
+export declare function proceed(d: Decision): boolean;

@@ -1,0 +1,194 @@
+// The TypeScript client against a real guardian on a real Redis.
+
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { readFileSync, writeFileSync, mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+
+import {
+  Client, GuardianError, Policy, Responder, RULE_LOCAL_ACCOUNT, UnavailableError, fileToken, fingerprint, proceed,
+} from "../guardian.mjs";
+import { Fleet, ROOT, freePort } from "./fleet.mjs";
+
+const account = () => `user-${randomBytes(6).toString("hex")}@example.com`;
+const IP = "203.0.113.7";
+
+describe("against guardian", () => {
+  let fleet;
+  before(async () => { fleet = await Fleet.start(); });
+  after(async () => { await fleet?.close(); });
+  const client = (tokens = fleet.checkToken) => new Client(fleet.url, { tokens, onUnavailable: Policy.FAIL_CLOSED, timeoutMs: 5000 });
+
+  test("allow", async () => {
+    const d = await client().check({ flow: "login", ip: IP, account: account() });
+    assert.equal(d.decision, "allow");
+    assert.ok(proceed(d));
+    assert.ok(d.attemptId);
+    assert.equal(d.degraded, false);
+    assert.equal(d.unavailable, false);
+    assert.deepEqual(d.limits.map((l) => [l.rule, l.remaining]), [["ct-account", 1]]);
+    assert.equal(new Responder().refuse(d), null);
+  });
+
+  test("slow with Retry-After", async () => {
+    const c = client(), user = account();
+    for (let i = 0; i < 2; i++) assert.equal((await c.check({ flow: "login", ip: IP, account: user })).decision, "allow");
+    const d = await c.check({ flow: "login", ip: IP, account: user });
+    assert.deepEqual([d.decision, d.rule, d.unavailable], ["slow", "ct-account", false]);
+    assert.ok(!proceed(d));
+    assert.ok(d.retryAfterMs > 0);
+    assert.match(d.rateLimitPolicy, /"ct-account"/);
+
+    const r = new Responder().refuse(d);
+    assert.equal(r.status, 429);
+    assert.equal(r.headers["Retry-After"], String(Math.ceil(d.retryAfterMs / 1000)));
+    assert.equal(r.headers["RateLimit-Policy"], d.rateLimitPolicy);
+    assert.deepEqual(JSON.parse(r.body), { error: "too_many_attempts", next: "wait" });
+    const quiet = new Responder({ slowAsInvalid: true }).refuse(d);
+    assert.equal(quiet.status, 401);
+    assert.equal(quiet.headers["Retry-After"], undefined);
+    assert.equal(quiet.headers.RateLimit, undefined);
+    assert.equal(quiet.body, new Responder({ slowAsInvalid: true }).invalidCredentials(d).body);
+
+    // The verified reset lifts it (admin scope).
+    const admin = client(fleet.adminToken);
+    assert.equal((await admin.accountStatus(user)).limits[0].remaining, 0);
+    await admin.resetAccount(user);
+    assert.equal((await c.check({ flow: "login", ip: IP, account: user })).decision, "allow");
+  });
+
+  test("report twice: 409", async () => {
+    const c = client(), user = account();
+    const d = await c.check({ flow: "login", ip: IP, account: user });
+    const first = await c.report(d.attemptId, "success");
+    assert.ok(first.deviceToken);
+    await assert.rejects(c.report(d.attemptId, "success"), (e) => e instanceof GuardianError && e.status === 409 && e.alreadyReported);
+    // The device token keeps a budget of its own for the account.
+    assert.equal((await c.check({ flow: "login", ip: IP, account: user })).decision, "allow");
+    assert.equal((await c.check({ flow: "login", ip: IP, account: user })).decision, "slow");
+    assert.equal((await c.check({ flow: "login", ip: IP, account: user, deviceToken: first.deviceToken })).decision, "allow");
+  });
+
+  test("a refused request is no decision", async () => {
+    await assert.rejects(client().check({ flow: "login", ip: "300.1.1.1", account: account() }),
+      (e) => e instanceof GuardianError && e.status === 400 && e.code === "invalid_ip");
+    await assert.rejects(client().report("forged", "failure"), (e) => e instanceof GuardianError && e.invalidAttempt);
+  });
+
+  test("a token file is read again when it changes", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "guardian-token-"));
+    try {
+      const path = join(dir, "token");
+      writeFileSync(path, "not-a-token\n");
+      const c = client(fileToken(path, { intervalMs: 0 }));
+      await assert.rejects(c.check({ flow: "login", ip: IP, account: account() }), (e) => e instanceof GuardianError && e.status === 401);
+      writeFileSync(path, fleet.checkToken + "\n");
+      assert.equal((await c.check({ flow: "login", ip: IP, account: account() })).decision, "allow");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("a function gives the token", async () => {
+    let calls = 0;
+    const c = client(async () => { calls++; return fleet.checkToken; });
+    assert.equal((await c.check({ flow: "login", ip: IP, account: account() })).decision, "allow");
+    assert.equal(calls, 1);
+  });
+});
+
+describe("guardian down: each policy decides", () => {
+  let url;
+  before(async () => { url = `http://127.0.0.1:${await freePort()}`; });
+  const client = (onUnavailable, opts = {}) => new Client(url, { tokens: "t", onUnavailable, timeoutMs: 2000, ...opts });
+
+  test("no policy is refused", () => {
+    assert.throws(() => new Client(url, { tokens: "t" }), TypeError);
+    assert.throws(() => new Client(url, { tokens: "t", onUnavailable: "open" }), TypeError);
+  });
+
+  test("fail closed", async () => {
+    const c = client(Policy.FAIL_CLOSED);
+    const d = await c.check({ flow: "login", ip: IP, account: account() });
+    assert.deepEqual([d.decision, d.retryAfterMs, d.unavailable, d.reason], ["slow", 1000, true, "connection"]);
+    assert.equal(new Responder().refuse(d).headers["Retry-After"], "1");
+    assert.equal(c.stats.failedOpen, 0);
+  });
+
+  test("fail open", async () => {
+    const c = client(Policy.FAIL_OPEN);
+    const d = await c.check({ flow: "login", ip: IP, account: account() });
+    assert.deepEqual([d.decision, d.attemptId, d.unavailable], ["allow", "", true]);
+    assert.equal((await c.report(d.attemptId, "failure")).deviceToken, "");
+    assert.deepEqual(c.stats, { checks: 1, unavailable: 1, failedOpen: 1 });
+  });
+
+  test("local", async () => {
+    const c = client(Policy.LOCAL, { local: { account: { burst: 2, everyMs: 60000 } } });
+    const user = account();
+    const first = await c.check({ flow: "login", ip: "203.0.113.7", account: user });
+    const second = await c.check({ flow: "login", ip: "203.0.113.8", account: user });
+    assert.deepEqual([first.decision, second.decision], ["allow", "allow"]);
+    assert.ok(first.attemptId.startsWith("local:"));
+    const third = await c.check({ flow: "login", ip: "203.0.113.9", account: user.toUpperCase() });
+    assert.deepEqual([third.decision, third.rule, third.unavailable], ["slow", RULE_LOCAL_ACCOUNT, true]);
+    assert.ok(third.retryAfterMs > 0);
+    // A success gives its reservation back.
+    await c.report(first.attemptId, "success");
+    assert.equal((await c.check({ flow: "login", ip: IP, account: user })).decision, "allow");
+  });
+
+  test("report and admin calls reject", async () => {
+    const c = client(Policy.FAIL_CLOSED);
+    await assert.rejects(c.report("an-attempt", "failure"), (e) => e instanceof UnavailableError && e.reason === "connection");
+    await assert.rejects(c.resetAccount("alice"), UnavailableError);
+  });
+
+  test("timeout", async () => {
+    // Accepts connections and never answers.
+    const sockets = [];
+    const s = createServer((sock) => sockets.push(sock));
+    await new Promise((r) => s.listen(0, "127.0.0.1", r));
+    try {
+      const c = new Client(`http://127.0.0.1:${s.address().port}`, { tokens: "t", onUnavailable: Policy.FAIL_CLOSED, timeoutMs: 200 });
+      const d = await c.check({ flow: "login", ip: IP, account: account() });
+      assert.deepEqual([d.decision, d.unavailable, d.reason], ["slow", true, "timeout"]);
+    } finally {
+      sockets.forEach((x) => x.destroy());
+      await new Promise((r) => s.close(r));
+    }
+  });
+});
+
+describe("Redis down: guardian's own fallback decides, degraded", () => {
+  test("degraded", async () => {
+    const fleet = await Fleet.start();
+    try {
+      const c = new Client(fleet.url, { tokens: fleet.checkToken, onUnavailable: Policy.FAIL_CLOSED, timeoutMs: 5000 });
+      assert.equal((await c.check({ flow: "login", ip: IP, account: account() })).degraded, false);
+      await fleet.stopRedis();
+      const user = account();
+      const got = [];
+      for (let i = 0; i < 3; i++) got.push(await c.check({ flow: "login", ip: IP, account: user }));
+      assert.deepEqual(got.map((d) => d.decision), ["allow", "allow", "slow"], fleet.log());
+      assert.ok(got.every((d) => d.degraded && !d.unavailable));
+      assert.equal(got[2].rule, "ct-account");
+    } finally {
+      await fleet.close();
+    }
+  });
+});
+
+test("fingerprints match the shared vectors", () => {
+  const { vectors } = JSON.parse(readFileSync(join(ROOT, "client", "testdata", "fingerprint.json"), "utf8"));
+  assert.ok(vectors.length > 0);
+  for (const v of vectors) {
+    const got = fingerprint(v.key, v.secret);
+    assert.equal(got, v.fingerprint, JSON.stringify(v));
+    assert.equal(got, fingerprint(Buffer.from(v.key), Buffer.from(v.secret)));
+    assert.match(got, /^[A-Za-z0-9_-]{43}$/);
+  }
+});

@@ -1,0 +1,50 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/guardian-sec/guardian/internal/engine"
+	"github.com/guardian-sec/guardian/internal/rules"
+	"github.com/guardian-sec/guardian/internal/store"
+	"github.com/guardian-sec/guardian/internal/store/memstore"
+)
+
+// TestFloodOfRandomAccounts: an embedded store of 500 keys filled many
+// times over by checks of random accounts, under the built-in rules, still
+// allows a fresh user and keeps an account's hard stop.
+func TestFloodOfRandomAccounts(t *testing.T) {
+	small := func(now func() time.Time) store.Store {
+		return memstore.New(memstore.Config{Now: now, MaxKeys: 500, Shards: 4})
+	}
+	h := newHarnessSet(t, rules.Default(), small)
+	victim := engine.CheckRequest{Flow: rules.Login, Account: "victim@example.com", IP: "192.0.2.1"}
+	for i := range 100 {
+		d := h.check(t, victim)
+		if d.AttemptID == "" {
+			t.Fatalf("victim check %d = %s, want an attempt", i, d.Action)
+		}
+		if _, err := h.eng.Report(context.Background(), d.AttemptID, engine.Failure); err != nil {
+			t.Fatal(err)
+		}
+		h.clock.Advance(time.Minute) // under login-account's refill
+	}
+	if d := h.check(t, victim); d.Action != rules.Block {
+		t.Fatalf("victim after 100 failures = %s, want block", d.Action)
+	}
+	for i := range 5000 {
+		req := engine.CheckRequest{Flow: rules.Login, Account: fmt.Sprintf("random-%d@example.com", i), IP: fmt.Sprintf("198.51.%d.%d", i/250%250, i%250)}
+		h.check(t, req)
+	}
+	for i := range 20 {
+		d := h.check(t, engine.CheckRequest{Flow: rules.Login, Account: fmt.Sprintf("fresh-%d@example.com", i), IP: "203.0.113.9"})
+		if d.Action != rules.Allow {
+			t.Errorf("fresh user %d after the flood = %s (%s), want allow", i, d.Action, d.Rule)
+		}
+	}
+	if d := h.check(t, victim); d.Action != rules.Block {
+		t.Errorf("victim after the flood = %s, want still blocked", d.Action)
+	}
+}

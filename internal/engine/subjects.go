@@ -1,0 +1,235 @@
+package engine
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/guardian-sec/guardian/internal/keys"
+	"github.com/guardian-sec/guardian/internal/otp"
+	"github.com/guardian-sec/guardian/internal/rules"
+)
+
+// Identifiers are a check's fields normalised (package keys), not yet
+// hashed: what its rules count it by. CheckRequest.Normalise makes them; the
+// zero value names nothing.
+type Identifiers struct {
+	// Account is the normalised account (keys.Account), "" when absent.
+	Account string
+	// IP is the client address (keys.IP).
+	IP netip.Addr
+	// Recipient is the normalised recipient (keys.Recipient), "" when
+	// absent.
+	Recipient string
+}
+
+// The account+ip pair counts an IPv4 client by its address and an IPv6
+// client by its /64, as key: ip rules do by default.
+const (
+	pairIPv4Bits = 32
+	pairIPv6Bits = 64
+)
+
+// Key returns the key rule r counts a check with these identifiers by, and
+// the zero Key when the check lacks the rule's fields. It is the one place a
+// rule's key meets a check's fields: the engine hashes what it returns into
+// the rule's subject, and replay shows it as the key a rule limited. A
+// key: global rule counts no identifier: its Key names only its kind.
+func (ids *Identifiers) Key(r *rules.Rule) keys.Key {
+	kind := string(r.Key)
+	switch r.Key {
+	case rules.KeyAccount:
+		if ids.Account != "" {
+			return accountKey(ids.Account)
+		}
+	case rules.KeyIP:
+		if ids.IP.IsValid() {
+			return keys.Key{Kind: kind, Net: keys.Prefix(ids.IP, r.IPv4Prefix, r.IPv6Prefix)}
+		}
+	case rules.KeyAccountIP:
+		if ids.Account != "" && ids.IP.IsValid() {
+			return keys.Key{Kind: kind, ID: ids.Account, Net: keys.Prefix(ids.IP, pairIPv4Bits, pairIPv6Bits)}
+		}
+	case rules.KeyRecipient:
+		if ids.Recipient != "" {
+			return keys.Key{Kind: kind, ID: ids.Recipient}
+		}
+	case rules.KeyGlobal:
+		return keys.Key{Kind: kind}
+	}
+	return keys.Key{}
+}
+
+// accountKey is the key of a normalised account: what key: account rules
+// count an untrusted check by, and what device tokens are bound to once
+// hashed.
+func accountKey(account string) keys.Key {
+	return keys.Key{Kind: string(rules.KeyAccount), ID: account}
+}
+
+// flowNames lists the flows for an error message.
+var flowNames = func() string {
+	names := make([]string, len(rules.Flows))
+	for i, f := range rules.Flows {
+		names[i] = string(f)
+	}
+	return strings.Join(names, ", ")
+}()
+
+// Validate reports whether guardian decides req, and if not why: each error
+// is one guardian answers with a 400 (package httpapi maps it), and wraps
+// ErrUnknownFlow, ErrMissingField, ErrInvalidField, keys.ErrInvalidIP,
+// keys.ErrInvalidAccount or keys.ErrInvalidRecipient. Check validates every
+// request it is given the same way.
+func (req *CheckRequest) Validate() error {
+	_, err := req.Normalise()
+	return err
+}
+
+// Normalise validates req, as Validate does, and returns its identifiers.
+func (req *CheckRequest) Normalise() (Identifiers, error) {
+	var ids Identifiers
+	if err := CheckFlow(req.Flow); err != nil {
+		return ids, err
+	}
+	if req.Cost != 0 {
+		if err := CheckCost(req.Cost); err != nil {
+			return ids, err
+		}
+	}
+	var err error
+	if ids.IP, err = keys.IP(req.IP); err != nil {
+		return ids, err
+	}
+	if req.Account != "" {
+		if ids.Account, err = keys.Account(req.Account); err != nil {
+			return ids, err
+		}
+	}
+	switch {
+	case req.Recipient != "":
+		if ids.Recipient, err = keys.Recipient(req.Recipient); err != nil {
+			return ids, err
+		}
+	case otp.NeedsRecipient(req.Flow):
+		return ids, fmt.Errorf("%w: recipient: required for flow %s", ErrMissingField, req.Flow)
+	}
+	return ids, nil
+}
+
+// CheckFlow reports whether f is a flow guardian knows (rules.Flows), with
+// an error wrapping ErrUnknownFlow that lists them when it is not. The wire
+// formats (the HTTP API, the replay format) ask it as soon as they read a
+// flow, so that an unknown flow is the first thing said of a request.
+func CheckFlow(f rules.Flow) error {
+	if !slices.Contains(rules.Flows, f) {
+		return fmt.Errorf("%w: flow: %s is not one of %s", ErrUnknownFlow, quote(string(f)), flowNames)
+	}
+	return nil
+}
+
+// CheckCost reports whether n is a cost a check may name: 1 to MaxCost. A
+// wire format with an explicit cost (the HTTP API, the replay format) holds
+// it to this; only an absent cost is the default.
+func CheckCost(n int64) error {
+	if n < 1 || n > MaxCost {
+		return fmt.Errorf("%w: cost: must be between 1 and %d", ErrInvalidField, MaxCost)
+	}
+	return nil
+}
+
+// quote quotes s for an error message, shortened: a client's typo is worth
+// echoing, a megabyte of it is not.
+func quote(s string) string {
+	const n = 64
+	if len(s) > n {
+		s = s[:n] + "…"
+	}
+	return strconv.Quote(s)
+}
+
+// subjects are a check's keys hashed, each once per check. A trusted device
+// has its key: account rules count on its own bucket: its account's key
+// hashes to the device's subject.
+type subjects struct {
+	ids Identifiers
+	// account is the account's own subject, "" without an account: what
+	// the attempt and device tokens are bound to. device is the id of a
+	// valid device token for it, "" when the check is untrusted.
+	account, device string
+	hashed          [planCap]hashedKey
+	n               int
+}
+
+// hashedKey is a key and its subject.
+type hashedKey struct {
+	key     keys.Key
+	subject string
+}
+
+// resolve hashes the account of ids and verifies deviceToken for it at
+// instant now. A device token that does not verify is ignored, never an
+// error.
+func (e *Engine) resolve(ids Identifiers, deviceToken string, now time.Time) subjects {
+	s := subjects{ids: ids}
+	if ids.Account == "" {
+		return s
+	}
+	k := accountKey(ids.Account)
+	s.account = e.hasher.KeySubject(k)
+	bucket := s.account
+	if dev, b := e.login.Trust(s.account, deviceToken, now); dev != "" {
+		s.device, bucket = dev, b
+	}
+	s.remember(k, bucket)
+	return s
+}
+
+// Trusted reports whether the check carried a valid device token for its
+// account.
+func (s *subjects) trusted() bool { return s.device != "" }
+
+// subject returns the subject rule r counts the check by, and "" when the
+// check lacks the rule's fields.
+func (s *subjects) subject(h *keys.Hasher, r *rules.Rule) string {
+	k := s.ids.Key(r)
+	if k.IsZero() {
+		return ""
+	}
+	for i := range s.n {
+		if s.hashed[i].key == k {
+			return s.hashed[i].subject
+		}
+	}
+	sub := h.KeySubject(k)
+	s.remember(k, sub)
+	return sub
+}
+
+// remember keeps k's subject for the rest of the check, while there is room.
+func (s *subjects) remember(k keys.Key, subject string) {
+	if s.n < len(s.hashed) {
+		s.hashed[s.n] = hashedKey{key: k, subject: subject}
+		s.n++
+	}
+}
+
+// accountSubject returns the subject of account for the calls that name an
+// account without a check: status and reset.
+func (e *Engine) accountSubject(account string) (string, error) {
+	return AccountSubject(e.hasher, account)
+}
+
+// AccountSubject returns the subject h hashes account to, normalised as a
+// check's account is: what key: account rules count an untrusted check by,
+// and what the audit trail pseudonymises.
+func AccountSubject(h *keys.Hasher, account string) (string, error) {
+	norm, err := keys.Account(account)
+	if err != nil {
+		return "", err
+	}
+	return h.KeySubject(accountKey(norm)), nil
+}

@@ -1,0 +1,269 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/guardian-sec/guardian/internal/failclosed"
+	"github.com/guardian-sec/guardian/internal/metrics"
+	"github.com/guardian-sec/guardian/internal/redistest"
+	"github.com/guardian-sec/guardian/internal/store"
+	"github.com/guardian-sec/guardian/internal/store/redisstore"
+)
+
+// evictionArgs are the eviction settings deploy/ gives Redis.
+var evictionArgs = []string{"--maxmemory-policy", "volatile-ttl", "--maxmemory-samples", "10"}
+
+// TestFullRedisEvictsLeastConfirmed: a Redis at its maxmemory under the
+// configured policy keeps taking writes through a flood of random accounts,
+// keeps every hard stop and nearly every confirmed count, and evicts the
+// flood's short-lived state instead.
+func TestFullRedisEvictsLeastConfirmed(t *testing.T) {
+	srv := redistest.Start(t, redistest.WithArgs(append([]string{"--maxmemory", "2mb"}, evictionArgs...)...))
+	c := srv.Client(t)
+	s := redisstore.New(c, redisstore.Config{})
+
+	const stops, confirmed = 100, 1000
+	stop := func(i int) store.Op {
+		return counter(fmt.Sprintf("guardian:v3:{stop%d}:login-hard-stop", i), 1, 100, 90*24*time.Hour)
+	}
+	for i := range stops {
+		op := stop(i)
+		op.Cost = 100
+		do(t, s, op)
+	}
+	held := func(i int) store.Op {
+		return counter(fmt.Sprintf("guardian:v3:{held%d}:login-hard-stop", i), 1, 100, 24*time.Hour)
+	}
+	for i := range confirmed {
+		do(t, s, held(i))
+	}
+
+	const workers, each = 8, 3000
+	flood(t, s, workers, each)
+	evicted := infoField(t, c, "stats", "evicted_keys")
+	if evicted == 0 {
+		t.Fatalf("no key evicted: the flood did not fill Redis")
+	}
+
+	for i := range stops {
+		if got := peek(t, s, stop(i))[0]; got.Count != 100 {
+			t.Fatalf("hard stop %d after the flood: count %d, want 100", i, got.Count)
+		}
+	}
+	kept := 0
+	for i := range confirmed {
+		if peek(t, s, held(i))[0].Count == 1 {
+			kept++
+		}
+	}
+	floodLeft := dbSize(t, c) - stops - int64(kept)
+	t.Logf("%d keys evicted; %d of %d confirmed counts kept; %d flood keys of %d left", evicted, kept, confirmed, floodLeft, 2*workers*each)
+	if kept < confirmed*99/100 {
+		t.Errorf("%d of %d confirmed counts kept, want at least 99%%: the least confirmed must go first", kept, confirmed)
+	}
+}
+
+// flood runs workers × each checks of random accounts: each leaves a rate
+// key full again in a minute and a count nobody reported, kept 20 minutes
+// (twice the default --attempt-ttl). Every write must be taken.
+func flood(t *testing.T, s *redisstore.Store, workers, each int) {
+	t.Helper()
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				subject := fmt.Sprintf("flood%d-%d", w, i)
+				ops := []store.Op{
+					rate("guardian:v3:{"+subject+"}:login-account", 1, time.Minute, 5),
+					counter("guardian:v3:{"+subject+"}:login-hard-stop", 1, 100, 20*time.Minute),
+				}
+				if err := s.Do(context.Background(), ops, make([]store.Result, 2)); err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := failed.Load(); n > 0 {
+		t.Fatalf("%d of %d flood checks failed (first: %v), want every write taken", n, workers*each, firstErr.Load())
+	}
+}
+
+// TestFullRedisKeepsReportMarks: the marks that make a report count once
+// live about 12 minutes (--attempt-ttl + skew), less than the 20 minutes a
+// flood's unreported counts are kept; under volatile-ttl a full Redis must
+// still evict the flood's state first, so that no second report of an
+// attempt is accepted because its mark was evicted.
+func TestFullRedisKeepsReportMarks(t *testing.T) {
+	srv := redistest.Start(t, redistest.WithArgs(append([]string{"--maxmemory", "2mb"}, evictionArgs...)...))
+	c := srv.Client(t)
+	s := redisstore.New(c, redisstore.Config{})
+	ctx := context.Background()
+	const marks, onceTTL = 2000, 12 * time.Minute
+	mark := func(i int) string { return fmt.Sprintf("guardian:v3:{attempt%d}:reported", i) }
+	for i := range marks {
+		if first, err := s.MarkOnce(ctx, mark(i), onceTTL); err != nil || !first {
+			t.Fatalf("mark %d: %v, %v", i, first, err)
+		}
+	}
+	flood(t, s, 8, 3000)
+	evicted := infoField(t, c, "stats", "evicted_keys")
+	if evicted == 0 {
+		t.Fatal("no key evicted: the flood did not fill Redis")
+	}
+	again := 0
+	for i := range marks {
+		first, err := s.MarkOnce(ctx, mark(i), onceTTL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first {
+			again++
+		}
+	}
+	t.Logf("%d keys evicted; %d of %d report marks lost", evicted, again, marks)
+	if again > 0 {
+		t.Errorf("%d of %d attempts could be reported a second time after a flood: their marks were evicted before the flood's state", again, marks)
+	}
+}
+
+// TestRefusedWritesKeepFallback: a Redis that refuses writes (out of memory
+// with noeviction) answers PING, but guardian's probe writes: the fallback
+// stays on and every refusal counts as rejected, until writes succeed again,
+// and then the fallback is off within two seconds.
+func TestRefusedWritesKeepFallback(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	ctx := context.Background()
+	primary := redisstore.New(c, redisstore.Config{})
+	m := metrics.New(prometheus.NewRegistry())
+	fc := failclosed.New(failclosed.Config{Primary: primary, Probe: primary.Probe, Timeout: time.Second, Metrics: m})
+	do(t, primary, rate("guardian:v3:{warm}:r", 1, time.Minute, 5))
+
+	setConfig(t, c, "maxmemory-policy", "noeviction")
+	setConfig(t, c, "maxmemory", "1")
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("PING while out of memory: %v, want an answer", err)
+	}
+	if ratio, ok, err := primary.MemoryRatio(ctx); err != nil || !ok || ratio <= 1 {
+		t.Errorf("MemoryRatio while out of memory = %v, %v, %v; want above 1", ratio, ok, err)
+	}
+	for i := range 5 {
+		res := make([]store.Result, 1)
+		if err := fc.Do(ctx, []store.Op{rate(fmt.Sprintf("guardian:v3:{oom%d}:r", i), 1, time.Minute, 5)}, res); err != nil || !res[0].Degraded {
+			t.Fatalf("check %d while Redis refuses writes = %+v, %v; want decided by the fallback", i, res[0], err)
+		}
+	}
+	time.Sleep(time.Second) // four probes
+	if fc.Healthy() {
+		t.Fatal("store healthy while Redis refuses writes")
+	}
+	if n := testutil.ToFloat64(m.StoreErrors.WithLabelValues("rejected")); n < 5 {
+		t.Errorf("rejected = %v, want every refusal counted", n)
+	}
+	if v := testutil.ToFloat64(m.FallbackActive); v != 1 {
+		t.Errorf("fallback active = %v while writes are refused, want 1", v)
+	}
+
+	setConfig(t, c, "maxmemory", "0")
+	back := time.Now()
+	for !fc.Healthy() && time.Since(back) < 2*time.Second {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !fc.Healthy() || testutil.ToFloat64(m.FallbackActive) != 0 {
+		t.Fatalf("fallback still on %v after writes succeed again, want off within 2s", time.Since(back))
+	}
+	res := make([]store.Result, 1)
+	if err := fc.Do(ctx, []store.Op{rate("guardian:v3:{after}:r", 1, time.Minute, 5)}, res); err != nil || res[0].Degraded || !res[0].Spent {
+		t.Errorf("check after recovery = %+v, %v; want decided by Redis", res[0], err)
+	}
+}
+
+// TestMemoryPerKey logs what one tracked key costs Redis, for
+// docs/performance.md: used_memory over 10,000 flooded accounts (a rate key
+// and a count each) and over 10,000 report marks, and MEMORY USAGE of one of
+// each.
+func TestMemoryPerKey(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	s := redisstore.New(c, redisstore.Config{})
+	before := infoField(t, c, "memory", "used_memory")
+	const accounts = 10_000
+	for i := range accounts {
+		subject := fmt.Sprintf("AbCdEfGhIjKlMnOpQr%04d", i)
+		do(t, s,
+			rate("guardian:v3:{"+subject+"}:login-account", 1, time.Minute, 5),
+			counter("guardian:v3:{"+subject+"}:login-hard-stop", 1, 100, 20*time.Minute))
+	}
+	after := infoField(t, c, "memory", "used_memory")
+	perKey := float64(after-before) / (2 * accounts)
+	for i := range accounts {
+		if _, err := s.MarkOnce(context.Background(), fmt.Sprintf("guardian:v3:{AbCdEfGhIjKlMnOpQr%04d}:reported", i), 12*time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	perMark := float64(infoField(t, c, "memory", "used_memory")-after) / accounts
+	usage := func(key string) int64 {
+		n, err := c.MemoryUsage(context.Background(), key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	t.Logf("used_memory per tracked key: %.0f B, per report mark %.0f B; MEMORY USAGE rate %d B, counter %d B, mark %d B",
+		perKey, perMark, usage("guardian:v3:{AbCdEfGhIjKlMnOpQr0000}:login-account"), usage("guardian:v3:{AbCdEfGhIjKlMnOpQr0000}:login-hard-stop"),
+		usage("guardian:v3:{AbCdEfGhIjKlMnOpQr0000}:reported"))
+	if perKey > 200 {
+		t.Errorf("%.0f B per tracked key, want at most 200", perKey)
+	}
+}
+
+func setConfig(tb testing.TB, c *redis.Client, name, value string) {
+	tb.Helper()
+	if err := c.ConfigSet(context.Background(), name, value).Err(); err != nil {
+		tb.Fatalf("CONFIG SET %s %s: %v", name, value, err)
+	}
+}
+
+func dbSize(tb testing.TB, c *redis.Client) int64 {
+	tb.Helper()
+	n, err := c.DBSize(context.Background()).Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return n
+}
+
+// infoField returns an integer field of an INFO section.
+func infoField(tb testing.TB, c *redis.Client, section, name string) int64 {
+	tb.Helper()
+	info, err := c.Info(context.Background(), section).Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(line, name+":"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return n
+		}
+	}
+	tb.Fatalf("INFO %s has no %s", section, name)
+	return 0
+}

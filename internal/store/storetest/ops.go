@@ -1,0 +1,35 @@
+package storetest
+
+import (
+	"time"
+
+	"github.com/guardian-sec/guardian/internal/store"
+)
+
+// Rate returns a Rate op on key, for the tests of a store.
+func Rate(key string, cost int64, interval time.Duration, burst int64) store.Op {
+	return store.Op{Key: key, Kind: store.Rate, Cost: cost, Interval: interval, Burst: burst}
+}
+
+// Counter returns a Counter op on key, for the tests of a store.
+func Counter(key string, cost, limit int64, hold time.Duration) store.Op {
+	return store.Op{Key: key, Kind: store.Counter, Cost: cost, Limit: limit, Hold: hold}
+}
+
+// Shadow returns op in shadow mode.
+func Shadow(op store.Op) store.Op {
+	op.Shadow = true
+	return op
+}
+
+// Soft returns op as a soft enforced op.
+func Soft(op store.Op) store.Op {
+	op.Soft = true
+	return op
+}
+
+// ops shortens a batch literal.
+func ops(o ...store.Op) []store.Op { return o }
+
+// rs shortens a results literal.
+func rs(r ...store.Result) []store.Result { return r }
