@@ -98,7 +98,7 @@ func TestACLUserRunsGuardian(t *testing.T) {
 // running on its fallback.
 func TestACLMissingCommandStopsStart(t *testing.T) {
 	redis := redistest.Start(t)
-	rules := slices.DeleteFunc(redistest.GuardianACL(t), func(r string) bool { return r == "+hset" })
+	rules := slices.DeleteFunc(redistest.GuardianACL(t), func(r string) bool { return r == "+set" })
 	redis.AddUser(t, "lacking", "pw", rules)
 	for _, tt := range []struct{ url, want string }{
 		{"redis://lacking:pw@" + redis.Addr() + "/0", "can't run this command"},
