@@ -30,6 +30,7 @@ func TestTLSDecidesOnTheStore(t *testing.T) {
 		t.Fatalf("URL %q, want rediss://", redis.URL())
 	}
 	fleet := startFleet(t, 1, fleetConfig{redisURL: redis.URL(), rulesYAML: faultRules, redis: tlsOptions(certs)})
+	waitShared(t, fleet[0], 10*time.Second)
 	for i := range 3 {
 		a := fleet[0].check(t, map[string]any{"flow": "login", "ip": "198.51.100.30"})
 		if a.status != 200 || a.degraded() || a.remaining("local-budget") != int64(9-i) {
