@@ -95,7 +95,9 @@ image:
 ## compose-up: the compose fleet of deploy/docker-compose.yaml (two guardians, Redis),
 ## with locally built images and a signing key made once in deploy/.secrets
 COMPOSE_KEY := deploy/.secrets/signing-key
-compose-up: image redis-image $(COMPOSE_KEY)
+COMPOSE_REDIS_PASSWORD := deploy/.secrets/redis-password
+COMPOSE_REDIS_ACL := deploy/.secrets/users.acl
+compose-up: image redis-image $(COMPOSE_KEY) $(COMPOSE_REDIS_ACL)
 	bash deploy/compose.sh up -d
 
 ## compose-down: stops and removes the fleet; the Redis volume (the hard stops) stays
@@ -106,6 +108,15 @@ $(COMPOSE_KEY):
 	@mkdir -p $(dir $@)
 	@head -c 48 /dev/urandom | base64 > $@.tmp && chmod 644 $@.tmp && mv $@.tmp $@
 	@echo "compose: made $@ (read by uid 65532 in the containers)"
+
+$(COMPOSE_REDIS_PASSWORD):
+	@mkdir -p $(dir $@)
+	@head -c 24 /dev/urandom | base64 | tr -d '/+=' > $@.tmp && chmod 644 $@.tmp && mv $@.tmp $@
+	@echo "compose: made $@ (the password of Redis's user guardian)"
+
+$(COMPOSE_REDIS_ACL): $(COMPOSE_REDIS_PASSWORD) deploy/redis/guardian.acl
+	@bash deploy/redis/users-acl.sh $< > $@.tmp && chmod 644 $@.tmp && mv $@.tmp $@
+	@echo "compose: made $@ (Redis's ACL file)"
 
 ## prometheus-image: the local Prometheus image of compose's monitoring profile
 prometheus-image:

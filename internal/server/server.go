@@ -48,6 +48,9 @@ type Config struct {
 	RulesPath string
 	// RedisURL selects the Redis store; empty uses the embedded store.
 	RedisURL string
+	// Redis holds the Redis connection settings kept out of RedisURL: the
+	// TLS files and the password file.
+	Redis redisstore.Options
 	// SigningKey signs service tokens, attempt ids and device tokens, and
 	// keys the hashes of identifiers unless HashKey is set. Required.
 	SigningKey secret.Key
@@ -270,17 +273,20 @@ func (s *Server) openStore(m *metrics.Metrics) (store.Store, func() bool, shared
 		s.log.Warn("no --redis-url: limits live in this process only, correct for a single instance")
 		return memstore.New(memstore.Config{}), always, shared{}, nil
 	}
-	client, err := redisstore.Open(s.cfg.RedisURL)
+	client, err := redisstore.OpenWith(s.cfg.RedisURL, s.cfg.Redis)
 	if err != nil {
 		return nil, nil, shared{}, fmt.Errorf("server: --redis-url: %w", err)
 	}
 	s.closers = append(s.closers, client.Close)
 	primary := redisstore.New(client, redisstore.Config{})
 	warm, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	err = primary.Warm(warm)
+	err = primary.CheckAccess(warm)
+	if err == nil {
+		err = primary.Warm(warm)
+	}
 	cancel()
 	switch {
-	case errors.Is(err, redisstore.ErrUnsupported):
+	case errors.Is(err, redisstore.ErrUnsupported), errors.Is(err, redisstore.ErrAccess):
 		return nil, nil, shared{}, fmt.Errorf("server: --redis-url: %w", err)
 	case err != nil:
 		s.log.Warn("redis not answering at start: the fallback decides until it does", "err", err)

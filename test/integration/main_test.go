@@ -20,6 +20,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/redistest"
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/server"
+	"github.com/guardian-sec/guardian/internal/store/redisstore"
 	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
@@ -56,6 +57,8 @@ type fleetConfig struct {
 	attemptTTL time.Duration
 	// logger receives every instance's logs (default slog.Default()).
 	logger *slog.Logger
+	// redis holds the Redis connection files (TLS, password).
+	redis redisstore.Options
 }
 
 // startFleet starts n instances on cfg, stopped when the test ends.
@@ -85,6 +88,7 @@ func startFleet(t *testing.T, n int, cfg fleetConfig) []*instance {
 			FleetSize:    cfg.fleetSize,
 			AttemptTTL:   cfg.attemptTTL,
 			Logger:       cfg.logger,
+			Redis:        cfg.redis,
 		}
 		if cfg.now != nil {
 			sc.Now = cfg.now(i)

@@ -64,16 +64,19 @@ type config struct {
 	phases             []string
 	memoryChecks       int64
 	redisURL, redisBin string
-	guardianBin        string
-	rulesPath          string
-	storeTimeout       time.Duration
-	timeout            time.Duration
-	pprofDir           string
-	pprofPhase         string
-	micro              bool
-	benchtime, goBin   string
-	json               bool
-	mix                *mix
+	// redisFiles are the TLS files of a rediss:// --redis-url, passed on
+	// to guardian.
+	redisFiles       redisstore.Options
+	guardianBin      string
+	rulesPath        string
+	storeTimeout     time.Duration
+	timeout          time.Duration
+	pprofDir         string
+	pprofPhase       string
+	micro            bool
+	benchtime, goBin string
+	json             bool
+	mix              *mix
 	// peerBin, when set, runs the peer comparison instead of the phases.
 	peerBin    string
 	peerKeys   uint64
@@ -99,6 +102,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	phases := fs.String("phases", strings.Join(allPhases, ","), "phases to run, of "+strings.Join(allPhases, ","))
 	fs.Int64Var(&c.memoryChecks, "memory-checks", 50_000, "checks of distinct new users in the memory phase (three keys each under the built-in rules)")
 	fs.StringVar(&c.redisURL, "redis-url", "", "use this Redis (redis://127.0.0.1:PORT/DB) instead of starting one; it should hold nothing else, or memory figures include other traffic")
+	fs.StringVar(&c.redisFiles.CAFile, "redis-ca-file", "", "with a rediss:// --redis-url: guardian's --redis-ca-file")
+	fs.StringVar(&c.redisFiles.CertFile, "redis-cert-file", "", "with a rediss:// --redis-url: guardian's --redis-cert-file")
+	fs.StringVar(&c.redisFiles.KeyFile, "redis-key-file", "", "with a rediss:// --redis-url: guardian's --redis-key-file")
 	fs.StringVar(&c.redisBin, "redis-server", "redis-server", "redis-server binary to start when --redis-url is empty")
 	fs.StringVar(&c.guardianBin, "guardian-bin", "", "run this guardian binary (make build: bin/guardian); empty: guardian from this source tree, in a process of its own")
 	fs.StringVar(&c.rulesPath, "rules", "", "rules file for guardian; empty: the built-in rules")
@@ -177,7 +183,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 func loopback(u string) bool {
 	rest, ok := strings.CutPrefix(u, "redis://")
 	if !ok {
-		return false
+		if rest, ok = strings.CutPrefix(u, "rediss://"); !ok {
+			return false
+		}
 	}
 	if i := strings.LastIndexByte(rest, '@'); i >= 0 {
 		rest = rest[i+1:]
@@ -278,12 +286,17 @@ func bench(ctx context.Context, cfg *config, log io.Writer) (*result, error) {
 		defer rs.stop()
 		redisURL = rs.url()
 	}
-	ropt, err := redis.ParseURL(redisURL)
+	// The run's own clients connect as guardian does, TLS files included.
+	uc, err := redisstore.OpenWith(redisURL, cfg.redisFiles)
 	if err != nil {
 		return nil, fmt.Errorf("--redis-url: %w", err)
 	}
-	rc := redis.NewClient(ropt)
-	defer rc.Close()
+	defer uc.Close()
+	rc, ok := uc.(*redis.Client)
+	if !ok {
+		return nil, errors.New("--redis-url: one Redis, not a Cluster or Sentinel")
+	}
+	ropt := rc.Options()
 
 	keyText, keyBytes, token, err := runKey()
 	if err != nil {
@@ -292,6 +305,7 @@ func bench(ctx context.Context, cfg *config, log io.Writer) (*result, error) {
 	g, err := startGuardian(ctx, guardianOptions{
 		bin:          cfg.guardianBin,
 		redisURL:     redisURL,
+		redisFiles:   cfg.redisFiles,
 		rulesPath:    cfg.rulesPath,
 		storeTimeout: cfg.storeTimeout,
 		pprof:        cfg.pprofDir != "" && cfg.guardianBin == "",
