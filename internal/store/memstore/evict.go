@@ -1,10 +1,6 @@
 package memstore
 
-import (
-	"math"
-
-	"github.com/guardian-sec/guardian/internal/store"
-)
+import "math"
 
 const (
 	// evictSample is how many candidates eviction looks at in one shard.
@@ -24,8 +20,7 @@ const (
 	// marked is a MarkOnce mark, evicted only when no ordinary entry is
 	// left.
 	marked
-	// hardStop is a Counter at its Limit, evicted only for another hard
-	// stop and only when nothing else is left.
+	// hardStop is a Counter at its Limit, never evicted before it expires.
 	hardStop
 )
 
@@ -35,18 +30,6 @@ func counterRank(c, limit int64) rank {
 		return hardStop
 	}
 	return ordinary
-}
-
-// stopsOnly reports whether every new key the batch of ops, evaluated into
-// evs, may add is a hard stop: only such a batch may evict a hard stop.
-func stopsOnly(ops []store.Op, evs []eval) bool {
-	for i := range ops {
-		op, ev := &ops[i], &evs[i]
-		if ev.needsKey(op) && (op.Kind != store.Counter || counterRank(ev.next, op.Limit) != hardStop) {
-			return false
-		}
-	}
-	return true
 }
 
 // victim is an entry eviction may take.
@@ -70,17 +53,17 @@ func (v *victim) before(w *victim, now int64) bool {
 }
 
 // makeRoom evicts up to n entries to make room for new ones, and reports how
-// many slots it took for the caller, who must hold no shard lock. Every
-// newcomer may evict ordinary entries and marks; only a hard stop (stop)
-// may evict a hard stop (see evict).
-func (s *Store) makeRoom(n, now int64, stop bool) int64 {
+// many slots it took for the caller, who must hold no shard lock. A
+// newcomer may evict ordinary entries and marks, never a live hard stop (see
+// evict).
+func (s *Store) makeRoom(n, now int64) int64 {
 	var got int64
 	for misses := 0; got < n && misses < roomTries; {
 		if took := s.take(n - got); took > 0 {
 			got += took
 			continue
 		}
-		if s.evict(now, got, stop) {
+		if s.evict(now, got) {
 			got++
 		} else {
 			misses++
@@ -92,15 +75,11 @@ func (s *Store) makeRoom(n, now int64, stop bool) int64 {
 // evict removes one entry and keeps its slot taken for the caller. Its
 // victim is, among what it samples, an expired entry, else the ordinary
 // entry that expires soonest, else while no ordinary entry is left the mark
-// that expires soonest, else, only for a hard stop (stop) and while nothing
-// else is left, the hard stop that expires soonest. It reports false when
-// there was nothing it may evict, or when its victim changed before it could
-// take it. held is how many slots the caller already holds.
-func (s *Store) evict(now, held int64, stop bool) bool {
-	most := marked
-	if stop {
-		most = hardStop
-	}
+// that expires soonest; a hard stop only once it has expired. It reports
+// false when there was nothing it may evict, or when its victim changed
+// before it could take it. held is how many slots the caller already holds.
+func (s *Store) evict(now, held int64) bool {
+	const most = marked
 	// An expired entry may go whatever its rank: start no higher than most.
 	for r := min(s.lowest(held), most); r <= most; r++ {
 		if v, ok := s.pick(now, r); ok {

@@ -37,9 +37,8 @@
 // ranks: ordinary entries, MarkOnce marks, and hard stops (a Counter at its
 // Limit). Eviction takes an expired entry first; then an ordinary entry,
 // the one that expires soonest; then, while no ordinary entry is left, a
-// mark, the one that expires soonest, whatever the new key is; and a hard
-// stop only to make room for another hard stop, and only when nothing else
-// is left. Since guardian's unconfirmed state is short-lived and confirmed
+// mark, the one that expires soonest, whatever the new key is; and never a
+// hard stop before it expires. Since guardian's unconfirmed state is short-lived and confirmed
 // state long-lived (a count is held longer the higher it is), the soonest to
 // expire is the least confirmed. So a flood of marks (one per reported
 // attempt) cannot lock out the users who come after it: only a store that
@@ -280,7 +279,9 @@ func (s *Store) run(ctx context.Context, ops []store.Op, res []store.Result, spe
 		}
 		if held < need && try < roomTries {
 			s.unlock(set)
-			held += s.makeRoom(need-held, now, stopsOnly(ops, evs))
+			// A check never evicts a live hard stop, not even with a hard
+			// stop of its own: a table of hard stops alone keeps them all.
+			held += s.makeRoom(need-held, now)
 			continue
 		}
 		if held < need {
@@ -647,7 +648,7 @@ func (s *Store) mark(key string, ttl time.Duration) (bool, error) {
 			if try == roomTries {
 				return false, fmt.Errorf("memstore: mark once: %w", store.ErrFull)
 			}
-			held = s.makeRoom(1, now, false)
+			held = s.makeRoom(1, now)
 			continue
 		}
 		if found {
