@@ -38,13 +38,13 @@
 // Limit). Eviction takes an expired entry first; then an ordinary entry,
 // the one that expires soonest; then, while no ordinary entry is left, a
 // mark, the one that expires soonest, whatever the new key is; and never a
-// hard stop before it expires. Since guardian's unconfirmed state is short-lived and confirmed
-// state long-lived (a count is held longer the higher it is), the soonest to
-// expire is the least confirmed. So a flood of marks (one per reported
-// attempt) cannot lock out the users who come after it: only a store that
-// holds nothing but hard stops denies an op on a new key that would not be
-// a hard stop itself: Allowed is false, nothing is spent, RetryAfter and
-// ResetAfter are the op's Interval for a Rate and one second for a Counter.
+// hard stop before it expires. Since guardian's unconfirmed state is
+// short-lived and confirmed state long-lived (a count is held longer the
+// higher it is), the soonest to expire is the least confirmed. So a flood of
+// marks (one per reported attempt) cannot lock out the users who come after
+// it: only a store that holds nothing but hard stops denies an op on a new
+// key: Allowed is false, nothing is spent, RetryAfter and ResetAfter are the
+// op's Interval for a Rate and one second for a Counter.
 // A mark evicted before its time no longer refuses a second MarkOnce of its
 // key.
 package memstore
