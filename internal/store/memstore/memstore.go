@@ -31,6 +31,14 @@
 //
 // Cost 0 evaluates and never spends, refreshes or adds a key.
 //
+// A Guesses key holds up to Limit guesses, oldest first, each with the
+// instant it is forgotten; the key expires with its most recent one. The op
+// always fits; it finds whether its Guess is remembered (Repeat), and how
+// many are (Count). When the batch is spent, the guess becomes the most
+// recent, remembered for Hold, and the oldest beyond Limit is forgotten.
+// When it finds its guess, the batch's FreeOnRepeat ops are evaluated and
+// not spent. A Refund of a Guesses key removes it.
+//
 // Eviction. When a key must be added and the store is full, the store evicts
 // the entry that expires soonest among a sample (evictSample entries from
 // each of evictShards shards, like Redis's volatile-ttl), counting expired
@@ -133,11 +141,13 @@ type shard struct {
 // entry is the state of one key: a Rate's theoretical arrival time, a
 // Counter's count, or nothing for MarkOnce; exp is the instant (Unix µs) from
 // which it counts as absent. kept marks a hard stop or a mark, which
-// eviction takes last.
+// eviction takes last. A Guesses key holds its memory instead (guesses.go).
 type entry struct {
 	v    int64
 	exp  int64
 	kept bool
+	// mem is a Guesses key's memory; nil for every other kind.
+	mem *memory
 }
 
 // New returns an empty Store configured by cfg.
@@ -214,11 +224,16 @@ type eval struct {
 	next int64
 	// retry is the GCRA retry span in µs when the op does not fit.
 	retry int64
+	// mem is what a Guesses op found, and after a spend what it left;
+	// repeat reports that it found its guess. waived marks a FreeOnRepeat
+	// op of a batch whose guess is a repeat: evaluated, never spent.
+	mem            *memory
+	repeat, waived bool
 }
 
 // needsKey reports whether spending the op would add a key.
 func (ev *eval) needsKey(op *store.Op) bool {
-	return ev.ok && !ev.live && op.Cost > 0
+	return ev.ok && !ev.live && op.Cost > 0 && !ev.waived
 }
 
 // Do evaluates ops at one instant and fills res: the enforced ops are spent
@@ -284,7 +299,7 @@ func (s *Store) run(ctx context.Context, ops []store.Op, res []store.Result, spe
 		s.n.Add(need - held)
 		for i := range ops {
 			op, ev := &ops[i], &evs[i]
-			if spend && ev.ok && op.Cost > 0 && (op.Shadow || allOK) {
+			if spend && ev.ok && op.Cost > 0 && !ev.waived && (op.Shadow || allOK) {
 				s.spend(op, ev, now)
 			}
 			fill(op, ev, &res[i], now)
@@ -299,11 +314,14 @@ func (s *Store) run(ctx context.Context, ops []store.Op, res []store.Result, spe
 // spend is false).
 func (s *Store) evaluateAll(ops []store.Op, evs []eval, now int64, spend bool) (allOK bool, need int64) {
 	allOK = true
+	for i := range ops {
+		evs[i] = eval{shard: evs[i].shard}
+		s.evaluate(&ops[i], &evs[i], now)
+	}
+	waive(ops, evs)
 	var enforcedNew, shadowNew int64
 	for i := range ops {
 		op, ev := &ops[i], &evs[i]
-		*ev = eval{shard: ev.shard}
-		s.evaluate(op, ev, now)
 		switch {
 		case op.Shadow:
 			if ev.needsKey(op) {
@@ -334,7 +352,7 @@ func denyNew(ops []store.Op, evs []eval) bool {
 		if ev.needsKey(op) {
 			ev.ok, ev.full = false, true
 		}
-		if !op.Shadow && !ev.ok && !op.Soft {
+		if !op.Shadow && !ev.ok && !op.Soft && op.Kind != store.Guesses {
 			allOK = false
 		}
 	}
@@ -371,6 +389,8 @@ func (s *Store) evaluate(op *store.Op, ev *eval, now int64) {
 			ev.cur, ev.curExp = e.v, e.exp
 		}
 		ev.next, ev.ok = count(ev.cur, op.Limit, op.Cost)
+	case store.Guesses:
+		evaluateGuesses(op, ev, e, found, now)
 	}
 }
 
@@ -383,9 +403,12 @@ func counterExp(op *store.Op, ev *eval, now int64) int64 {
 // spend writes op's new state. Room for a new key must have been taken.
 func (s *Store) spend(op *store.Op, ev *eval, now int64) {
 	e := entry{v: ev.next, exp: ev.next}
-	if op.Kind == store.Counter {
+	switch op.Kind {
+	case store.Counter:
 		e.exp = counterExp(op, ev, now)
 		e.kept = ev.next >= op.Limit
+	case store.Guesses:
+		e = spendGuesses(op, ev, now)
 	}
 	sh := &s.shards[ev.shard]
 	s.set(sh, op.Key, e)
@@ -433,6 +456,8 @@ func fill(op *store.Op, ev *eval, r *store.Result, now int64) {
 			ResetAfter: duration(max(exp-now, 0)),
 			Count:      c,
 		}
+	case store.Guesses:
+		fillGuesses(ev, r, now)
 	}
 }
 
@@ -540,7 +565,7 @@ func addShard(set []uint32, i uint32) []uint32 {
 // Refund applies refunds: a Rate key's arrival time moves back by Amount
 // (rounded down to whole µs), and the key is removed once that makes it full;
 // a Counter key is removed, or kept until at least Amount from now when the
-// refund confirms it. Absent keys are left alone. An empty key, an unknown
+// refund confirms it; a Guesses key is removed. Absent keys are left alone. An empty key, an unknown
 // kind or a negative amount is store.ErrBadBatch, and then no refund is
 // applied.
 func (s *Store) Refund(ctx context.Context, refunds []store.Refund) error {
@@ -574,7 +599,7 @@ func (s *Store) refund(r *store.Refund) {
 				s.set(sh, r.Key, entry{v: tat, exp: tat})
 				return
 			}
-		case r.Confirm:
+		case r.Confirm && r.Kind == store.Counter:
 			e.exp = max(e.exp, now+min(micros(r.Amount), maxSpan))
 			s.set(sh, r.Key, e)
 			return

@@ -18,20 +18,21 @@ const maxSpan = 1 << 50
 // variable costs an allocation each time it is made.
 var (
 	argDo, argPeek                 any = "do", "peek"
-	argRate, argCounter            any = "r", "c"
+	argRate, argCounter, argGuesses any = "r", "c", "g"
 	argEnforce, argSoft, argShadow any = "enforce", "soft", "shadow"
 	// The give-back entries: microseconds off a rate key, units off a
-	// counter, keep a counter longer, forget.
-	argRefundRate, argRefundCounter, argConfirm, argForget any = "r", "c", "k", "x"
+	// counter, keep a counter longer, forget, forget one guess.
+	argRefundRate, argRefundCounter, argConfirm, argForget, argForgetGuess any = "r", "c", "k", "x", "g"
 )
 
 // giveback is one entry of the give-back step: how is argRefundRate,
-// argRefundCounter, argConfirm or argForget, amount its microseconds or
-// units.
+// argRefundCounter, argConfirm, argForget or argForgetGuess, amount its
+// microseconds or units, guess the guess argForgetGuess forgets.
 type giveback struct {
 	key    string
 	how    any
 	amount int64
+	guess  string
 }
 
 // refundEntries converts refunds to give-back entries.
@@ -46,7 +47,7 @@ func refundEntries(refunds []store.Refund) ([]giveback, error) {
 		case r.Kind == store.Rate:
 			// Truncated: a refund never gives back more than was spent.
 			e.how, e.amount = argRefundRate, min(r.Amount.Microseconds(), maxSpan)
-		case r.Confirm:
+		case r.Confirm && r.Kind == store.Counter:
 			e.how, e.amount = argConfirm, micros(r.Amount)
 		}
 		entries[i] = e
@@ -59,6 +60,10 @@ func refundEntries(refunds []store.Refund) ([]giveback, error) {
 func appendGiveback(keys []string, args []any, entries []giveback) ([]string, []any) {
 	for _, e := range entries {
 		keys = append(keys, e.key)
+		if e.how == argForgetGuess {
+			args = append(args, e.how, e.guess)
+			continue
+		}
 		args = append(args, e.how, e.amount)
 	}
 	return keys, args
@@ -79,6 +84,10 @@ func appendOps(keys []string, args []any, mode string, now any, ops []store.Op) 
 	for i := range ops {
 		op := &ops[i]
 		keys = append(keys, op.Key)
+		if op.Kind == store.Guesses {
+			args = appendGuessOp(args, op, ops)
+			continue
+		}
 		kind, role := argCounter, argEnforce
 		if op.Kind == store.Rate {
 			kind = argRate

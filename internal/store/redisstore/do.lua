@@ -9,16 +9,63 @@
 -- ARGV[base+1] "do" spends, "peek" only evaluates
 -- ARGV[base+2+7(i-1)..]  op i: kind ("r" rate, "c" counter), role
 --              ("enforce", "soft" or "shadow"), cost, interval, burst,
---              limit, hold
+--              limit, hold; for kind "g" (guesses, at most one op) the
+--              interval is the guess (16 hex digits) and the burst the
+--              indexes of the ops a repeat of it does not spend,
+--              comma-separated (see guessOp)
 --
 -- A rate key holds its theoretical arrival time (TAT). A counter key holds
 -- "count:deadline", the deadline being when the count is forgotten; a spend
 -- keeps the later of that deadline and now + hold.
 --
 -- Reply: six integers per op: allowed, spent, remaining, retry after,
--- reset after, count.
+-- reset after, count. A guesses op replies 1 as remaining when it found its
+-- guess remembered, the guesses it found as count, and when the last of
+-- them is forgotten as reset after.
 
 local spend = ARGV[base + 1] == 'do'
+
+-- waived holds the ops a remembered guess does not spend.
+local waived = {}
+
+-- guessOp evaluates a guesses op from ARGV at a and its key's value v: it
+-- always fits, and when its guess is remembered the ops it names are
+-- waived. It returns the op, or nil when v is not a guesses value.
+local function guessOp(a, v)
+  local o = {
+    guess = ARGV[a + 4],
+    role = ARGV[a + 2],
+    cost = tonumber(ARGV[a + 3]),
+    limit = tonumber(ARGV[a + 6]),
+    hold = tonumber(ARGV[a + 7]),
+    fits = true,
+  }
+  o.list = guessList(v)
+  if not o.list then
+    return nil
+  end
+  o.found = guessIndex(o.list, o.guess, o.limit) ~= nil
+  if o.found then
+    for j in string.gmatch(ARGV[a + 5], '%d+') do
+      waived[tonumber(j)] = true
+    end
+  end
+  return o
+end
+
+-- spendGuess records a guesses op's guess at key i as the most recent,
+-- remembered for its hold, keeping its limit of guesses and one more.
+local function spendGuess(i, o)
+  local j = guessIndex(o.list, o.guess, #o.list)
+  if j then
+    table.remove(o.list, j)
+  end
+  while #o.list > o.limit do
+    table.remove(o.list, 1)
+  end
+  o.list[#o.list + 1] = {g = o.guess, d = now + o.hold}
+  putGuesses(i, o.list)
+end
 
 local ops = {}
 local all = true
@@ -30,7 +77,12 @@ for i = 1, #KEYS do
     cost = tonumber(ARGV[a + 3]),
   }
   local v = get(i)
-  if o.rate then
+  if ARGV[a + 1] == 'g' then
+    o = guessOp(a, v)
+    if not o then
+      return redis.error_reply('guardian: bad guesses state')
+    end
+  elseif o.rate then
     o.t = tonumber(ARGV[a + 4])
     o.burst = tonumber(ARGV[a + 5])
     o.tau = o.t * o.burst
@@ -70,9 +122,20 @@ end
 
 local out = {}
 for i, o in ipairs(ops) do
-  local spent = spend and o.fits and o.cost > 0 and (o.role == 'shadow' or all)
+  local spent = spend and o.fits and o.cost > 0 and not waived[i] and (o.role == 'shadow' or all)
   local remaining, retry, reset, count = 0, 0, 0, 0
-  if o.rate then
+  if o.list then
+    if o.found then
+      remaining = 1
+    end
+    count = math.min(#o.list, o.limit)
+    if count > 0 then
+      reset = o.list[#o.list].d - now
+    end
+    if spent then
+      spendGuess(i, o)
+    end
+  elseif o.rate then
     local tat = o.tat
     if spent then
       tat = o.new

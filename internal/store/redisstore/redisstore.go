@@ -238,6 +238,7 @@ func (s *Store) run(ctx context.Context, mode string, ops []store.Op, res []stor
 	b.release()
 	if err == nil {
 		err = parseResults(reply, res)
+		readGuesses(ops, res)
 	}
 	if err != nil {
 		return fmt.Errorf("redisstore: %s: %w", mode, err)

@@ -1,0 +1,72 @@
+package redisstore
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/guardian-sec/guardian/internal/store"
+)
+
+// guessText is a guess as the scripts hold it: 16 lower-case hex digits.
+func guessText(g uint64) string {
+	const digits = 16
+	s := strconv.FormatUint(g, 16)
+	return strings.Repeat("0", digits-len(s)) + s
+}
+
+// appendGuessOp appends the do script's arguments for the Guesses op op of
+// the call whose ops are ops: its guess in place of an interval, and in
+// place of a burst the 1-based indexes, within the call, of the
+// FreeOnRepeat ops a repeat of the guess does not spend.
+func appendGuessOp(args []any, op *store.Op, ops []store.Op) []any {
+	var free strings.Builder
+	for j := range ops {
+		if ops[j].FreeOnRepeat {
+			if free.Len() > 0 {
+				free.WriteByte(',')
+			}
+			free.WriteString(strconv.Itoa(j + 1))
+		}
+	}
+	p := paramsOf(op)
+	return append(args, argGuesses, argSoft, p.cost, guessText(op.Guess), free.String(), p.limit, p.hold)
+}
+
+// readGuesses turns what the do script replied for each Guesses op of ops
+// into its Result: a remaining of 1 is a remembered guess.
+func readGuesses(ops []store.Op, res []store.Result) {
+	for i := range ops {
+		if ops[i].Kind == store.Guesses {
+			res[i].Repeat = res[i].Remaining == 1
+			res[i].Remaining = 0
+		}
+	}
+}
+
+// slotGiveback is what a batch spread over cluster slots gives back of op,
+// which r says was spent, and whether it gives back anything. A batch that
+// some enforced op denied gives back its enforced ops, and forgets the
+// guess its Guesses op recorded (a guess it only found stays remembered:
+// an earlier check made it). A batch whose guess was remembered gives back
+// the FreeOnRepeat ops that slots other than the guess's own spent, so
+// that a repeat costs them nothing, as in one script.
+func slotGiveback(op *store.Op, r *store.Result, denied, repeat bool) (giveback, bool) {
+	if !r.Spent {
+		return giveback{}, false
+	}
+	switch {
+	case repeat && op.FreeOnRepeat:
+	case !denied || op.Shadow:
+		return giveback{}, false
+	case op.Kind == store.Guesses:
+		if r.Repeat {
+			return giveback{}, false
+		}
+		return giveback{key: op.Key, how: argForgetGuess, guess: guessText(op.Guess)}, true
+	}
+	p := paramsOf(op)
+	if op.Kind == store.Rate {
+		return giveback{key: op.Key, how: argRefundRate, amount: p.cost * p.interval}, true
+	}
+	return giveback{key: op.Key, how: argRefundCounter, amount: p.cost}, true
+}
