@@ -17,9 +17,9 @@ const maxSpan = 1 << 50
 // The scripts' string arguments, boxed once: an interface holding a string
 // variable costs an allocation each time it is made.
 var (
-	argDo, argPeek                 any = "do", "peek"
+	argDo, argPeek                  any = "do", "peek"
 	argRate, argCounter, argGuesses any = "r", "c", "g"
-	argEnforce, argSoft, argShadow any = "enforce", "soft", "shadow"
+	argEnforce, argSoft, argShadow  any = "enforce", "soft", "shadow"
 	// The give-back entries: microseconds off a rate key, units off a
 	// counter, keep a counter longer, forget, forget one guess.
 	argRefundRate, argRefundCounter, argConfirm, argForget, argForgetGuess any = "r", "c", "k", "x", "g"

@@ -291,14 +291,14 @@ func testGuessValidate(h *harness) {
 		return op
 	}
 	cases := map[string][]store.Op{
-		"two":        ops(good, Guesses(h.key("other"), 2, guessHold)),
-		"cost 2":     ops(with(func(o *store.Op) { o.Cost = 2 })),
-		"guess 0":    ops(with(func(o *store.Op) { o.Guess = 0 })),
-		"limit 0":    ops(with(func(o *store.Op) { o.Limit = 0 })),
-		"limit 9":    ops(with(func(o *store.Op) { o.Limit = store.MaxGuesses + 1 })),
-		"zero hold":  ops(with(func(o *store.Op) { o.Hold = 0 })),
-		"negative":   ops(with(func(o *store.Op) { o.Cost = -1 })),
-		"no key":     ops(with(func(o *store.Op) { o.Key = "" })),
+		"two":       ops(good, Guesses(h.key("other"), 2, guessHold)),
+		"cost 2":    ops(with(func(o *store.Op) { o.Cost = 2 })),
+		"guess 0":   ops(with(func(o *store.Op) { o.Guess = 0 })),
+		"limit 0":   ops(with(func(o *store.Op) { o.Limit = 0 })),
+		"limit 9":   ops(with(func(o *store.Op) { o.Limit = store.MaxGuesses + 1 })),
+		"zero hold": ops(with(func(o *store.Op) { o.Hold = 0 })),
+		"negative":  ops(with(func(o *store.Op) { o.Cost = -1 })),
+		"no key":    ops(with(func(o *store.Op) { o.Key = "" })),
 	}
 	for name, c := range cases {
 		err := h.s.Do(context.Background(), c, make([]store.Result, len(c)))
