@@ -84,6 +84,7 @@ type Engine struct {
 	rules     *rules.Holder
 	store     store.Store
 	hasher    *keys.Hasher
+	guesser   *keys.Guesser
 	attempts  *tokens.Attempts
 	login     *loginlimits.Policy
 	aggregate *aggregate.Aggregate
@@ -106,6 +107,7 @@ func New(cfg Config) *Engine {
 		rules:     cfg.Rules,
 		store:     cfg.Store,
 		hasher:    keys.NewHasher(hashKey),
+		guesser:   keys.NewGuesser(hashKey),
 		attempts:  tokens.NewAttempts(cfg.Key, cfg.PreviousKeys...).WithTTL(cfg.AttemptTTL),
 		aggregate: cfg.Aggregate,
 		shadow:    cfg.Shadow,

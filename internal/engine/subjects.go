@@ -24,6 +24,11 @@ type Identifiers struct {
 	// Recipient is the normalised recipient (keys.Recipient), "" when
 	// absent.
 	Recipient string
+	// Guess is 64 bits of guardian's keyed hash of the check's
+	// secret_fingerprint (keys.Guesser), 0 when absent. Normalise only
+	// validates the fingerprint: the engine hashes it, and nothing else
+	// ever sees it.
+	Guess uint64
 }
 
 // The account+ip pair counts an IPv4 client by its address and an IPv6
@@ -59,6 +64,10 @@ func (ids *Identifiers) Key(r *rules.Rule) keys.Key {
 		}
 	case rules.KeyGlobal:
 		return keys.Key{Kind: kind}
+	case rules.KeySecret:
+		if ids.Guess != 0 {
+			return keys.GuessKey(ids.Guess)
+		}
 	}
 	return keys.Key{}
 }
@@ -116,6 +125,11 @@ func (req *CheckRequest) Normalise() (Identifiers, error) {
 		}
 	case otp.NeedsRecipient(req.Flow):
 		return ids, fmt.Errorf("%w: recipient: required for flow %s", ErrMissingField, req.Flow)
+	}
+	if req.SecretFingerprint != "" {
+		if err := CheckFingerprint(req.SecretFingerprint); err != nil {
+			return ids, err
+		}
 	}
 	return ids, nil
 }

@@ -164,3 +164,25 @@ func TestStoreKey(t *testing.T) {
 		t.Errorf("StoreKey %q does not start with KeyPrefix %q", got, KeyPrefix)
 	}
 }
+
+func TestGuess(t *testing.T) {
+	g := NewGuesser(testKey(t, 1))
+	other := NewGuesser(testKey(t, 2))
+	a, b := "fingerprint-of-winter2026", "fingerprint-of-summer2026"
+	if g.Guess(a) != g.Guess(a) {
+		t.Error("one fingerprint, two guesses")
+	}
+	if g.Guess(a) == g.Guess(b) {
+		t.Error("two fingerprints, one guess")
+	}
+	if g.Guess(a) == other.Guess(a) {
+		t.Error("one guess under two keys: the key does not reach the hash")
+	}
+	if g.Guess(a) == 0 {
+		t.Error("guess 0")
+	}
+	k := GuessKey(g.Guess(a))
+	if k.Kind != KindSecret || strings.Contains(k.ID, a[:9]) {
+		t.Errorf("GuessKey = %+v", k)
+	}
+}

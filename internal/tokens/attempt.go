@@ -193,7 +193,7 @@ func (a *Attempts) Seal(at Attempt) (string, error) {
 		if r.Amount < 0 {
 			return "", errAttemptAmount
 		}
-		if r.Kind != store.Rate && r.Kind != store.Counter {
+		if _, ok := refundKinds[r.Kind]; !ok {
 			return "", errAttemptKind
 		}
 	}
@@ -214,11 +214,7 @@ func (a *Attempts) Seal(at Attempt) (string, error) {
 	b = binary.AppendUvarint(b, uint64(len(at.Refunds)))
 	for _, r := range at.Refunds {
 		b = appendString(b, r.Key)
-		var counter byte
-		if r.Kind == store.Counter {
-			counter = 1
-		}
-		b = append(b, counter)
+		b = append(b, refundKinds[r.Kind])
 		b = binary.AppendUvarint(b, uint64(r.Amount))
 	}
 	if len(b) > maxRawAttempt-attemptTagLen {
@@ -308,6 +304,8 @@ func parseAttempt(p, scratch []byte) (Attempt, error) {
 				f.Kind = store.Rate
 			case 1:
 				f.Kind = store.Counter
+			case 2:
+				f.Kind = store.Guesses
 			default:
 				r.bad = true
 			}
@@ -319,6 +317,10 @@ func parseAttempt(p, scratch []byte) (Attempt, error) {
 	}
 	return at, nil
 }
+
+// refundKinds are the kinds of refund an attempt carries, and the byte
+// each is sealed as.
+var refundKinds = map[store.Kind]byte{store.Rate: 0, store.Counter: 1, store.Guesses: 2}
 
 // reader reads the fields of a payload. The first problem sets bad, and
 // every later read returns a zero value.
