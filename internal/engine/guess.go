@@ -22,12 +22,21 @@ import (
 // its check is spent, before it is reported: a check never reported stays
 // a failed guess. A success report, or an account reset, forgets them all.
 //
-// Two concurrent first tries of one new guess spend once: the guess key
-// and the account's keys are evaluated in one atomic store step (one script
-// on Redis, the shards locked together in the embedded store), so one try
-// records the guess and the other finds it. On a Redis Cluster, an
-// account+ip key lives in another slot: both tries spend it, and the one
-// that found the guess gives its spend back in the same call.
+// Two concurrent first tries of one new guess spend the account once: the
+// memory and the account's own keys (its key: account rules and hard stop)
+// share the account's subject, so they are evaluated in one atomic step
+// (one script on Redis, in one slot of a Cluster; the shards locked
+// together in the embedded store), and one try records the guess while
+// every other finds it. An account+ip pair or a trusted device's bucket has
+// a subject of its own: on a single Redis or the embedded store it is in
+// the same step too; on a Redis Cluster it lives in another slot, where
+// every try spends it and the tries that found the guess give that back in
+// the same call, so it also ends up spent once, though while the tries are
+// in flight a pair with less room than them may slow some. A check that
+// another rule denies records nothing: a guess no one verified never
+// becomes free. On a Cluster, where the memory cannot see that denial, the
+// guess is forgotten again, which may forget one that concurrent tries
+// found; it then costs again, the strict side.
 const (
 	rememberedGuesses = 3
 	guessHold         = 24 * time.Hour
