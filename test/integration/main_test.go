@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -49,6 +50,9 @@ type fleetConfig struct {
 	fleetSize    int
 	// now returns instance i's clock (default time.Now).
 	now func(i int) func() time.Time
+	// logs and decisionLog, when set, receive every instance's logs, at
+	// debug level and up, and its decision log.
+	logs, decisionLog io.Writer
 }
 
 // startFleet starts n instances on cfg, stopped when the test ends.
@@ -80,6 +84,10 @@ func startFleet(t *testing.T, n int, cfg fleetConfig) []*instance {
 		if cfg.now != nil {
 			sc.Now = cfg.now(i)
 		}
+		if cfg.logs != nil {
+			sc.Logger = slog.New(slog.NewJSONHandler(cfg.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		}
+		sc.DecisionLog = cfg.decisionLog
 		srv, err := server.New(sc)
 		if err != nil {
 			t.Fatalf("instance %d: %v", i, err)
