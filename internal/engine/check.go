@@ -136,7 +136,7 @@ func (e *Engine) Check(ctx context.Context, req CheckRequest) (Decision, error) 
 			}
 		}
 		p.refunds = reservations(p.refunds[:0], req.Flow, p, res)
-		p.refunds = forgetGuesses(p.refunds, p)
+		p.refunds = guessRefund(p.refunds, p)
 		at.Refunds = p.refunds
 		id, err := e.attempts.Seal(at)
 		if err != nil {

@@ -117,11 +117,14 @@ func guessOf(p *plan, res []store.Result) *store.Result {
 	return nil
 }
 
-// forgetGuesses appends to dst what a success report of the check behind p
-// does to the account's memory: it forgets every guess.
-func forgetGuesses(dst []store.Refund, p *plan) []store.Refund {
+// guessRefund appends to dst the refund the attempt of the check behind p
+// carries for the account's memory: a success report forgets every guess;
+// a failure report confirms the check's own (loginlimits.Confirmations),
+// kept then for guessHold.
+func guessRefund(dst []store.Refund, p *plan) []store.Refund {
 	if len(p.ops) > len(p.rules) {
-		dst = append(dst, store.Refund{Key: p.ops[len(p.rules)].Key, Kind: store.Guesses})
+		op := &p.ops[len(p.rules)]
+		dst = append(dst, store.Refund{Key: op.Key, Kind: store.Guesses, Guess: op.Guess, Amount: guessHold})
 	}
 	return dst
 }

@@ -168,6 +168,7 @@ func TestRepeatGuesses(t *testing.T) {
 				{"six_repeats_never_slow", guessRules, testSixRepeatsNeverSlow},
 				{"four_distinct_slow_at_the_fourth", guessRules, testFourDistinctSlow},
 				{"unreported_is_remembered", guessRules, testUnreportedIsRemembered},
+				{"reported_kept_a_day_unreported_twice_the_attempt_ttl", guessRules, testGuessHolds},
 				{"success_forgets", guessRules, testSuccessForgets},
 				{"reset_forgets", guessRules, testResetForgets},
 				// On a Cluster, concurrent tries spend the pair in its own
@@ -251,6 +252,31 @@ func testUnreportedIsRemembered(t *testing.T, h *harness) {
 	d := h.check(t, engine.CheckRequest{Flow: rules.Login, Account: "alice", IP: guessIP})
 	if d.RepeatGuess || limit(t, d, "login-account") != 1 {
 		t.Fatalf("check without a fingerprint: repeat %v, %+v; want a spend", d.RepeatGuess, d.Limits)
+	}
+}
+
+// testGuessHolds: a guess whose check was reported a failure is
+// remembered for 24 hours; one never reported, like any state only
+// unreported checks made, for twice the attempt TTL (20 minutes).
+func testGuessHolds(t *testing.T, h *harness) {
+	h.guess(t, guessIP, "a", engine.Failure)
+	h.guess(t, guessIP, "b", "")
+	h.clock.Advance(20*time.Minute - time.Millisecond)
+	if st := h.status(t); st.RememberedGuesses != 2 {
+		t.Fatalf("just before twice the attempt TTL: %d remembered, want 2", st.RememberedGuesses)
+	}
+	h.clock.Advance(time.Millisecond)
+	if st := h.status(t); st.RememberedGuesses != 1 {
+		t.Fatalf("at twice the attempt TTL: %d remembered, want the reported one", st.RememberedGuesses)
+	}
+	h.clock.Set(t0.Add(24*time.Hour - time.Millisecond))
+	if d := h.guess(t, guessIP, "a", ""); !d.RepeatGuess {
+		t.Fatal("a reported guess forgotten before 24 hours")
+	}
+	// That unreported repeat kept it 20 minutes more, not a day.
+	h.clock.Set(t0.Add(24*time.Hour + 20*time.Minute))
+	if st := h.status(t); st.RememberedGuesses != 0 {
+		t.Fatalf("a day and the repeat's 20 minutes on: %d remembered, want 0", st.RememberedGuesses)
 	}
 }
 

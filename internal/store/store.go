@@ -31,8 +31,9 @@ const (
 	// at least; a confirming Refund keeps it longer.
 	Counter
 	// Guesses is an account's memory of its last failed guesses: up to
-	// Limit guesses (Guess values), each remembered for Hold from the last
-	// check that made it. An op finds whether its Guess is remembered
+	// Limit guesses (Guess values), each remembered for Hold at least from
+	// the last check that made it, and longer once a confirming Refund
+	// keeps it. An op finds whether its Guess is remembered
 	// (Result.Repeat) and never denies the batch. When the batch is spent,
 	// a Cost of 1 records the guess as the most recent, forgetting the
 	// oldest beyond Limit. When it finds its guess remembered, every
@@ -136,13 +137,17 @@ type Refund struct {
 	// Amount is given back from a Rate key's arrival time (Cost×Interval);
 	// the key never goes below full. A Counter is reset, unless Confirm is
 	// set: then its count stays and it is kept for at least Amount from now.
-	// A Guesses key is forgotten, every guess of it.
+	// A Guesses key is forgotten, every guess of it, unless Confirm is
+	// set: then its Guess is remembered for at least Amount from now.
 	Amount time.Duration
 	// Confirm, on a Counter, records that the failures it counts were
 	// reported: the key keeps its count and lives for Amount at least, so
 	// that confirmed state outlasts what only unreported checks left.
+	// On a Guesses key, it records that Guess failed: kept for Amount.
 	// Ignored for a Rate.
 	Confirm bool
+	// Guess is the guess a confirming Guesses refund keeps. Guesses only.
+	Guess uint64
 	// Local reports that the fail-closed fallback made the spend, so the
 	// wrapper gives it back there. Stores ignore it.
 	Local bool
@@ -191,11 +196,13 @@ var ErrFull = errors.New("store: full")
 var ErrBadReply = errors.New("store: bad reply")
 
 // ValidateRefunds checks refunds for what ErrBadBatch names: an empty key,
-// a negative amount or an unknown kind.
+// a negative amount, an unknown kind or a confirming Guesses refund without
+// a guess.
 func ValidateRefunds(refunds []Refund) error {
 	for i := range refunds {
 		r := &refunds[i]
-		if r.Key == "" || r.Amount < 0 || (r.Kind != Rate && r.Kind != Counter && r.Kind != Guesses) {
+		if r.Key == "" || r.Amount < 0 || (r.Kind != Rate && r.Kind != Counter && r.Kind != Guesses) ||
+			(r.Kind == Guesses && r.Confirm && r.Guess == 0) {
 			return fmt.Errorf("refund %d: %w", i, ErrBadBatch)
 		}
 	}

@@ -77,8 +77,9 @@ type Attempt struct {
 	// Fallback reports that the check spent on the local fallback store
 	// rather than the primary.
 	Fallback bool
-	// Refunds are given back on a success report: Rate and Counter
-	// refunds only. Local is not sealed: Open sets it to Fallback, since
+	// Refunds are given back on a success report: Rate, Counter and
+	// Guesses refunds (a Guesses refund with its Guess, which a failure
+	// report confirms). Confirm is not sealed either. Local is not sealed: Open sets it to Fallback, since
 	// the store that took a check's spends is the one to give them back.
 	Refunds []store.Refund
 }
@@ -216,6 +217,9 @@ func (a *Attempts) Seal(at Attempt) (string, error) {
 		b = appendString(b, r.Key)
 		b = append(b, refundKinds[r.Kind])
 		b = binary.AppendUvarint(b, uint64(r.Amount))
+		if r.Kind == store.Guesses {
+			b = binary.BigEndian.AppendUint64(b, r.Guess)
+		}
 	}
 	if len(b) > maxRawAttempt-attemptTagLen {
 		st.keep(b, nil)
@@ -310,6 +314,9 @@ func parseAttempt(p, scratch []byte) (Attempt, error) {
 				r.bad = true
 			}
 			f.Amount = time.Duration(r.uvarint(math.MaxInt64))
+			if f.Kind == store.Guesses {
+				f.Guess = r.uint64()
+			}
 		}
 	}
 	if r.bad || len(r.b) != 0 {
@@ -343,6 +350,17 @@ func (r *reader) byte() byte {
 	c := r.b[0]
 	r.skip(1)
 	return c
+}
+
+// uint64 reads 8 bytes, big-endian.
+func (r *reader) uint64() uint64 {
+	if r.bad || len(r.b) < 8 {
+		r.bad = true
+		return 0
+	}
+	v := binary.BigEndian.Uint64(r.b)
+	r.skip(8)
+	return v
 }
 
 // uvarint reads a minimally encoded uvarint of at most limit.

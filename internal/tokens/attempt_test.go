@@ -53,6 +53,7 @@ func TestAttemptRoundTrip(t *testing.T) {
 		{"minimal", Attempt{Issued: t0}},
 		{"given id", Attempt{ID: "AAECAwQFBgcICQoLDA0ODw", Issued: t0, Flow: "otp_send"}},
 		{"counter only", Attempt{Issued: t0, Flow: "login", Refunds: []store.Refund{{Key: "k", Kind: store.Counter}}}},
+		{"guesses", Attempt{Issued: t0, Flow: "login", Refunds: []store.Refund{{Key: "g", Kind: store.Guesses, Guess: 1<<64 - 1, Amount: 24 * time.Hour}}}},
 		{"bounds", Attempt{
 			Issued: t0, Flow: strings.Repeat("f", MaxAttemptFieldLen), Account: strings.Repeat("a", MaxAttemptFieldLen),
 			Device:  strings.Repeat("d", MaxAttemptFieldLen),
@@ -249,7 +250,8 @@ func TestAttemptOpenIsStrict(t *testing.T) {
 		{"trailing byte", record(empty3, []byte{0}, []byte{0}, []byte{0}), false},
 		{"unknown version", append([]byte{2}, record(empty3, []byte{0}, []byte{0})[1:]...), false},
 		{"unknown flag", record(empty3, []byte{2}, []byte{0}), false},
-		{"kind byte 2 (guesses)", record(empty3, []byte{0}, []byte{1, 1, 'k', 2, 0}), true},
+		{"kind byte 2 (guesses) with its guess", record(empty3, []byte{0}, []byte{1, 1, 'k', 2, 0, 0, 0, 0, 0, 0, 0, 0, 7}), true},
+		{"kind byte 2 (guesses) without its guess", record(empty3, []byte{0}, []byte{1, 1, 'k', 2, 0}), false},
 		{"kind byte 3", record(empty3, []byte{0}, []byte{1, 1, 'k', 3, 0}), false},
 		{"overlong uvarint", record(empty3, []byte{0}, []byte{0x80, 0x00}), false},
 		{"33 refunds", record(empty3, []byte{0}, []byte{33}), false},

@@ -34,23 +34,27 @@ func (m *memory) has(g uint64) bool {
 	return false
 }
 
-// last is when m forgets its most recent guess, the key's expiry; now when
-// it remembers none.
+// last is when m forgets the last of its guesses, the key's expiry; now
+// when it remembers none.
 func (m *memory) last(now int64) int64 {
-	if m.n == 0 {
-		return now
+	last := now
+	for i := range m.n {
+		last = max(last, m.exp[i])
 	}
-	return m.exp[m.n-1]
+	return last
 }
 
-// record returns m with g as its most recent guess, forgotten at exp, and
-// at most limit guesses: g moves to the end if m had it, and the oldest go.
+// record returns m with g as its most recent guess, remembered until exp at
+// least, and at most limit guesses: g moves to the end if m had it, keeping
+// a later deadline it had, and the oldest go.
 func (m *memory) record(g uint64, exp int64, limit int64) *memory {
 	out := &memory{}
 	for i := range m.n {
 		if m.guess[i] != g {
 			out.guess[out.n], out.exp[out.n] = m.guess[i], m.exp[i]
 			out.n++
+		} else {
+			exp = max(exp, m.exp[i])
 		}
 	}
 	if int64(out.n) >= limit {
@@ -62,6 +66,33 @@ func (m *memory) record(g uint64, exp int64, limit int64) *memory {
 	out.guess[out.n], out.exp[out.n] = g, exp
 	out.n++
 	return out
+}
+
+// confirm returns m with g, if m has it, remembered until exp at least.
+func (m *memory) confirm(g uint64, exp int64) *memory {
+	out := *m
+	for i := range out.n {
+		if out.guess[i] == g {
+			out.exp[i] = max(out.exp[i], exp)
+		}
+	}
+	return &out
+}
+
+// refundGuesses applies refund r to the Guesses entry e of sh, which must
+// be locked: a confirming refund keeps its guess for r.Amount from now, any
+// other forgets the key.
+func (s *Store) refundGuesses(sh *shard, r *store.Refund, e entry, now int64) {
+	if !r.Confirm || e.mem == nil {
+		s.remove(sh, r.Key, e)
+		return
+	}
+	m := e.mem.live(now).confirm(r.Guess, now+min(micros(r.Amount), maxSpan))
+	if m.n == 0 {
+		s.remove(sh, r.Key, e)
+		return
+	}
+	s.set(sh, r.Key, entry{mem: m, exp: m.last(now)})
 }
 
 // evaluateGuesses reads a Guesses op's memory from e (found unexpired or

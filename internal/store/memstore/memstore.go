@@ -37,7 +37,8 @@
 // many are (Count). When the batch is spent, the guess becomes the most
 // recent, remembered for Hold, and the oldest beyond Limit is forgotten.
 // When it finds its guess, the batch's FreeOnRepeat ops are evaluated and
-// not spent. A Refund of a Guesses key removes it.
+// not spent. A Refund of a Guesses key removes it, or when it confirms,
+// keeps its Guess until now + Amount at least.
 //
 // Eviction. When a key must be added and the store is full, the store evicts
 // the entry that expires soonest among a sample (evictSample entries from
@@ -565,7 +566,8 @@ func addShard(set []uint32, i uint32) []uint32 {
 // Refund applies refunds: a Rate key's arrival time moves back by Amount
 // (rounded down to whole µs), and the key is removed once that makes it full;
 // a Counter key is removed, or kept until at least Amount from now when the
-// refund confirms it; a Guesses key is removed. Absent keys are left alone. An empty key, an unknown
+// refund confirms it; a Guesses key is removed, or keeps the refund's guess
+// until at least Amount from now when the refund confirms it. Absent keys are left alone. An empty key, an unknown
 // kind or a negative amount is store.ErrBadBatch, and then no refund is
 // applied.
 func (s *Store) Refund(ctx context.Context, refunds []store.Refund) error {
@@ -593,6 +595,9 @@ func (s *Store) refund(r *store.Refund) {
 	}
 	if e.exp > now {
 		switch {
+		case r.Kind == store.Guesses:
+			s.refundGuesses(sh, r, e, now)
+			return
 		case r.Kind == store.Rate:
 			tat := e.v - min(int64(r.Amount/time.Microsecond), maxSpan)
 			if tat > now {

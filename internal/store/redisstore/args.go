@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"strconv"
 	"sync"
 	"time"
 
@@ -21,13 +22,15 @@ var (
 	argRate, argCounter, argGuesses any = "r", "c", "g"
 	argEnforce, argSoft, argShadow  any = "enforce", "soft", "shadow"
 	// The give-back entries: microseconds off a rate key, units off a
-	// counter, keep a counter longer, forget, forget one guess.
-	argRefundRate, argRefundCounter, argConfirm, argForget, argForgetGuess any = "r", "c", "k", "x", "g"
+	// counter, keep a counter longer, forget, forget one guess, keep one
+	// guess longer.
+	argRefundRate, argRefundCounter, argConfirm, argForget, argForgetGuess, argConfirmGuess any = "r", "c", "k", "x", "g", "G"
 )
 
 // giveback is one entry of the give-back step: how is argRefundRate,
-// argRefundCounter, argConfirm, argForget or argForgetGuess, amount its
-// microseconds or units, guess the guess argForgetGuess forgets.
+// argRefundCounter, argConfirm, argForget, argForgetGuess or
+// argConfirmGuess, amount its microseconds or units, guess the guess the
+// last two are about.
 type giveback struct {
 	key    string
 	how    any
@@ -49,6 +52,8 @@ func refundEntries(refunds []store.Refund) ([]giveback, error) {
 			e.how, e.amount = argRefundRate, min(r.Amount.Microseconds(), maxSpan)
 		case r.Confirm && r.Kind == store.Counter:
 			e.how, e.amount = argConfirm, micros(r.Amount)
+		case r.Confirm && r.Kind == store.Guesses:
+			e.how, e.amount, e.guess = argConfirmGuess, micros(r.Amount), guessText(r.Guess)
 		}
 		entries[i] = e
 	}
@@ -60,8 +65,12 @@ func refundEntries(refunds []store.Refund) ([]giveback, error) {
 func appendGiveback(keys []string, args []any, entries []giveback) ([]string, []any) {
 	for _, e := range entries {
 		keys = append(keys, e.key)
-		if e.how == argForgetGuess {
+		switch e.how {
+		case argForgetGuess:
 			args = append(args, e.how, e.guess)
+			continue
+		case argConfirmGuess:
+			args = append(args, e.how, e.guess+":"+strconv.FormatInt(e.amount, 10))
 			continue
 		}
 		args = append(args, e.how, e.amount)

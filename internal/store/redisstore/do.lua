@@ -54,16 +54,21 @@ local function guessOp(a, v)
 end
 
 -- spendGuess records a guesses op's guess at key i as the most recent,
--- remembered for its hold, keeping its limit of guesses and one more.
+-- remembered for its hold at least (a later deadline it had stays),
+-- keeping its limit of guesses and one more.
 local function spendGuess(i, o)
+  local d = now + o.hold
   local j = guessIndex(o.list, o.guess, #o.list)
   if j then
+    if o.list[j].d > d then
+      d = o.list[j].d
+    end
     table.remove(o.list, j)
   end
   while #o.list > o.limit do
     table.remove(o.list, 1)
   end
-  o.list[#o.list + 1] = {g = o.guess, d = now + o.hold}
+  o.list[#o.list + 1] = {g = o.guess, d = d}
   putGuesses(i, o.list)
 end
 
@@ -129,8 +134,10 @@ for i, o in ipairs(ops) do
       remaining = 1
     end
     count = math.min(#o.list, o.limit)
-    if count > 0 then
-      reset = o.list[#o.list].d - now
+    for _, e in ipairs(o.list) do
+      if e.d - now > reset then
+        reset = e.d - now
+      end
     end
     if spent then
       spendGuess(i, o)

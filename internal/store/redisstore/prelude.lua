@@ -54,8 +54,8 @@ end
 
 -- Guesses. A Guesses key holds an account's remembered guesses, oldest
 -- first: "guess:deadline guess:deadline ...", each guess 16 hex digits (a
--- keyed hash, never a secret), each deadline when it is forgotten. The last
--- deadline is the key's own. A key remembers its op's limit of guesses, the
+-- keyed hash, never a secret), each deadline when it is forgotten. The
+-- latest deadline is the key's own. A key remembers its op's limit of guesses, the
 -- most recent, and keeps one more: on a Redis Cluster, a guess that another
 -- slot's rule denied is forgotten again ("g" below), and the one it pushed
 -- out is remembered again as if it had never been.
@@ -98,10 +98,14 @@ local function putGuesses(i, list)
     return
   end
   local parts = {}
+  local last = now
   for j, e in ipairs(list) do
     parts[j] = e.g .. ':' .. int(e.d)
+    if e.d > last then
+      last = e.d
+    end
   end
-  put(i, table.concat(parts, ' '), list[#list].d)
+  put(i, table.concat(parts, ' '), last)
 end
 
 -- giveBack applies give-back entries to keys first..#KEYS, entry i's how and
@@ -109,7 +113,8 @@ end
 -- off a rate key's arrival time, "c" takes units off a counter, "k" keeps a
 -- counter until at least amount microseconds from now (a confirmed count),
 -- "x" forgets, "g" forgets one guess of a Guesses key (amount is the
--- guess). A key that no longer exists is left alone; state never goes
+-- guess), "G" keeps one until at least a span from now (amount is
+-- "guess:span"). A key that no longer exists is left alone; state never goes
 -- below empty. It returns how many keys changed, or nil and an error.
 local function giveBack(first, at)
   local changed = 0
@@ -127,6 +132,21 @@ local function giveBack(first, at)
       if j then
         table.remove(list, j)
         putGuesses(i, list)
+        changed = changed + 1
+      end
+    elseif how == 'G' then
+      local list = guessList(get(i))
+      if not list then
+        return nil, 'guardian: bad guesses state'
+      end
+      local g, span = string.match(ARGV[at + 2 * (i - first) + 1], '^(%x+):(%d+)$')
+      local j = g and guessIndex(list, g, #list)
+      if j then
+        local d = now + tonumber(span)
+        if d > list[j].d then
+          list[j].d = d
+          putGuesses(i, list)
+        end
         changed = changed + 1
       end
     else

@@ -19,6 +19,7 @@ var guessCases = []testCase{
 	{"guesses/distinct_slow", testGuessDistinctSlow},
 	{"guesses/oldest_forgotten", testGuessOldestForgotten},
 	{"guesses/refund_forgets", testGuessRefundForgets},
+	{"guesses/confirm_keeps", testGuessConfirmKeeps},
 	{"guesses/delete_forgets", testGuessDeleteForgets},
 	{"guesses/hold", testGuessHold},
 	{"guesses/peek", testGuessPeek},
@@ -166,6 +167,29 @@ func testGuessRefundForgets(h *harness) {
 	h.wantRepeats("after", []uint64{7, 8}, false, false)
 }
 
+// testGuessConfirmKeeps: a guess recorded for a short hold (an unreported
+// check) is kept for the confirming refund's amount (a failure report);
+// the others still go at their hold; a later try never shortens it, and
+// confirming a guess the key does not hold changes nothing.
+func testGuessConfirmKeeps(h *harness) {
+	const pending = 20 * time.Minute
+	g := h.key("guesses")
+	h.run([]step{
+		{at: t0, ops: ops(Guesses(g, 1, pending)), want: rs(result{Allowed: true, Spent: true})},
+		{at: t0, ops: ops(Guesses(g, 2, pending)), want: rs(result{Allowed: true, Spent: true, Count: 1, ResetAfter: pending})},
+	})
+	h.refund(store.Refund{Key: g, Kind: store.Guesses, Confirm: true, Guess: 1, Amount: guessHold},
+		store.Refund{Key: g, Kind: store.Guesses, Confirm: true, Guess: 9, Amount: 2 * guessHold})
+	later := t0.Add(30 * time.Minute)
+	h.run([]step{
+		{at: t0, peek: true, ops: ops(Guesses(g, 1, pending)), want: rs(result{Allowed: true, Repeat: true, Count: 2, ResetAfter: guessHold})},
+		{at: later, peek: true, ops: ops(Guesses(g, 2, pending)), want: rs(result{Allowed: true, Count: 1, ResetAfter: guessHold - 30*time.Minute})},
+		{at: later, peek: true, ops: ops(Guesses(g, 9, pending)), want: rs(result{Allowed: true, Count: 1, ResetAfter: guessHold - 30*time.Minute})},
+		{at: later, ops: ops(Guesses(g, 1, pending)), want: rs(result{Allowed: true, Spent: true, Repeat: true, Count: 1, ResetAfter: guessHold - 30*time.Minute})},
+		{at: t0.Add(2 * time.Hour), peek: true, ops: ops(Guesses(g, 1, pending)), want: rs(result{Allowed: true, Repeat: true, Count: 1, ResetAfter: guessHold - 2*time.Hour})},
+	})
+}
+
 // testGuessDeleteForgets: deleting the key (an account reset) forgets.
 func testGuessDeleteForgets(h *harness) {
 	h.clock.Set(t0)
@@ -305,6 +329,10 @@ func testGuessValidate(h *harness) {
 		if !errors.Is(err, store.ErrBadBatch) {
 			h.t.Errorf("%s: err = %v, want store.ErrBadBatch", name, err)
 		}
+	}
+	err := h.s.Refund(context.Background(), []store.Refund{{Key: g, Kind: store.Guesses, Confirm: true, Amount: time.Hour}})
+	if !errors.Is(err, store.ErrBadBatch) {
+		h.t.Errorf("confirming no guess: err = %v, want store.ErrBadBatch", err)
 	}
 	if r := h.peekOne(good); r.Count != 0 {
 		h.t.Errorf("a bad batch recorded a guess: %+v", r)
