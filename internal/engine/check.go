@@ -98,6 +98,9 @@ func (e *Engine) Check(ctx context.Context, req CheckRequest) (Decision, error) 
 		ids.Guess = e.guesser.Guess(req.SecretFingerprint)
 	}
 	subj := e.resolve(ids, req.DeviceToken, now)
+	if ids.Guess != 0 && subj.account != "" {
+		subj.guess = e.guesser.AccountGuess(subj.account, ids.Guess)
+	}
 
 	p := getPlan()
 	defer p.release()

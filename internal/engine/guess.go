@@ -13,9 +13,10 @@ import (
 // service's keyed hash of the secret it is about to verify; guardian keeps
 // 64 bits of its own keyed hash of it, the check's guess
 // (keys.Guesser). Each account remembers its last rememberedGuesses failed
-// guesses (a failure report, or a check never reported) for guessHold, in
-// a store key of its own beside its rules' keys, evaluated in the check's
-// own store call. A check whose guess the account remembers teaches an
+// guesses in a store key of its own beside its rules' keys, evaluated in
+// the check's own store call: a reported failure for guessHold, a check not
+// (yet) reported, like any state only unreported checks leave, for twice
+// the attempt TTL. A check whose guess the account remembers teaches an
 // attacker nothing new, so it spends nothing on the rules freeOnRepeat
 // names; it still counts on ip, recipient and secret rules, and a rule
 // whose cost does not fit still denies it. A new guess is remembered when
@@ -97,7 +98,7 @@ func guessesOp(account string, guess uint64, cost int64) store.Op {
 // an account or a guess, or of a flow whose success settles nothing (an
 // OTP send), remembers nothing.
 func addGuess(p *plan, flow rules.Flow, s *subjects) {
-	if s.ids.Guess == 0 || s.account == "" || !settles(flow) {
+	if s.guess == 0 || !settles(flow) {
 		return
 	}
 	for i, r := range p.rules {
@@ -105,7 +106,7 @@ func addGuess(p *plan, flow rules.Flow, s *subjects) {
 			p.ops[i].FreeOnRepeat = true
 		}
 	}
-	p.ops = append(p.ops, guessesOp(s.account, s.ids.Guess, 1))
+	p.ops = append(p.ops, guessesOp(s.account, s.guess, 1))
 }
 
 // guessOf returns the result of p's guess op, nil when it has none: the

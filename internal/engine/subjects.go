@@ -174,8 +174,11 @@ type subjects struct {
 	// the attempt and device tokens are bound to. device is the id of a
 	// valid device token for it, "" when the check is untrusted.
 	account, device string
-	hashed          [planCap]hashedKey
-	n               int
+	// guess is what the account's memory holds for the check's guess
+	// (keys.Guesser.AccountGuess); 0 without an account or a guess.
+	guess  uint64
+	hashed [planCap]hashedKey
+	n      int
 }
 
 // hashedKey is a key and its subject.

@@ -44,13 +44,29 @@ func NewGuesser(k secret.Key) *Guesser {
 	return g
 }
 
-// Guess returns the guess of fingerprint: the first 8 bytes of
-// HMAC-SHA256 over it, never 0 (a hash of 0 counts as 1), so that 0 can
-// mean no guess.
+// Guess returns the guess of fingerprint, the same whatever the account
+// (what key: secret rules count): the first 8 bytes of HMAC-SHA256 over
+// it, never 0 (a hash of 0 counts as 1), so that 0 can mean no guess.
 func (g *Guesser) Guess(fingerprint string) uint64 {
+	var b [binary.MaxVarintLen64 + 128]byte // a valid fingerprint fits
+	return g.sum(appendField(b[:0], fingerprint))
+}
+
+// AccountGuess returns the guess an account's memory holds for guess, made
+// by the account whose subject is account: another keyed hash, of both, so
+// that the memories of two accounts tried with one password share nothing
+// that would show it. Never 0.
+func (g *Guesser) AccountGuess(account string, guess uint64) uint64 {
+	var b [64]byte
+	m := binary.BigEndian.AppendUint64(appendField(b[:0], account), guess)
+	return g.sum(m)
+}
+
+// sum returns the first 8 bytes of the HMAC of m, at least 1.
+func (g *Guesser) sum(m []byte) uint64 {
 	st := g.pool.Get().(*guessState)
 	st.mac.Reset()
-	st.mac.Write([]byte(fingerprint))
+	st.mac.Write(m)
 	st.mac.Sum(st.sum[:0])
 	v := binary.BigEndian.Uint64(st.sum[:8])
 	g.pool.Put(st)

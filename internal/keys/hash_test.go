@@ -181,6 +181,9 @@ func TestGuess(t *testing.T) {
 	if g.Guess(a) == 0 {
 		t.Error("guess 0")
 	}
+	if x, y := g.AccountGuess("alice", g.Guess(a)), g.AccountGuess("bob", g.Guess(a)); x == y || x == g.Guess(a) || x != g.AccountGuess("alice", g.Guess(a)) {
+		t.Errorf("AccountGuess: alice %x, bob %x, shared %x: want one per account, stable, unlike the shared one", x, y, g.Guess(a))
+	}
 	k := GuessKey(g.Guess(a))
 	if k.Kind != KindSecret || strings.Contains(k.ID, a[:9]) {
 		t.Errorf("GuessKey = %+v", k)
