@@ -71,25 +71,11 @@ type storeFactory func(now func() time.Time) store.Store
 // memory and its account+ip pairs live in different slots.
 func guessStores(t *testing.T) map[string]storeFactory {
 	t.Helper()
-	srv := redistest.Start(t)
-	single := openRedis(t, srv.URL())
-	cl := redistest.StartCluster(t)
-	cluster := openRedis(t, strings.Join(cl.Addrs(), ","))
 	return map[string]storeFactory{
 		"memstore": func(now func() time.Time) store.Store { return memstore.New(memstore.Config{Now: now}) },
-		"redis":    redisFactory(t, single),
-		"cluster":  redisFactory(t, cluster),
+		"redis":    redisFactory(t, redistest.Start(t).Client(t)),
+		"cluster":  redisFactory(t, redistest.StartCluster(t).Client(t)),
 	}
-}
-
-func openRedis(t *testing.T, url string) redis.UniversalClient {
-	t.Helper()
-	c, err := redisstore.Open(url)
-	if err != nil {
-		t.Fatalf("Open(%q): %v", url, err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
 }
 
 // redisFactory makes stores on c, each on an emptied database.
