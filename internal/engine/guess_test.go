@@ -239,6 +239,11 @@ func testUnreportedIsRemembered(t *testing.T, h *harness) {
 	if d.RepeatGuess || limit(t, d, "login-account") != 1 {
 		t.Fatalf("check without a fingerprint: repeat %v, %+v; want a spend", d.RepeatGuess, d.Limits)
 	}
+	for _, l := range d.Limits {
+		if l.Rule == "login-secret" {
+			t.Fatalf("check without a fingerprint counted on the key: secret rule: %+v", d.Limits)
+		}
+	}
 }
 
 // testGuessHolds: a guess whose check was reported a failure is
@@ -384,4 +389,24 @@ func FuzzFingerprint(f *testing.F) {
 			t.Fatalf("Validate with %q disagrees with CheckFingerprint", fp)
 		}
 	})
+}
+
+// BenchmarkCheckRepeatGuess is BenchmarkCheckBuiltinRules with a secret
+// fingerprint, repeated at every check: two more hashes, the account's
+// memory and the login-secret-spray rule.
+func BenchmarkCheckRepeatGuess(b *testing.B) {
+	h := newHarnessSet(b, rules.Default())
+	req := engine.CheckRequest{Flow: rules.Login, Account: "alice@example.com", IP: "203.0.113.7", SecretFingerprint: fingerprint("a")}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		h.clock.Advance(time.Minute)
+		d, err := h.eng.Check(ctx, req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if d.Action != rules.Allow {
+			b.Fatalf("check %s, want allow", d.Action)
+		}
+	}
 }
