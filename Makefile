@@ -7,10 +7,16 @@ PKGS      := ./...
 # every target that runs over the packages runs over it too.
 CLIENT    := client
 STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
+# The version and revision guardian reports (guardian version,
+# guardian_build_info): the nearest tag and the commit, stamped at build time.
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+REVISION  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS   := -X github.com/guardian-sec/guardian/internal/version.version=$(VERSION) \
+             -X github.com/guardian-sec/guardian/internal/version.revision=$(REVISION)
 export TESTCONTAINERS_RYUK_DISABLED := true
 export TESTCONTAINERS_HOST_OVERRIDE := 127.0.0.1
 
-.PHONY: run build test test-unit test-clients compose-up compose-down prometheus-image lint bench bench-load fuzz image redis-image tools clean
+.PHONY: run build test test-unit test-clients compose-up compose-down prometheus-image lint readme bench bench-load bench-peer fuzz image redis-image tools clean
 
 ## run: the service on the embedded store, in development mode (nothing else to install)
 run:
@@ -18,7 +24,7 @@ run:
 
 ## build: a static binary in bin/
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/guardian
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/guardian
 
 ## test: every test, including integration tests against Redis in containers
 test: redis-image test-clients
@@ -49,6 +55,10 @@ lint: $(STATICCHECK)
 $(STATICCHECK):
 	GOFLAGS= $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
+## readme: rewrite README.md's generated tables (what each built-in rule bounds)
+readme:
+	$(GO) test -count=1 -run '^TestREADME' ./cmd/guardian -update
+
 ## bench: the Go micro-benchmarks, with allocations
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
@@ -59,6 +69,15 @@ bench:
 LOAD_FLAGS ?=
 bench-load:
 	$(GO) run ./test/load $(LOAD_FLAGS)
+
+## bench-peer: guardian against the envoy ratelimit service, side by side, each
+## on its own Redis (ENVOY_RATELIMIT_BIN: the service's binary, built by hand;
+## docs/performance.md says how). Not part of make test.
+ENVOY_RATELIMIT_BIN ?=
+bench-peer:
+	@if [ -z "$(ENVOY_RATELIMIT_BIN)" ]; then \
+	  echo "bench-peer: needs ENVOY_RATELIMIT_BIN=/path/to/envoy-ratelimit-binary (see docs/performance.md, \"Against envoy ratelimit\")" >&2; exit 2; fi
+	$(GO) run ./test/load --peer --peer-bin "$(ENVOY_RATELIMIT_BIN)" $(LOAD_FLAGS)
 
 ## fuzz: a short run of every fuzz target (FUZZTIME each)
 FUZZTIME ?= 15s
@@ -76,7 +95,9 @@ image:
 ## compose-up: the compose fleet of deploy/docker-compose.yaml (two guardians, Redis),
 ## with locally built images and a signing key made once in deploy/.secrets
 COMPOSE_KEY := deploy/.secrets/signing-key
-compose-up: image redis-image $(COMPOSE_KEY)
+COMPOSE_REDIS_PASSWORD := deploy/.secrets/redis-password
+COMPOSE_REDIS_ACL := deploy/.secrets/users.acl
+compose-up: image redis-image $(COMPOSE_KEY) $(COMPOSE_REDIS_ACL)
 	bash deploy/compose.sh up -d
 
 ## compose-down: stops and removes the fleet; the Redis volume (the hard stops) stays
@@ -87,6 +108,15 @@ $(COMPOSE_KEY):
 	@mkdir -p $(dir $@)
 	@head -c 48 /dev/urandom | base64 > $@.tmp && chmod 644 $@.tmp && mv $@.tmp $@
 	@echo "compose: made $@ (read by uid 65532 in the containers)"
+
+$(COMPOSE_REDIS_PASSWORD):
+	@mkdir -p $(dir $@)
+	@head -c 24 /dev/urandom | base64 | tr -d '/+=' > $@.tmp && chmod 644 $@.tmp && mv $@.tmp $@
+	@echo "compose: made $@ (the password of Redis's user guardian)"
+
+$(COMPOSE_REDIS_ACL): $(COMPOSE_REDIS_PASSWORD) deploy/redis/guardian.acl
+	@bash deploy/redis/users-acl.sh $< > $@.tmp && chmod 644 $@.tmp && mv $@.tmp $@
+	@echo "compose: made $@ (Redis's ACL file)"
 
 ## prometheus-image: the local Prometheus image of compose's monitoring profile
 prometheus-image:

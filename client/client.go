@@ -77,6 +77,12 @@ type Config struct {
 	// OnUnavailable is what Check decides when guardian does not answer.
 	// Required: there is no default.
 	OnUnavailable Policy
+	// OnUnauthorized is what Check decides when guardian refuses the
+	// service token (401, 403): FailClosed, FailOpen or Local, the
+	// decision marked Unavailable with ReasonUnauthorized. Unset, Check
+	// returns the refusal, an error matching ErrUnauthorized, and decides
+	// nothing. Either way Hooks.Unauthorized is called.
+	OnUnauthorized Policy
 	// ClosedRetryAfter is the RetryAfter of FailClosed decisions. Zero
 	// means DefaultClosedRetryAfter.
 	ClosedRetryAfter time.Duration
@@ -97,6 +103,7 @@ type Client struct {
 	http        *http.Client
 	timeout     time.Duration
 	policy      Policy
+	unauthPol   Policy
 	closedRetry time.Duration
 	local       *limiter
 	hooks       Hooks
@@ -110,6 +117,9 @@ type Client struct {
 func New(cfg Config) (*Client, error) {
 	if !cfg.OnUnavailable.valid() {
 		return nil, ErrNoPolicy
+	}
+	if cfg.OnUnauthorized != 0 && !cfg.OnUnauthorized.valid() {
+		return nil, fmt.Errorf("%w: OnUnauthorized must be unset, FailClosed, FailOpen or Local", ErrConfig)
 	}
 	u, err := url.Parse(cfg.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -131,6 +141,7 @@ func New(cfg Config) (*Client, error) {
 		http:        cfg.HTTPClient,
 		timeout:     cfg.Timeout,
 		policy:      cfg.OnUnavailable,
+		unauthPol:   cfg.OnUnauthorized,
 		closedRetry: cfg.ClosedRetryAfter,
 		hooks:       cfg.Hooks,
 		now:         cfg.Now,
@@ -147,7 +158,7 @@ func New(cfg Config) (*Client, error) {
 	if c.now == nil {
 		c.now = time.Now
 	}
-	if c.policy == Local {
+	if c.policy == Local || c.unauthPol == Local {
 		c.local = newLimiter(local)
 	}
 	return c, nil
@@ -197,8 +208,12 @@ func (c *Client) Stats() Stats {
 // its Retry-After says.
 //
 // Check returns an error only for a request guardian refused (a *Error: a
-// bad field, a wrong token), a TokenSource that failed, or a caller's
-// context that was cancelled. Then nothing was decided: verify nothing.
+// bad field; a refused token, matching ErrUnauthorized, unless
+// Config.OnUnauthorized decides instead), a TokenSource that failed, or a
+// caller's context that was cancelled. Then nothing was decided: verify
+// nothing. A token refused with 401 is asked of the TokenSource again
+// (FileToken re-reads its file) and the check resent once with a fresh
+// one.
 func (c *Client) Check(ctx context.Context, req CheckRequest) (Decision, error) {
 	start := c.now()
 	d, err := c.check(ctx, req)
@@ -243,10 +258,15 @@ func (c *Client) check(ctx context.Context, req CheckRequest) (Decision, error) 
 	return Decision{}, err
 }
 
-// decideUnavailable is the policy's decision for req at now.
+// decideUnavailable is the policy's decision for req at now:
+// OnUnauthorized's for a refused token, OnUnavailable's otherwise.
 func (c *Client) decideUnavailable(r Reason, req CheckRequest, now time.Time) Decision {
 	d := Decision{Unavailable: true, Reason: r}
-	switch c.policy {
+	policy := c.policy
+	if r == ReasonUnauthorized {
+		policy = c.unauthPol
+	}
+	switch policy {
 	case FailClosed:
 		d.Action, d.RetryAfter = Slow, c.closedRetry
 	case FailOpen:
@@ -277,7 +297,11 @@ func (c *Client) decision(a answer) (Decision, error) {
 	case a.status >= 500:
 		return c.unavailableDecision(CallCheck, ReasonServerError), nil
 	case a.status >= 400:
-		return Decision{}, refused(a)
+		err := refused(a)
+		if errors.Is(err, ErrUnauthorized) && c.unauthPol.valid() {
+			return Decision{Unavailable: true, Reason: ReasonUnauthorized}, nil
+		}
+		return Decision{}, err
 	}
 	return c.unavailableDecision(CallCheck, ReasonMalformed), nil
 }
@@ -499,10 +523,19 @@ func (c *Client) call(parent context.Context, call Call, method, path string, bo
 	}
 	ctx, cancel := context.WithTimeout(parent, c.timeout)
 	defer cancel()
+	renewed := false
 	for try := 0; ; try++ {
 		a, reached, err := c.send(ctx, method, path, tok, body)
+		if err == nil && c.refused(call, a.status) && try == 0 {
+			// A refused token spent nothing: resend once if the source
+			// has another.
+			if fresh, ok := c.freshToken(parent, tok); ok {
+				tok, renewed = fresh, true
+				continue
+			}
+		}
 		if err == nil {
-			a.retried = try > 0
+			a.retried = try > 0 && !renewed
 			return a, nil
 		}
 		if errors.Is(parent.Err(), context.Canceled) {
@@ -521,6 +554,30 @@ func (c *Client) call(parent context.Context, call Call, method, path string, bo
 		}
 		return answer{}, c.unavailableErr(call, reason, err)
 	}
+}
+
+// refused reports whether status is guardian refusing the token, and
+// tells Hooks.Unauthorized.
+func (c *Client) refused(call Call, status int) bool {
+	if status != http.StatusUnauthorized && status != http.StatusForbidden {
+		return false
+	}
+	if c.hooks.Unauthorized != nil {
+		c.hooks.Unauthorized(call, status)
+	}
+	return status == http.StatusUnauthorized
+}
+
+// freshToken asks a TokenSource that can be told (FileToken) for a token
+// other than the refused old one.
+func (c *Client) freshToken(ctx context.Context, old string) (string, bool) {
+	inv, ok := c.tokens.(invalidator)
+	if !ok {
+		return "", false
+	}
+	inv.Invalidate()
+	tok, err := c.tokens.Token(ctx)
+	return tok, err == nil && tok != old
 }
 
 // send makes one HTTP request. reached reports whether any of it may have

@@ -2,6 +2,7 @@ package client
 
 import (
 	"errors"
+	"net/http"
 	"strconv"
 )
 
@@ -22,6 +23,12 @@ var (
 	// ErrInvalidAttempt matches the *Error guardian answers for a forged or
 	// expired attempt id (they expire after 10 minutes).
 	ErrInvalidAttempt = errors.New("client: invalid attempt id")
+	// ErrUnauthorized matches the *Error of a 401 or a 403: guardian
+	// refused the service token (expired, signed with a key guardian no
+	// longer has, or of the wrong scope). Nothing was decided. Check
+	// returns it unless Config.OnUnauthorized says what to decide instead;
+	// Hooks.Unauthorized sees every one.
+	ErrUnauthorized = errors.New("client: service token refused")
 )
 
 // Error is a request guardian refused: a 4xx other than 429, which is a bug
@@ -50,9 +57,12 @@ func (e *Error) Error() string {
 	return "client: guardian refused the request: " + code + ": " + e.Message
 }
 
-// Is lets errors.Is match ErrAlreadyReported and ErrInvalidAttempt by code.
+// Is lets errors.Is match ErrAlreadyReported and ErrInvalidAttempt by code,
+// and ErrUnauthorized by status.
 func (e *Error) Is(target error) bool {
 	switch target {
+	case ErrUnauthorized:
+		return e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden
 	case ErrAlreadyReported:
 		return e.Code == "already_reported"
 	case ErrInvalidAttempt:
@@ -78,6 +88,9 @@ const (
 	// ReasonThrottled: a 429 on a call that has no decision to give
 	// (report, admin calls), from guardian or a proxy in front of it.
 	ReasonThrottled Reason = "throttled"
+	// ReasonUnauthorized: guardian refused the service token (401, 403)
+	// and Config.OnUnauthorized decided.
+	ReasonUnauthorized Reason = "unauthorized"
 )
 
 // UnavailableError is a call guardian did not answer. It matches

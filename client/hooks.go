@@ -36,6 +36,11 @@ type Hooks struct {
 	// Retried is called when a call is sent a second time because the
 	// first never reached guardian.
 	Retried func(c Call)
+	// Unauthorized is called each time guardian refused the service token
+	// (status 401 or 403), whatever Config.OnUnauthorized then decides: an
+	// expired or rotated-out token is an outage of every login, so alert
+	// on the first.
+	Unauthorized func(c Call, status int)
 }
 
 // Stats are a Client's counts since New, for callers that wire no Hooks.

@@ -5,9 +5,9 @@
 # deploy/Dockerfile. Set GUARDIAN_IMAGE for another tag, GO for another go.
 #
 # The version (GUARDIAN_VERSION, default from git describe: the tag, or
-# 0.0.0-dev+COMMIT between tags; -dirty with uncommitted changes) goes into
-# the binary (-X main.version) and, with the commit, into the image's OCI
-# labels.
+# 0.0.0-dev+COMMIT between tags; -dirty with uncommitted changes) and the
+# commit go into the binary (guardian version, guardian_build_info) and into
+# the image's OCI labels.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,7 +31,9 @@ version="${GUARDIAN_VERSION:-$(git describe --tags --match 'v[0-9]*' --dirty 2>/
 ctx=$(mktemp -d)
 trap 'rm -rf "$ctx"' EXIT
 
-CGO_ENABLED=0 "$go" build -trimpath -ldflags "-X main.version=$version" -o "$ctx/guardian" ./cmd/guardian
+pkg=github.com/guardian-sec/guardian/internal/version
+CGO_ENABLED=0 "$go" build -trimpath -ldflags "-X $pkg.version=$version -X $pkg.revision=$revision" \
+	-o "$ctx/guardian" ./cmd/guardian
 cp "$ca" "$ctx/ca-certificates.crt"
 old=$(docker image inspect -f '{{.Id}}' "$image" 2>/dev/null || true)
 docker build -q -f deploy/Dockerfile -t "$image" \

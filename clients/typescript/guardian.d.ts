@@ -87,7 +87,8 @@ export interface LocalLimits {
   account?: Rate;
   /** Default 30 back to back, then one every 20 s (IPv4 address, IPv6 /64). */
   ip?: Rate;
-  /** Keys and open attempts tracked, each; default 100,000. */
+  /** Keys and open attempts tracked, each; default 100,000. When full, a
+   * new key pushes out what expires soonest among the oldest few. */
   maxKeys?: number;
 }
 

@@ -27,6 +27,9 @@ export const RULE_LOCAL_IP = "local-ip";
 const PROXY_RETRY_AFTER_MS = 1000;
 const LOCAL_PREFIX = "local:";
 const LOCAL_ATTEMPT_TTL_MS = 600_000;
+// How many of a full table's oldest keys the LOCAL policy looks at to pick
+// the one it forgets.
+const EVICT_SAMPLE = 8;
 
 /** A request guardian refused (4xx other than 429): never a decision. */
 export class GuardianError extends Error {
@@ -170,15 +173,22 @@ class GCRA {
   fits(key, now, max) {
     let tat = this.tat.get(key);
     if (tat === undefined) {
-      if (this.tat.size >= max) {
-        for (const [k, t] of this.tat) if (t <= now) this.tat.delete(k);
-        if (this.tat.size >= max) return [null, this.interval];
-      }
+      if (this.tat.size >= max) this.#evict();
       tat = now;
     }
     const next = Math.max(tat, now) + this.interval;
     const over = next - now - this.tolerance;
     return over > 0 ? [null, over] : [next, 0];
+  }
+  /** Forgets what expires soonest among the oldest few keys: a flood of new
+   * keys makes room for fresh users out of its own. */
+  #evict() {
+    let victim, soonest = Infinity, n = 0;
+    for (const [k, t] of this.tat) {
+      if (t < soonest) [victim, soonest] = [k, t];
+      if (++n === EVICT_SAMPLE) break;
+    }
+    this.tat.delete(victim);
   }
   give(key, now) {
     const tat = this.tat.get(key);

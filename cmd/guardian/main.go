@@ -1,7 +1,9 @@
 // Command guardian is the authentication-abuse protection service: `guardian
 // serve` runs it, `guardian token` prints a service token, `guardian rules
-// check` validates a rules file, `guardian replay` runs recorded traffic
-// through rules offline. README.md describes each command and its flags.
+// check` validates a rules file, `guardian rules explain` says what each rule
+// bounds per day, `guardian replay` runs recorded traffic through rules
+// offline, `guardian version` prints the version. README.md describes every
+// command and flag.
 package main
 
 import (
@@ -17,10 +19,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/guardian-sec/guardian/internal/rules"
+	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/server"
+	"github.com/guardian-sec/guardian/internal/store/redisstore"
 	"github.com/guardian-sec/guardian/internal/tokens"
+	"github.com/guardian-sec/guardian/internal/version"
 )
 
 // Exit codes.
@@ -34,20 +38,38 @@ func main() {
 	os.Exit(run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }
 
-const usage = `usage:
+const usage = `guardian protects logins, password resets and one-time codes from guessing
+and flooding: ask it before verifying a credential, tell it afterwards.
+
+Usage:
   guardian [serve] [flags]                      run the service
   guardian token --scope check|admin [flags]    print a service token
   guardian rules check FILE                     validate a rules file
+  guardian rules explain [FILE]                 what each enforced rule bounds per day
   guardian replay --rules FILE EVENTS.jsonl     what each rule would do to recorded traffic
   guardian replay --compare OLD NEW EVENTS      what NEW would decide differently from OLD
-Run 'guardian serve -h', 'guardian token -h' or 'guardian replay -h' for the flags.
+  guardian version                              print the version
+
+Run 'guardian COMMAND --help' for a command's flags. Every flag also reads
+GUARDIAN_<FLAG> from the environment (--redis-url: GUARDIAN_REDIS_URL); a flag
+given on the command line wins.
 `
 
 // run is guardian's command line, with its environment passed in for tests.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	cmd := "serve"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		cmd, args = args[0], args[1:]
+	if len(args) > 0 {
+		switch args[0] {
+		case "-h", "-help", "--help", "help":
+			fmt.Fprint(stdout, usage)
+			return exitOK
+		case "-version", "--version", "version":
+			fmt.Fprintln(stdout, version.Get())
+			return exitOK
+		}
+		if !strings.HasPrefix(args[0], "-") {
+			cmd, args = args[0], args[1:]
+		}
 	}
 	switch cmd {
 	case "serve":
@@ -58,12 +80,85 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return rulesCmd(args, stdout, stderr)
 	case "replay":
 		return replayCmd(ctx, args, getenv, stdout, stderr)
-	case "help":
-		fmt.Fprintf(stdout, "guardian %s\n%s", version, usage)
-		return exitOK
 	}
-	fmt.Fprintf(stderr, "guardian: unknown command %q\n%s", cmd, usage)
+	fmt.Fprintf(stderr, "guardian: unknown command %q; run 'guardian --help' for the commands\n", cmd)
 	return exitUsage
+}
+
+// command is one subcommand's flags and help.
+type command struct {
+	name string // "guardian serve"
+	help string // what comes before the flags in --help
+	fs   *flag.FlagSet
+}
+
+func newCommand(name, help string) *command {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // every message is printed once, by parse
+	fs.Usage = func() {}
+	return &command{name: name, help: help, fs: fs}
+}
+
+// parse parses args, flags and positional arguments in any order, then
+// fills every flag not given on the command line from its environment
+// variable. It returns the positional arguments, or ok=false with the exit
+// code when the command is done: --help printed (0), or a usage error
+// printed once to stderr (2).
+func (c *command) parse(args []string, getenv func(string) string, stdout, stderr io.Writer) (pos []string, code int, ok bool) {
+	pos, err := parseInterspersed(c.fs, args, getenv)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		c.printHelp(stdout)
+		return nil, exitOK, false
+	case err != nil:
+		c.fail(stderr, "%s", dashes(err.Error()))
+		return nil, exitUsage, false
+	}
+	return pos, exitOK, true
+}
+
+// fail prints one usage error, and where to read the usage.
+func (c *command) fail(stderr io.Writer, format string, args ...any) {
+	fmt.Fprintf(stderr, "%s: %s\nRun '%s --help' for usage.\n", c.name, fmt.Sprintf(format, args...), c.name)
+}
+
+// printHelp prints the command's help and its flags, each with its default
+// and its environment variable.
+func (c *command) printHelp(w io.Writer) {
+	fmt.Fprint(w, c.help)
+	n := 0
+	c.fs.VisitAll(func(*flag.Flag) { n++ })
+	if n == 0 {
+		return
+	}
+	fmt.Fprint(w, "\nFlags:\n")
+	c.fs.VisitAll(func(f *flag.Flag) {
+		name, text := flag.UnquoteUsage(f)
+		line := "  --" + f.Name
+		if name != "" {
+			line += " " + name
+		}
+		fmt.Fprintf(w, "%s\n      %s", line, text)
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
+			fmt.Fprintf(w, " (default %s)", f.DefValue)
+		}
+		fmt.Fprintf(w, " [%s]\n", envName(f.Name))
+	})
+}
+
+// dashes writes the flag package's "-name" as "--name", the form the README
+// and --help use.
+func dashes(msg string) string {
+	for _, p := range []string{"flag provided but not defined: -", "for flag -", "flag needs an argument: -"} {
+		msg = strings.ReplaceAll(msg, p, p+"-")
+	}
+	return msg
+}
+
+// envName is the environment variable of a flag: --redis-url is
+// GUARDIAN_REDIS_URL.
+func envName(flagName string) string {
+	return "GUARDIAN_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
 // keyFlags are a secret's pair of flags, --NAME and --NAME-file.
@@ -116,7 +211,7 @@ func parse(fs *flag.FlagSet, args []string, getenv func(string) string) error {
 		if set[f.Name] || err != nil {
 			return
 		}
-		env := "GUARDIAN_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		env := envName(f.Name)
 		if v := getenv(env); v != "" {
 			if e := fs.Set(f.Name, v); e != nil {
 				err = fmt.Errorf("%s: %w", env, e)
@@ -126,25 +221,40 @@ func parse(fs *flag.FlagSet, args []string, getenv func(string) string) error {
 	return err
 }
 
-func newLogger(format string, w io.Writer) (*slog.Logger, error) {
+func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %q is not debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, nil)), nil
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	case "text":
-		return slog.New(slog.NewTextHandler(w, nil)), nil
+		return slog.New(slog.NewTextHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format: %q is not json or text", format)
 }
 
+const serveHelp = `Usage: guardian serve [flags]
+
+Runs the HTTP service (also what 'guardian' with no command does). SIGHUP
+reloads the rules file; SIGTERM drains in-flight requests and exits 0.
+`
+
 func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("guardian serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	c := newCommand("guardian serve", serveHelp)
+	fs := c.fs
 	var cfg server.Config
 	var keys, previousKey, hashKey keyFlags
-	var logFormat, decisionLog string
-	fs.StringVar(&cfg.Addr, "addr", ":8080", "listen address")
-	fs.StringVar(&cfg.RulesPath, "rules", "", "rules file (YAML); empty: the built-in default rules")
+	var logFormat, logLevel, decisionLog, accountFold, region string
+	fs.StringVar(&cfg.Addr, "addr", ":8080", "listen `address`")
+	fs.StringVar(&cfg.RulesPath, "rules", "", "rules `file` (YAML); empty: the built-in default rules")
 	fs.StringVar(&cfg.RedisURL, "redis-url", "", "the security store: redis://host:port/db, rediss://…, or host:port,host:port,… for Redis Cluster; empty: embedded in-memory store (one instance only)")
+	fs.StringVar(&cfg.Redis.CAFile, "redis-ca-file", "", "PEM file of the CAs that sign the Redis server's certificate (rediss:// only); empty: the system roots")
+	fs.StringVar(&cfg.Redis.CertFile, "redis-cert-file", "", "PEM client certificate to present to Redis (rediss:// only; with --redis-key-file)")
+	fs.StringVar(&cfg.Redis.KeyFile, "redis-key-file", "", "PEM key of --redis-cert-file")
+	fs.StringVar(&cfg.Redis.PasswordFile, "redis-password-file", "", "file whose first line is the Redis password, in place of one in --redis-url (the user stays the URL's)")
 	keys.register(fs, "signing-key", signingKeyUsage)
 	previousKey.register(fs, "previous-signing-key", "during a key rotation, the signing key being replaced: what it signed still verifies; never used to sign")
 	hashKey.register(fs, "hash-key", "secret (at least 32 bytes) that keys the hashes of accounts, addresses and recipients; empty: derived from the signing key. Set it to rotate the signing key without resetting every limit")
@@ -152,65 +262,64 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	fs.DurationVar(&cfg.AttemptTTL, "attempt-ttl", tokens.AttemptTTL, "how long an attempt id can be reported; a count only unreported checks made is kept twice as long at most")
 	fs.IntVar(&cfg.FleetSize, "fleet-size", 1, "how many guardian instances share the store; the local fallback divides limits by it")
 	fs.StringVar(&logFormat, "log-format", "json", "log format: json or text")
-	fs.StringVar(&cfg.PprofAddr, "pprof", "", "serve Go pprof profiles on this address (e.g. 127.0.0.1:6060), apart from the API; empty: off")
-	fs.StringVar(&decisionLog, "decision-log", "", "append a decision log (one JSON line per check and report, in the replay format, identifiers pseudonymised) to this file, or - for stdout; empty: none")
-	if err := parse(fs, args, getenv); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		fmt.Fprintln(stderr, "guardian:", err)
+	fs.StringVar(&logLevel, "log-level", "info", "least severe log level written: debug, info, warn or error")
+	fs.StringVar(&cfg.PprofAddr, "pprof", "", "serve Go pprof profiles on this `address` (e.g. 127.0.0.1:6060), apart from the API; empty: off")
+	fs.StringVar(&accountFold, "account-fold", "", "`accents`: accounts also compare without accents (combining marks removed), for auth services whose user lookup ignores them; empty: accents count")
+	fs.StringVar(&region, "default-region", "", "ISO 3166-1 alpha-2 `region` (e.g. GB) a phone number without an international prefix is dialled in; empty: such a number is read as international without its +")
+	fs.StringVar(&decisionLog, "decision-log", "", "append a decision log (one JSON line per check and report, in the replay format, identifiers pseudonymised) to this `file`, or - for stdout; empty: none")
+	fs.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", "", "trace checks and reports to this OTLP/HTTP collector `URL` (e.g. http://collector:4318); empty: no tracing")
+	pos, code, ok := c.parse(args, getenv, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		c.fail(stderr, "unexpected argument %q", pos[0])
 		return exitUsage
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "guardian: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
-	}
-	log, err := newLogger(logFormat, stderr)
+	log, err := newLogger(logFormat, logLevel, stderr)
 	if err != nil {
-		fmt.Fprintln(stderr, "guardian:", err)
+		c.fail(stderr, "%v", err)
 		return exitUsage
 	}
 	if cfg.FleetSize < 1 {
-		fmt.Fprintln(stderr, "guardian: --fleet-size must be at least 1")
+		c.fail(stderr, "--fleet-size must be at least 1")
 		return exitUsage
 	}
 	if cfg.StoreTimeout <= 0 {
-		fmt.Fprintln(stderr, "guardian: --store-timeout must be positive")
+		c.fail(stderr, "--store-timeout must be positive")
 		return exitUsage
 	}
 	if cfg.AttemptTTL <= 0 {
-		fmt.Fprintln(stderr, "guardian: --attempt-ttl must be positive")
+		c.fail(stderr, "--attempt-ttl must be positive")
 		return exitUsage
 	}
-	key, ok, err := keys.load()
+	if cfg.Normalizer, err = normalizer(accountFold, region); err != nil {
+		c.fail(stderr, "%v", err)
+		return exitUsage
+	}
+	key, haveKey, err := keys.load()
 	if err != nil {
-		fmt.Fprintln(stderr, "guardian:", err)
+		c.fail(stderr, "%v", err)
 		return exitUsage
 	}
-	if !ok {
+	if !haveKey {
 		key = secret.Generate()
-		tok, err := tokens.NewService(key).Issue(tokens.ScopeAdmin, "dev", 24*time.Hour, time.Now())
-		if err != nil {
-			fmt.Fprintln(stderr, "guardian:", err)
-			return exitFailure
-		}
-		log.Warn("DEVELOPMENT MODE: no --signing-key; using an ephemeral key. Tokens, attempt ids and device tokens die with this process and no other instance can verify them. Never run this in production.")
-		fmt.Fprintf(stderr, "\n  development token (scope admin, also valid for check, 24h):\n  %s\n\n", tok)
 	}
 	cfg.SigningKey = key
 	if prev, ok, err := previousKey.load(); err != nil {
-		fmt.Fprintln(stderr, "guardian:", err)
+		c.fail(stderr, "%v", err)
 		return exitUsage
 	} else if ok {
 		cfg.PreviousSigningKeys = []secret.Key{prev}
 	}
 	if hk, ok, err := hashKey.load(); err != nil {
-		fmt.Fprintln(stderr, "guardian:", err)
+		c.fail(stderr, "%v", err)
 		return exitUsage
 	} else if ok {
 		cfg.HashKey = hk
 	}
 	cfg.Logger = log
+	redisstore.RouteLogs(log)
 	switch decisionLog {
 	case "":
 	case "-":
@@ -218,23 +327,46 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	default:
 		f, err := os.OpenFile(decisionLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err != nil {
-			fmt.Fprintln(stderr, "guardian: --decision-log:", err)
+			fmt.Fprintln(stderr, "guardian serve: --decision-log:", err)
 			return exitFailure
 		}
 		defer f.Close()
 		cfg.DecisionLog = f
 	}
-	return serveUntilSignalled(ctx, cfg, log)
-}
-
-// serveUntilSignalled runs the instance until SIGTERM or SIGINT (drain, exit
-// 0), reloading the rules on SIGHUP.
-func serveUntilSignalled(ctx context.Context, cfg server.Config, log *slog.Logger) int {
 	srv, err := server.New(cfg)
 	if err != nil {
 		log.Error("cannot start", "err", err)
 		return exitFailure
 	}
+	if !haveKey {
+		// Only once the rules loaded: a start that fails prints no token.
+		tok, err := tokens.NewService(key).Issue(tokens.ScopeAdmin, "dev", 24*time.Hour, time.Now())
+		if err != nil {
+			log.Error("cannot start", "err", err)
+			return exitFailure
+		}
+		log.Warn("DEVELOPMENT MODE: no --signing-key or --signing-key-file (GUARDIAN_SIGNING_KEY); using an ephemeral key. Tokens, attempt ids and device tokens die with this process and no other instance can verify them. Never run this in production.")
+		fmt.Fprintf(stderr, "\n  development token (scope admin, also valid for check, 24h):\n  %s\n\n", tok)
+	}
+	return serveUntilSignalled(ctx, srv, log)
+}
+
+// normalizer builds the key normaliser of --account-fold and
+// --default-region.
+func normalizer(fold, region string) (*keys.Normalizer, error) {
+	if fold != "" && fold != "accents" {
+		return nil, fmt.Errorf("--account-fold: %q is not accents", fold)
+	}
+	n, err := keys.NewNormalizer(keys.Options{FoldAccents: fold == "accents", DefaultRegion: region})
+	if err != nil {
+		return nil, fmt.Errorf("--default-region: %w", err)
+	}
+	return n, nil
+}
+
+// serveUntilSignalled runs the instance until SIGTERM or SIGINT (drain, exit
+// 0), reloading the rules on SIGHUP.
+func serveUntilSignalled(ctx context.Context, srv *server.Server, log *slog.Logger) int {
 	if err := srv.Start(); err != nil {
 		log.Error("cannot start", "err", err)
 		return exitFailure
@@ -262,9 +394,16 @@ func serveUntilSignalled(ctx context.Context, cfg server.Config, log *slog.Logge
 	}
 }
 
+const tokenHelp = `Usage: guardian token --scope check|admin [flags]
+
+Prints one service token, signed with the signing key serve uses: the token
+alone, one line on stdout. Scope check calls /v1/check and /v1/report; scope
+admin also calls the admin API.
+`
+
 func token(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("guardian token", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	c := newCommand("guardian token", tokenHelp)
+	fs := c.fs
 	var keys keyFlags
 	var scope, subject string
 	var ttl time.Duration
@@ -272,29 +411,30 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	fs.StringVar(&scope, "scope", "", "token scope: check or admin (required)")
 	fs.DurationVar(&ttl, "ttl", 24*time.Hour, "how long the token is valid")
 	fs.StringVar(&subject, "subject", "guardian-cli", "who the token is for (shown in admin audit logs)")
-	if err := parse(fs, args, getenv); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		fmt.Fprintln(stderr, "guardian token:", err)
+	pos, code, ok := c.parse(args, getenv, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		c.fail(stderr, "unexpected argument %q", pos[0])
 		return exitUsage
 	}
 	sc := tokens.Scope(scope)
 	if sc != tokens.ScopeCheck && sc != tokens.ScopeAdmin {
-		fmt.Fprintln(stderr, "guardian token: --scope must be check or admin")
+		c.fail(stderr, "--scope must be check or admin")
 		return exitUsage
 	}
 	if ttl <= 0 {
-		fmt.Fprintln(stderr, "guardian token: --ttl must be positive")
+		c.fail(stderr, "--ttl must be positive")
 		return exitUsage
 	}
 	key, ok, err := keys.load()
 	if err != nil {
-		fmt.Fprintln(stderr, "guardian token:", err)
+		c.fail(stderr, "%v", err)
 		return exitUsage
 	}
 	if !ok {
-		fmt.Fprintln(stderr, "guardian token: a signing key is required (--signing-key, --signing-key-file or GUARDIAN_SIGNING_KEY)")
+		c.fail(stderr, "a signing key is required (--signing-key, --signing-key-file or GUARDIAN_SIGNING_KEY)")
 		return exitUsage
 	}
 	tok, err := tokens.NewService(key).Issue(sc, subject, ttl, time.Now())
@@ -306,23 +446,38 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	return exitOK
 }
 
+const rulesHelp = `Usage: guardian rules check FILE
+       guardian rules explain [--format table|json] [FILE]
+
+Validates a rules file: prints every error as FILE:LINE: message on stderr.
+Exit status: 0 valid, 2 invalid.
+`
+
 func rulesCmd(args []string, stdout, stderr io.Writer) int {
-	if len(args) != 2 || args[0] != "check" {
-		fmt.Fprint(stderr, "usage: guardian rules check FILE\n")
-		return exitUsage
+	if len(args) > 0 && args[0] == "explain" {
+		return explainCmd(args[1:], stdout, stderr)
 	}
-	set, err := rules.Load(args[1], time.Now())
-	if err != nil {
-		var errs rules.Errors
-		if errors.As(err, &errs) {
-			for _, e := range errs {
-				fmt.Fprintln(stderr, e.Error())
-			}
-		} else {
-			fmt.Fprintf(stderr, "%s:0: %v\n", args[1], err)
+	c := newCommand("guardian rules check", rulesHelp)
+	if len(args) == 0 || args[0] != "check" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+			c.printHelp(stdout)
+			return exitOK
 		}
+		c.fail(stderr, "want 'guardian rules check FILE'")
 		return exitUsage
 	}
-	fmt.Fprintf(stdout, "%s: %d rules, valid\n", args[1], len(set.Rules))
+	pos, code, ok := c.parse(args[1:], func(string) string { return "" }, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		c.fail(stderr, "want one rules file")
+		return exitUsage
+	}
+	set := loadRulesFile(pos[0], stderr)
+	if set == nil {
+		return exitUsage
+	}
+	fmt.Fprintf(stdout, "%s: %d rules, valid, hash %s\n", pos[0], len(set.Rules), set.Hash())
 	return exitOK
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +15,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/guardian-sec/guardian/internal/logtest"
+	"github.com/guardian-sec/guardian/internal/rules"
 )
 
 const testSigningKey = "guardian-cli-test-signing-key-0123456789"
@@ -75,6 +79,13 @@ func TestRulesCheckCommand(t *testing.T) {
 	if code := run(context.Background(), []string{"rules", "check", good}, env(nil), &out, &errOut); code != exitOK {
 		t.Fatalf("valid file: exit %d, stderr %q", code, errOut.String())
 	}
+	set, err := rules.Load(good, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("%s: 1 rules, valid, hash %s\n", good, set.Hash()); out.String() != want {
+		t.Fatalf("valid file: stdout %q, want %q (the hash guardian_rules_info shows)", out.String(), want)
+	}
 	out.Reset()
 	errOut.Reset()
 	if code := run(context.Background(), []string{"rules", "check", bad}, env(nil), &out, &errOut); code != exitUsage {
@@ -83,6 +94,29 @@ func TestRulesCheckCommand(t *testing.T) {
 	lines := strings.Split(strings.TrimRight(errOut.String(), "\n"), "\n")
 	if len(lines) != 2 || !strings.HasPrefix(lines[0], bad+":7: ") || !strings.HasPrefix(lines[1], bad+":9: ") {
 		t.Fatalf("stderr %q, want two errors, at lines 7 and 9", errOut.String())
+	}
+}
+
+func TestServeRefusesBadNormalisationFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"unknown fold", []string{"--account-fold", "case"}, nil, `guardian serve: --account-fold: "case" is not accents`},
+		{"not a region", []string{"--default-region", "UK"}, nil, `guardian serve: --default-region: keys: invalid default region: "UK" is not an ISO 3166-1 alpha-2 region with phone numbering metadata`},
+		{"region from the environment", nil, map[string]string{"GUARDIAN_DEFAULT_REGION": "GBR"}, `guardian serve: --default-region: keys: invalid default region: "GBR" is not`},
+		{"fold from the environment", nil, map[string]string{"GUARDIAN_ACCOUNT_FOLD": "none"}, `guardian serve: --account-fold: "none" is not accents`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := run(context.Background(), append([]string{"serve", "--addr", "127.0.0.1:0"}, tt.args...), env(tt.env), &out, &errOut)
+			if code != exitUsage || !strings.HasPrefix(errOut.String(), tt.want) {
+				t.Fatalf("exit %d, stderr %q; want 2 and %q", code, errOut.String(), tt.want)
+			}
+		})
 	}
 }
 
@@ -111,7 +145,7 @@ func TestServeReloadsOnSIGHUPAndDrainsOnSIGTERM(t *testing.T) {
 	addr := freeAddr(t)
 	cmd := exec.Command(bin, "serve", "--addr", addr, "--rules", rulesPath)
 	cmd.Env = append(os.Environ(), "GUARDIAN_SIGNING_KEY="+testSigningKey, "GUARDIAN_LOG_FORMAT=text")
-	var stderr syncBuffer
+	var stderr logtest.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -176,7 +210,7 @@ func TestServeReloadsOnSIGHUPAndDrainsOnSIGTERM(t *testing.T) {
 // admin token on stderr.
 func TestDevModePrintsAToken(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	var errOut syncBuffer
+	var errOut logtest.Buffer
 	done := make(chan int)
 	go func() {
 		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0"}, env(nil), &bytes.Buffer{}, &errOut)
@@ -187,8 +221,8 @@ func TestDevModePrintsAToken(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	out := errOut.String()
-	if !strings.Contains(out, "DEVELOPMENT MODE") {
-		t.Fatalf("no warning in %q", out)
+	if !strings.Contains(out, "DEVELOPMENT MODE: no --signing-key or --signing-key-file (GUARDIAN_SIGNING_KEY)") {
+		t.Fatalf("no warning naming the documented flags in %q", out)
 	}
 	if n := strings.Count(out, "eyJhbGci"); n != 1 { // a JWT header starts so
 		t.Fatalf("%d tokens printed, want 1", n)
@@ -213,5 +247,55 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 10s")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestDevModeInvalidRulesPrintsNoToken: a start that an invalid rules file
+// aborts says why, once, and prints no development token.
+func TestDevModeInvalidRulesPrintsNoToken(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("version: 1\nrules: nonsense\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0", "--rules", bad}, env(nil), &out, &errOut)
+	if code != exitFailure {
+		t.Fatalf("exit %d, want 1; stderr %q", code, errOut.String())
+	}
+	if strings.Contains(errOut.String(), "eyJhbGci") || strings.Contains(errOut.String(), "development token") {
+		t.Fatalf("a token was printed before the start failed: %q", errOut.String())
+	}
+	if n := strings.Count(errOut.String(), "cannot start"); n != 1 {
+		t.Fatalf("%d lines say the start failed, want 1: %q", n, errOut.String())
+	}
+}
+
+// TestServeLogIsJSONWithRedisDown: with Redis refusing connections, every
+// line serve writes is JSON: go-redis's own lines go through guardian's
+// log, at debug level.
+func TestServeLogIsJSONWithRedisDown(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var errOut logtest.Buffer
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--redis-url", "redis://" + freeAddr(t), "--log-level", "debug"},
+			env(map[string]string{"GUARDIAN_SIGNING_KEY": testSigningKey}), &bytes.Buffer{}, &errOut)
+	}()
+	waitFor(t, func() bool { return strings.Contains(errOut.String(), "guardian started") })
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	redisLines := 0
+	for _, rec := range logtest.JSONLines(t, errOut.String()) {
+		if rec["msg"] == "redis client" {
+			redisLines++
+			if rec["level"] != "DEBUG" {
+				t.Errorf("go-redis line at %v, want DEBUG: %v", rec["level"], rec)
+			}
+		}
+	}
+	if redisLines == 0 {
+		t.Fatalf("no go-redis line in the log, want its failed dials at debug level:\n%s", errOut.String())
 	}
 }

@@ -15,9 +15,8 @@ import (
 	"github.com/guardian-sec/guardian/internal/rules"
 )
 
-const replayHelp = `usage:
-  guardian replay --rules FILE [--format table|json] EVENTS.jsonl
-  guardian replay --compare [--format table|json] OLD.yaml NEW.yaml EVENTS.jsonl
+const replayHelp = `Usage: guardian replay --rules FILE [--format table|json] EVENTS.jsonl
+       guardian replay --compare [--format table|json] OLD.yaml NEW.yaml EVENTS.jsonl
 
 Feeds recorded events (the replay format: one JSON object a line, as
 guardian serve --decision-log writes them; EVENTS "-" reads standard input)
@@ -38,8 +37,6 @@ Events older than the one before them are replayed at the time of the one
 before and counted. Malformed lines are reported with their line number,
 skipped and counted, never fatal. Exit status: 0 done, 1 the events could
 not be read, 2 bad usage or a rules file that does not validate.
-
-Flags:
 `
 
 // maxMalformedShown is how many malformed lines replay describes on stderr;
@@ -50,24 +47,16 @@ const maxMalformedShown = 100
 const progressAfter = 2 * time.Second
 
 func replayCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("guardian replay", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, replayHelp)
-		fs.PrintDefaults()
-	}
+	c := newCommand("guardian replay", replayHelp)
+	fs := c.fs
 	var rulesPath, format string
 	var compare bool
-	fs.StringVar(&rulesPath, "rules", "", "the rules file to replay (YAML)")
+	fs.StringVar(&rulesPath, "rules", "", "the rules `file` to replay (YAML)")
 	fs.BoolVar(&compare, "compare", false, "compare two rules files: OLD.yaml NEW.yaml EVENTS.jsonl")
 	fs.StringVar(&format, "format", "table", "output: table (for people) or json (for machines)")
-	pos, err := parseInterspersed(fs, args, getenv)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		fmt.Fprintln(stderr, "guardian replay:", err)
-		return exitUsage
+	pos, code, ok := c.parse(args, getenv, stdout, stderr)
+	if !ok {
+		return code
 	}
 	if format != "table" && format != "json" {
 		fmt.Fprintf(stderr, "guardian replay: --format: %q is not table or json\n", format)

@@ -17,6 +17,15 @@ import (
 	"github.com/getkin/kin-openapi/routers/legacy"
 )
 
+// The console's files are text the contract describes as strings: decode
+// them as it decodes text/plain.
+func init() {
+	plain := openapi3filter.RegisteredBodyDecoder("text/plain")
+	for _, ct := range []string{"text/html", "text/javascript", "text/css", "image/svg+xml"} {
+		openapi3filter.RegisterBodyDecoder(ct, plain)
+	}
+}
+
 // Contract is api/openapi.yaml with a router over its operations.
 type Contract struct {
 	// Doc is the loaded, validated document.

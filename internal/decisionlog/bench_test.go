@@ -1,6 +1,7 @@
 package decisionlog_test
 
 import (
+	"context"
 	"io"
 	"testing"
 
@@ -18,9 +19,10 @@ func BenchmarkLogCheck(b *testing.B) {
 			defer l.Close()
 			req := engine.CheckRequest{Flow: rules.Login, Account: "alice@example.com", IP: ip}
 			d := engine.Decision{Action: rules.Allow, AttemptID: "an-attempt-id"}
+			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
-				l.Check(req, d)
+				l.Check(ctx, req, d)
 			}
 		})
 	}

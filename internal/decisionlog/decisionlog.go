@@ -52,6 +52,8 @@ import (
 
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/event"
+	"github.com/guardian-sec/guardian/internal/keys"
+	"github.com/guardian-sec/guardian/internal/requestid"
 	"github.com/guardian-sec/guardian/internal/secret"
 )
 
@@ -72,6 +74,9 @@ type Config struct {
 	// Key keys the pseudonyms: the instance's signing key, so that every
 	// instance of a fleet writes the same ones.
 	Key secret.Key
+	// Normalizer normalises accounts and recipients before they are
+	// pseudonymised, as the engine does (nil: the defaults).
+	Normalizer *keys.Normalizer
 	// Logger receives the first write error (default slog.Default()).
 	Logger *slog.Logger
 	// Registerer, when set, registers guardian_decision_log_dropped_total.
@@ -91,6 +96,7 @@ type Log struct {
 	log     *slog.Logger
 	now     func() time.Time
 	names   *pseudonyms
+	norm    *keys.Normalizer
 	dropped atomic.Uint64
 	metric  prometheus.Counter
 
@@ -119,6 +125,7 @@ func New(cfg Config) *Log {
 		log:   cfg.Logger,
 		now:   cfg.Now,
 		names: newPseudonyms(cfg.Key),
+		norm:  cfg.Normalizer,
 		kick:  make(chan struct{}, 1),
 		stop:  make(chan struct{}),
 		done:  make(chan struct{}),
@@ -158,13 +165,15 @@ func (l *Log) run(every time.Duration) {
 	}
 }
 
-// Check logs a check that the engine decided as d.
-func (l *Log) Check(req engine.CheckRequest, d engine.Decision) {
-	ids, err := req.Normalise()
+// Check logs a check that the engine decided as d, with its decision, the
+// rule that decided and the request id ctx carries.
+func (l *Log) Check(ctx context.Context, req engine.CheckRequest, d engine.Decision) {
+	ids, err := req.Normalise(l.norm)
 	if err != nil {
 		return // The engine refuses such a check; it was not decided.
 	}
-	ev := event.Event{Kind: event.Check, Flow: req.Flow, IP: l.names.ip(ids.IP).String(), Cost: req.Cost}
+	ev := event.Event{Kind: event.Check, Flow: req.Flow, IP: l.names.ip(ids.IP).String(), Cost: req.Cost,
+		Decision: d.Action, Rule: d.Rule, RequestID: requestid.From(ctx)}
 	if d.AttemptID != "" {
 		ev.ID = l.names.event(d.AttemptID)
 	} else {
@@ -179,9 +188,10 @@ func (l *Log) Check(req engine.CheckRequest, d engine.Decision) {
 	l.append(&ev)
 }
 
-// Report logs a report of attemptID that the engine recorded.
-func (l *Log) Report(attemptID string, outcome engine.Outcome) {
-	l.append(&event.Event{Kind: event.Report, ID: l.names.event(attemptID), Outcome: outcome})
+// Report logs a report of attemptID that the engine recorded, with the
+// request id ctx carries.
+func (l *Log) Report(ctx context.Context, attemptID string, outcome engine.Outcome) {
+	l.append(&event.Event{Kind: event.Report, ID: l.names.event(attemptID), Outcome: outcome, RequestID: requestid.From(ctx)})
 }
 
 // randomID returns 16 random bytes in unpadded base64url, the form of every
@@ -283,7 +293,7 @@ func Wrap(e *engine.Engine, l *Log) *Engine {
 func (e *Engine) Check(ctx context.Context, req engine.CheckRequest) (engine.Decision, error) {
 	d, err := e.Engine.Check(ctx, req)
 	if err == nil {
-		e.log.Check(req, d)
+		e.log.Check(ctx, req, d)
 	}
 	return d, err
 }
@@ -293,7 +303,7 @@ func (e *Engine) Check(ctx context.Context, req engine.CheckRequest) (engine.Dec
 func (e *Engine) Report(ctx context.Context, attemptID string, outcome engine.Outcome) (engine.ReportResult, error) {
 	res, err := e.Engine.Report(ctx, attemptID, outcome)
 	if err == nil {
-		e.log.Report(attemptID, outcome)
+		e.log.Report(ctx, attemptID, outcome)
 	}
 	return res, err
 }

@@ -1,7 +1,6 @@
 package decisionlog_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -27,6 +26,8 @@ import (
 	"github.com/guardian-sec/guardian/internal/store/memstore"
 	"github.com/guardian-sec/guardian/internal/testclock"
 	"github.com/guardian-sec/guardian/internal/tokens"
+
+	"github.com/guardian-sec/guardian/internal/logtest"
 )
 
 var t0 = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
@@ -72,24 +73,6 @@ func newEngine(tb testing.TB, yaml string) *testEngine {
 	}
 }
 
-// syncBuffer is a bytes.Buffer the log's writer and the test can share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // events parses every line of a log.
 func events(tb testing.TB, log string) []event.Event {
 	tb.Helper()
@@ -124,8 +107,10 @@ var (
 )
 
 func TestLogWritesChecksAndReportsAsReplayEvents(t *testing.T) {
-	te := newEngine(t, oneAccountRule)
-	var out syncBuffer
+	// A burst of 3: the second check's cost of 3 fits it, but not after the
+	// first check's failure.
+	te := newEngine(t, strings.Replace(oneAccountRule, "burst: 1", "burst: 3", 1))
+	var out logtest.Buffer
 	l := decisionlog.New(decisionlog.Config{Out: &out, Key: testKey, Now: te.clock.Now})
 	e := decisionlog.Wrap(te.eng, l)
 	ctx := context.Background()
@@ -186,7 +171,7 @@ func TestLogWritesChecksAndReportsAsReplayEvents(t *testing.T) {
 // group in various ways, and reads the grouping back from the log.
 func TestPseudonymsKeepTheGroupingOfTheRules(t *testing.T) {
 	te := newEngine(t, oneAccountRule)
-	var out syncBuffer
+	var out logtest.Buffer
 	l := decisionlog.New(decisionlog.Config{Out: &out, Key: testKey, Now: te.clock.Now})
 	reqs := []engine.CheckRequest{
 		/* 0 */ {Flow: rules.OTPSend, Account: "Alice", IP: "2001:db8:1:2::1", Recipient: "+1 (555) 010-0000"},
@@ -198,7 +183,7 @@ func TestPseudonymsKeepTheGroupingOfTheRules(t *testing.T) {
 		/* 6 */ {Flow: rules.Login, IP: "192.0.3.1"},
 	}
 	for _, req := range reqs {
-		l.Check(req, engine.Decision{Action: rules.Allow})
+		l.Check(context.Background(), req, engine.Decision{Action: rules.Allow})
 	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
@@ -310,7 +295,7 @@ rules:
     mode: shadow
 `
 	te := newEngine(t, shadowRules)
-	var out syncBuffer
+	var out logtest.Buffer
 	l := decisionlog.New(decisionlog.Config{Out: &out, Key: testKey, Now: te.clock.Now})
 	e := decisionlog.Wrap(te.eng, l)
 	ctx := context.Background()
@@ -384,7 +369,7 @@ func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk ful
 
 func TestWriteErrorsAreCountedAndNeverFailACheck(t *testing.T) {
 	te := newEngine(t, oneAccountRule)
-	var logged syncBuffer
+	var logged logtest.Buffer
 	reg := prometheus.NewRegistry()
 	l := decisionlog.New(decisionlog.Config{
 		Out:        failingWriter{},
@@ -420,9 +405,9 @@ func TestWriteErrorsAreCountedAndNeverFailACheck(t *testing.T) {
 }
 
 func TestLinesAreWrittenWithoutAFlushAndDroppedAfterClose(t *testing.T) {
-	var out syncBuffer
+	var out logtest.Buffer
 	l := decisionlog.New(decisionlog.Config{Out: &out, Key: testKey, FlushEvery: 10 * time.Millisecond})
-	l.Check(engine.CheckRequest{Flow: rules.Login, IP: "192.0.2.1"}, engine.Decision{Action: rules.Allow})
+	l.Check(context.Background(), engine.CheckRequest{Flow: rules.Login, IP: "192.0.2.1"}, engine.Decision{Action: rules.Allow})
 	deadline := time.Now().Add(5 * time.Second)
 	for !strings.HasSuffix(out.String(), "}\n") {
 		if time.Now().After(deadline) {
@@ -433,7 +418,7 @@ func TestLinesAreWrittenWithoutAFlushAndDroppedAfterClose(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	l.Report("some-attempt", engine.Failure)
+	l.Report(context.Background(), "some-attempt", engine.Failure)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -445,12 +430,12 @@ func TestLinesAreWrittenWithoutAFlushAndDroppedAfterClose(t *testing.T) {
 // gate blocks writes until it is opened.
 type gate struct {
 	open chan struct{}
-	syncBuffer
+	logtest.Buffer
 }
 
 func (g *gate) Write(p []byte) (int, error) {
 	<-g.open
-	return g.syncBuffer.Write(p)
+	return g.Buffer.Write(p)
 }
 
 func TestASlowOutputNeverBlocksChecks(t *testing.T) {
@@ -461,7 +446,7 @@ func TestASlowOutputNeverBlocksChecks(t *testing.T) {
 	go func() {
 		defer close(done)
 		for range n {
-			l.Check(engine.CheckRequest{Flow: rules.Login, Account: "alice", IP: "192.0.2.1"}, engine.Decision{Action: rules.Slow})
+			l.Check(context.Background(), engine.CheckRequest{Flow: rules.Login, Account: "alice", IP: "192.0.2.1"}, engine.Decision{Action: rules.Slow})
 		}
 	}()
 	select {
@@ -489,7 +474,7 @@ rules:
     limit: 1000
     per: 1s
 `)
-	var out syncBuffer
+	var out logtest.Buffer
 	l := decisionlog.New(decisionlog.Config{Out: &out, Key: testKey, FlushEvery: time.Millisecond})
 	e := decisionlog.Wrap(te.eng, l)
 	const workers, each = 20, 50

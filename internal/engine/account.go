@@ -68,8 +68,18 @@ func (e *Engine) Reset(ctx context.Context, account string) error {
 		return err
 	}
 	ks := append(loginlimits.ResetKeys(e.rules.Load(), subject), guessesKey(subject))
+	// Whether the reset ends a hard stop, for Events: one more store call,
+	// on an admin call.
+	var blocked bool
+	if e.events != nil {
+		st, err := e.Status(ctx, account)
+		blocked = err == nil && st.Blocked
+	}
 	if err := e.store.Delete(ctx, ks...); err != nil {
 		return fmt.Errorf("engine: store: %w", err)
+	}
+	if blocked {
+		e.events.HardStopEnded(subject)
 	}
 	return nil
 }

@@ -85,7 +85,7 @@ type Quota struct {
 // challenged), and nothing anywhere otherwise.
 func (e *Engine) Check(ctx context.Context, req CheckRequest) (Decision, error) {
 	start := time.Now()
-	ids, err := req.Normalise()
+	ids, err := req.Normalise(e.norm)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -111,6 +111,9 @@ func (e *Engine) Check(ctx context.Context, req CheckRequest) (Decision, error) 
 			continue
 		}
 		if subject := subj.subject(e.hasher, r); subject != "" {
+			if err := fits(r, cost); err != nil {
+				return Decision{}, err
+			}
 			p.add(r, subject, cost)
 		}
 	}
@@ -133,9 +136,12 @@ func (e *Engine) Check(ctx context.Context, req CheckRequest) (Decision, error) 
 			Account: subj.account,
 			Device:  subj.device,
 		}
-		for i := range res {
+		for i, r := range p.rules {
 			if res[i].Degraded && res[i].Spent {
 				at.Fallback = true
+			}
+			if res[i].Spent && res[i].Remaining == 0 && r.Mode == rules.Enforce && r.Type == rules.ConsecutiveFailures && r.Action == rules.Block {
+				at.HardStop = true
 			}
 		}
 		p.refunds = reservations(p.refunds[:0], req.Flow, p, res)

@@ -15,6 +15,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,6 +47,16 @@ var (
 // MaxCost is the largest cost one check may spend.
 const MaxCost = 1000
 
+// fits refuses a cost that an enforced rate rule r could never allow: more
+// than its burst, which no wait makes room for. Shadow rules do not refuse
+// a check.
+func fits(r *rules.Rule, cost int64) error {
+	if r.Type == rules.Rate && r.Mode == rules.Enforce && cost > r.Burst {
+		return fmt.Errorf("%w: cost: %d is more than the burst of rule %s (%d), so no wait would let it through", ErrInvalidField, cost, r.Name, r.Burst)
+	}
+	return nil
+}
+
 // Config holds what an Engine is built from. Rules, Store and Key are
 // required; every other field has a default.
 type Config struct {
@@ -62,6 +73,9 @@ type Config struct {
 	// HashKey keys the subjects accounts, addresses and recipients hash to
 	// (package keys); default Key.
 	HashKey secret.Key
+	// Normalizer normalises accounts and recipients before they are hashed
+	// (CheckRequest.Normalise); nil: the defaults.
+	Normalizer *keys.Normalizer
 	// AttemptTTL is how long an attempt id can be reported (default
 	// tokens.AttemptTTL); a check never reported by then counts as a failure.
 	AttemptTTL time.Duration
@@ -77,6 +91,19 @@ type Config struct {
 	// Now is the engine's clock for attempt ids and device tokens
 	// (default time.Now). Limits run on the store's own clock.
 	Now func() time.Time
+	// Events, when set, hears accounts enter and leave a hard stop.
+	Events Events
+}
+
+// Events hears the lifecycle of accounts' hard stops. account is the
+// account's subject (a keyed hash), never the account in clear. Calls come
+// from the request that caused them and must not block.
+type Events interface {
+	// HardStopStarted: a failure report took the account's blocking
+	// consecutive-failure count to its limit.
+	HardStopStarted(account string)
+	// HardStopEnded: a reset lifted the account's block.
+	HardStopEnded(account string)
 }
 
 // Engine decides checks and records reports. It is safe for concurrent use.
@@ -85,12 +112,14 @@ type Engine struct {
 	store     store.Store
 	hasher    *keys.Hasher
 	guesser   *keys.Guesser
+	norm      *keys.Normalizer
 	attempts  *tokens.Attempts
 	login     *loginlimits.Policy
 	aggregate *aggregate.Aggregate
 	shadow    *shadow.Book
 	metrics   *metrics.Metrics
 	now       func() time.Time
+	events    Events
 }
 
 // New returns an Engine built from cfg: the one way to build one.
@@ -108,11 +137,13 @@ func New(cfg Config) *Engine {
 		store:     cfg.Store,
 		hasher:    keys.NewHasher(hashKey),
 		guesser:   keys.NewGuesser(hashKey),
+		norm:      cfg.Normalizer,
 		attempts:  tokens.NewAttempts(cfg.Key, cfg.PreviousKeys...).WithTTL(cfg.AttemptTTL),
 		aggregate: cfg.Aggregate,
 		shadow:    cfg.Shadow,
 		metrics:   cfg.Metrics,
 		now:       now,
+		events:    cfg.Events,
 	}
 	e.login = loginlimits.New(e.hasher, tokens.NewDevices(cfg.Key, 0, cfg.PreviousKeys...))
 	if e.aggregate == nil {

@@ -16,6 +16,42 @@ import (
 // times over by checks of random accounts, under the built-in rules, still
 // allows a fresh user and keeps an account's hard stop.
 func TestFloodOfRandomAccounts(t *testing.T) {
+	h, victim := floodHarness(t)
+	for i := range 5000 {
+		h.check(t, floodCheck(i))
+	}
+	afterFlood(t, h, victim)
+}
+
+// TestFloodOfReportedAttempts: a flood of random accounts whose every
+// attempt is also reported leaves a once-marker per attempt, which a full
+// store keeps before anything else but hard stops; the marks must not fill
+// it so that fresh users are refused, nor push out a hard stop. (The flood
+// reports successes: failures leave the same marks, and would also trip
+// the global failure rate, which challenges everyone by design.)
+func TestFloodOfReportedAttempts(t *testing.T) {
+	h, victim := floodHarness(t)
+	reported := 0
+	for i := range 5000 {
+		d := h.check(t, floodCheck(i))
+		if d.AttemptID == "" {
+			continue
+		}
+		if _, err := h.eng.Report(context.Background(), d.AttemptID, engine.Success); err != nil {
+			t.Fatal(err)
+		}
+		reported++
+	}
+	if reported < 1000 {
+		t.Fatalf("%d attempts of the flood reported, want the store filled with marks", reported)
+	}
+	afterFlood(t, h, victim)
+}
+
+// floodHarness returns an engine on an embedded store of 500 keys, under
+// the built-in rules, and the check of an account it hard-stopped.
+func floodHarness(t *testing.T) (*harness, engine.CheckRequest) {
+	t.Helper()
 	small := func(now func() time.Time) store.Store {
 		return memstore.New(memstore.Config{Now: now, MaxKeys: 500, Shards: 4})
 	}
@@ -34,10 +70,19 @@ func TestFloodOfRandomAccounts(t *testing.T) {
 	if d := h.check(t, victim); d.Action != rules.Block {
 		t.Fatalf("victim after 100 failures = %s, want block", d.Action)
 	}
-	for i := range 5000 {
-		req := engine.CheckRequest{Flow: rules.Login, Account: fmt.Sprintf("random-%d@example.com", i), IP: fmt.Sprintf("198.51.%d.%d", i/250%250, i%250)}
-		h.check(t, req)
-	}
+	return h, victim
+}
+
+// floodCheck is the i-th check of a flood: a random account from one of
+// 62,500 addresses.
+func floodCheck(i int) engine.CheckRequest {
+	return engine.CheckRequest{Flow: rules.Login, Account: fmt.Sprintf("random-%d@example.com", i), IP: fmt.Sprintf("198.51.%d.%d", i/250%250, i%250)}
+}
+
+// afterFlood checks that fresh users are allowed and the victim still
+// blocked.
+func afterFlood(t *testing.T, h *harness, victim engine.CheckRequest) {
+	t.Helper()
 	for i := range 20 {
 		d := h.check(t, engine.CheckRequest{Flow: rules.Login, Account: fmt.Sprintf("fresh-%d@example.com", i), IP: "203.0.113.9"})
 		if d.Action != rules.Allow {

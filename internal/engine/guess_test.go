@@ -361,7 +361,7 @@ func TestFingerprintValidation(t *testing.T) {
 		{strings.Repeat("é", 10), false},
 	} {
 		req := engine.CheckRequest{Flow: rules.Login, IP: guessIP, Account: "alice", SecretFingerprint: tt.fp}
-		err := req.Validate()
+		err := req.Validate(nil)
 		if tt.ok != (err == nil) || (err != nil && !errors.Is(err, engine.ErrInvalidField)) {
 			t.Errorf("Validate(%q) = %v, want ok %v or ErrInvalidField", tt.fp, err, tt.ok)
 		}
@@ -385,7 +385,7 @@ func FuzzFingerprint(f *testing.F) {
 			t.Fatalf("CheckFingerprint(%q) = %v, want ErrInvalidField", fp, err)
 		}
 		req := engine.CheckRequest{Flow: rules.Login, IP: guessIP, SecretFingerprint: fp}
-		if fp != "" && (req.Validate() == nil) != valid {
+		if fp != "" && (req.Validate(nil) == nil) != valid {
 			t.Fatalf("Validate with %q disagrees with CheckFingerprint", fp)
 		}
 	})

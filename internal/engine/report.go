@@ -72,6 +72,9 @@ func (e *Engine) Report(ctx context.Context, attemptID string, outcome Outcome) 
 	e.metrics.Reports.WithLabelValues(string(outcome)).Inc()
 	if outcome == Failure {
 		e.aggregate.Add(at.Flow, 1)
+		if at.HardStop && at.Account != "" && e.events != nil {
+			e.events.HardStopStarted(at.Account)
+		}
 		return ReportResult{}, nil
 	}
 	if !settles(rules.Flow(at.Flow)) {

@@ -13,16 +13,17 @@ import (
 	"github.com/guardian-sec/guardian/internal/rules"
 )
 
-// Identifiers are a check's fields normalised (package keys), not yet
+// Identifiers are a check's fields normalised (keys.Normalizer), not yet
 // hashed: what its rules count it by. CheckRequest.Normalise makes them; the
 // zero value names nothing.
 type Identifiers struct {
-	// Account is the normalised account (keys.Account), "" when absent.
+	// Account is the normalised account (keys.Normalizer.Account), ""
+	// when absent.
 	Account string
 	// IP is the client address (keys.IP).
 	IP netip.Addr
-	// Recipient is the normalised recipient (keys.Recipient), "" when
-	// absent.
+	// Recipient is the normalised recipient (keys.Normalizer.Recipient),
+	// "" when absent.
 	Recipient string
 	// Guess is 64 bits of guardian's keyed hash of the check's
 	// secret_fingerprint (keys.Guesser), 0 when absent. Normalise only
@@ -91,15 +92,18 @@ var flowNames = func() string {
 // Validate reports whether guardian decides req, and if not why: each error
 // is one guardian answers with a 400 (package httpapi maps it), and wraps
 // ErrUnknownFlow, ErrMissingField, ErrInvalidField, keys.ErrInvalidIP,
-// keys.ErrInvalidAccount or keys.ErrInvalidRecipient. Check validates every
-// request it is given the same way.
-func (req *CheckRequest) Validate() error {
-	_, err := req.Normalise()
+// keys.ErrInvalidAccount or keys.ErrInvalidRecipient. Accounts and
+// recipients are normalised with n (nil: the defaults), as the engine's
+// Config.Normalizer: an engine validates every request it is given the same
+// way.
+func (req *CheckRequest) Validate(n *keys.Normalizer) error {
+	_, err := req.Normalise(n)
 	return err
 }
 
-// Normalise validates req, as Validate does, and returns its identifiers.
-func (req *CheckRequest) Normalise() (Identifiers, error) {
+// Normalise validates req, as Validate does, and returns its identifiers,
+// accounts and recipients normalised with n (nil: the defaults).
+func (req *CheckRequest) Normalise(n *keys.Normalizer) (Identifiers, error) {
 	var ids Identifiers
 	if err := CheckFlow(req.Flow); err != nil {
 		return ids, err
@@ -114,13 +118,13 @@ func (req *CheckRequest) Normalise() (Identifiers, error) {
 		return ids, err
 	}
 	if req.Account != "" {
-		if ids.Account, err = keys.Account(req.Account); err != nil {
+		if ids.Account, err = n.Account(req.Account); err != nil {
 			return ids, err
 		}
 	}
 	switch {
 	case req.Recipient != "":
-		if ids.Recipient, err = keys.Recipient(req.Recipient); err != nil {
+		if ids.Recipient, err = n.Recipient(req.Recipient); err != nil {
 			return ids, err
 		}
 	case otp.NeedsRecipient(req.Flow):
@@ -237,9 +241,16 @@ func (s *subjects) remember(k keys.Key, subject string) {
 // accountSubject returns the subject of account for the calls that name an
 // account without a check: status and reset.
 func (e *Engine) accountSubject(account string) (string, error) {
-	norm, err := keys.Account(account)
+	return AccountSubject(e.hasher, e.norm, account)
+}
+
+// AccountSubject returns the subject h hashes account to, normalised as a
+// check's account is: what key: account rules count an untrusted check by,
+// and what the audit trail pseudonymises.
+func AccountSubject(h *keys.Hasher, n *keys.Normalizer, account string) (string, error) {
+	norm, err := n.Account(account)
 	if err != nil {
 		return "", err
 	}
-	return e.hasher.KeySubject(accountKey(norm)), nil
+	return h.KeySubject(accountKey(norm)), nil
 }

@@ -26,7 +26,7 @@ func ruleKeyed(tb testing.TB, k rules.Key) *rules.Rule {
 
 func mustNormalise(tb testing.TB, req engine.CheckRequest) engine.Identifiers {
 	tb.Helper()
-	ids, err := req.Normalise()
+	ids, err := req.Normalise(nil)
 	if err != nil {
 		tb.Fatalf("Normalise(%+v): %v", req, err)
 	}
@@ -87,7 +87,7 @@ func TestValidateRefusesWhatGuardianAnswers400(t *testing.T) {
 		{"long account", engine.CheckRequest{Flow: rules.Login, IP: ip, Account: strings.Repeat("x", 300)}, keys.ErrInvalidAccount},
 	}
 	for _, tt := range tests {
-		if err := tt.req.Validate(); !errors.Is(err, tt.want) {
+		if err := tt.req.Validate(nil); !errors.Is(err, tt.want) {
 			t.Errorf("%s: Validate = %v, want %v", tt.name, err, tt.want)
 		}
 	}
@@ -104,7 +104,7 @@ func TestValidateRefusesWhatGuardianAnswers400(t *testing.T) {
 		"tel:+15550100000",      // a URI, not a number
 	} {
 		for _, flow := range rules.Flows {
-			err := (&engine.CheckRequest{Flow: flow, IP: ip, Recipient: in}).Validate()
+			err := (&engine.CheckRequest{Flow: flow, IP: ip, Recipient: in}).Validate(nil)
 			if !errors.Is(err, keys.ErrInvalidRecipient) {
 				t.Errorf("%s, recipient %q: Validate = %v, want keys.ErrInvalidRecipient", flow, in, err)
 			}
@@ -119,7 +119,7 @@ func TestValidateRefusesWhatGuardianAnswers400(t *testing.T) {
 		{Flow: rules.OTPVerify, IP: ip}, // limited by its IP rules only
 		{Flow: rules.OTPSend, IP: ip, Recipient: "+15550100000"},
 	} {
-		if err := req.Validate(); err != nil {
+		if err := req.Validate(nil); err != nil {
 			t.Errorf("Validate(%+v) = %v, want nil", req, err)
 		}
 	}

@@ -67,6 +67,14 @@ type Event struct {
 
 	// Outcome is a report's outcome.
 	Outcome engine.Outcome
+
+	// Decision and Rule are what production decided on a check (Rule
+	// empty on allow), and RequestID the request's X-Request-Id: the
+	// decision log writes them for whoever reads it; a replay reads them
+	// and decides afresh.
+	Decision  rules.Action
+	Rule      string
+	RequestID string
 }
 
 // eventJSON is the wire form of an Event; pointers tell absent fields from
@@ -81,6 +89,11 @@ type eventJSON struct {
 	Recipient *string `json:"recipient"`
 	Cost      *int64  `json:"cost"`
 	Outcome   *string `json:"outcome"`
+	// Written by the decision log, not needed to replay: accepted and
+	// kept, never checked.
+	Decision  *string `json:"decision"`
+	Rule      *string `json:"rule"`
+	RequestID *string `json:"request_id"`
 }
 
 // Parse reads one line of the replay format. It checks the format, the
@@ -114,6 +127,15 @@ func Parse(line []byte) (Event, error) {
 		return ev, fmt.Errorf("%w: id: required", ErrMalformed)
 	}
 	ev.ID = *w.ID
+	if w.Decision != nil {
+		ev.Decision = rules.Action(*w.Decision)
+	}
+	if w.Rule != nil {
+		ev.Rule = *w.Rule
+	}
+	if w.RequestID != nil {
+		ev.RequestID = *w.RequestID
+	}
 	switch Kind(*w.Type) {
 	case Check:
 		ev.Kind = Check
@@ -203,7 +225,8 @@ func quote(s string) string {
 // AppendJSON appends ev as one line of the replay format, newline
 // included: ts (TimeLayout, UTC), type and id, then a check's flow,
 // account, ip, recipient and cost (each only when set; cost only when not
-// 1) or a report's outcome.
+// 1), decision and rule (each only when set), or a report's outcome, and
+// last request_id when set.
 func (ev *Event) AppendJSON(b []byte) []byte {
 	b = append(b, `{"ts":"`...)
 	b = ev.Time.UTC().AppendFormat(b, TimeLayout)
@@ -229,9 +252,21 @@ func (ev *Event) AppendJSON(b []byte) []byte {
 			b = append(b, `,"cost":`...)
 			b = strconv.AppendInt(b, ev.Cost, 10)
 		}
+		if ev.Decision != "" {
+			b = append(b, `,"decision":`...)
+			b = appendString(b, string(ev.Decision))
+		}
+		if ev.Rule != "" {
+			b = append(b, `,"rule":`...)
+			b = appendString(b, ev.Rule)
+		}
 	case Report:
 		b = append(b, `,"outcome":`...)
 		b = appendString(b, string(ev.Outcome))
+	}
+	if ev.RequestID != "" {
+		b = append(b, `,"request_id":`...)
+		b = appendString(b, ev.RequestID)
 	}
 	return append(b, "}\n"...)
 }

@@ -27,6 +27,12 @@ func TestParse(t *testing.T) {
 			event.Event{Time: t0, Kind: event.Report, ID: "e1", Outcome: engine.Success}},
 		{`{"ts":"2026-11-29T10:00:00.250Z","type":"check","id":"e3","flow":"login","account":null,"ip":"192.0.2.1"}`,
 			event.Event{Time: t0, Kind: event.Check, ID: "e3", Flow: rules.Login, IP: "192.0.2.1"}},
+		// A decision log's line: what production decided, and the request
+		// id, are read along and play no part in the event.
+		{`{"ts":"2026-11-29T10:00:00.250Z","type":"check","id":"e4","flow":"login","ip":"192.0.2.1","decision":"slow","rule":"login-ip","request_id":"req-7"}`,
+			event.Event{Time: t0, Kind: event.Check, ID: "e4", Flow: rules.Login, IP: "192.0.2.1", Decision: rules.Slow, Rule: "login-ip", RequestID: "req-7"}},
+		{`{"ts":"2026-11-29T10:00:00.250Z","type":"report","id":"e4","outcome":"failure","request_id":"req-8"}`,
+			event.Event{Time: t0, Kind: event.Report, ID: "e4", Outcome: engine.Failure, RequestID: "req-8"}},
 	}
 	for _, tt := range tests {
 		got, err := event.Parse([]byte(tt.line))

@@ -14,7 +14,10 @@
 // The fallback starts from what this instance last heard: every answer of
 // the primary is remembered (package recall) for the keys it denied, so a
 // key seen slowed stays slowed until its time and a hard stop stays in
-// force while the fallback decides.
+// force while the fallback decides. The same memory answers, without a
+// store call, a check the primary would deny because a key it slowed is
+// still waiting for its retry time, while the fleet's resets are heard
+// (Listening; package recall says when it answers).
 //
 // A caller that goes away is not a store failure: every call runs on a
 // context the caller cannot cancel, bounded by the store deadline alone.
@@ -25,8 +28,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -89,6 +90,10 @@ type Store struct {
 	seen     time.Time
 	// since is when the current failure began (unix nanoseconds).
 	since atomic.Int64
+	// active is guardian_fallback_active, which Healthy reports too: amu
+	// keeps the two the same at every moment.
+	amu    sync.Mutex
+	active bool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -130,12 +135,34 @@ func New(cfg Config) *Store {
 		s.log = slog.Default()
 	}
 	s.healthy.Store(true)
-	cfg.Metrics.FallbackActive.Set(0)
+	s.setActive(false)
 	return s
 }
 
-// Healthy reports whether the primary is answering.
-func (s *Store) Healthy() bool { return s.healthy.Load() }
+// Healthy reports whether the primary is answering: false from a failed
+// call until the primary answers again, exactly while
+// guardian_fallback_active is 1.
+func (s *Store) Healthy() bool {
+	s.amu.Lock()
+	defer s.amu.Unlock()
+	return !s.active
+}
+
+// usingPrimary reports whether calls go to the primary: they still do
+// after a failure, until FailAfter of them in a row.
+func (s *Store) usingPrimary() bool { return s.healthy.Load() }
+
+// setActive sets guardian_fallback_active, and what Healthy reports.
+func (s *Store) setActive(on bool) {
+	s.amu.Lock()
+	defer s.amu.Unlock()
+	s.active = on
+	v := 0.0
+	if on {
+		v = 1
+	}
+	s.cfg.Metrics.FallbackActive.Set(v)
+}
 
 // Do evaluates ops on the primary, or decides them by their on_store_error
 // when the primary fails.
@@ -154,6 +181,12 @@ func (s *Store) evaluate(ctx context.Context, ops []store.Op, res []store.Result
 	}
 	ctx = context.WithoutCancel(ctx)
 	if s.healthy.Load() {
+		now := s.cfg.Now()
+		if spend && s.recall.Answer(ops, res, now) {
+			s.cfg.Metrics.RecalledChecks.Inc()
+			return nil
+		}
+		epoch := s.recall.Epoch()
 		err := s.primary(ctx, func(ctx context.Context) error {
 			if spend {
 				return s.cfg.Primary.Do(ctx, ops, res)
@@ -162,7 +195,7 @@ func (s *Store) evaluate(ctx context.Context, ops []store.Op, res []store.Result
 		})
 		if err == nil {
 			if spend {
-				s.recall.Observe(ops, res, s.cfg.Now())
+				s.recall.ObserveAt(ops, res, now, epoch)
 			}
 			return nil
 		}
@@ -184,7 +217,7 @@ func (s *Store) primary(ctx context.Context, call func(context.Context) error) e
 		return err
 	}
 	if s.failures.Load() > 0 && s.endRun() && s.healthy.Load() {
-		s.cfg.Metrics.FallbackActive.Set(0)
+		s.setActive(false)
 	}
 	return nil
 }
@@ -204,7 +237,7 @@ func (s *Store) endRun() bool {
 func (s *Store) fail(err error, sent time.Time) {
 	kind := Classify(err)
 	s.cfg.Metrics.StoreErrors.WithLabelValues(kind).Inc()
-	s.cfg.Metrics.FallbackActive.Set(1)
+	s.setActive(true)
 	s.mu.Lock()
 	var n int64
 	if sent.Before(s.seen) {
@@ -219,7 +252,6 @@ func (s *Store) fail(err error, sent time.Time) {
 	}
 	if s.healthy.CompareAndSwap(true, false) {
 		s.since.Store(time.Now().UnixNano())
-		s.cfg.Metrics.FallbackActive.Set(1)
 		s.log.Warn("store failing: fallback active, every rule decided by its on_store_error", "kind", kind, "err", err)
 		go s.probe()
 	}
@@ -243,7 +275,7 @@ func (s *Store) probe() {
 		}
 		s.endRun()
 		s.healthy.Store(true)
-		s.cfg.Metrics.FallbackActive.Set(0)
+		s.setActive(false)
 		s.log.Warn("store answering again: fallback ended", "after", time.Since(time.Unix(0, s.since.Load())).Round(time.Millisecond).String())
 		return
 	}
@@ -377,7 +409,7 @@ var ErrUnavailable = errors.New("failclosed: store unavailable")
 // failing: an account reset must not be reported done when it is not.
 func (s *Store) Delete(ctx context.Context, keys ...string) error {
 	ctx = context.WithoutCancel(ctx)
-	s.recall.Forget(keys...)
+	s.Forgotten(keys)
 	if err := s.local.Delete(ctx, keys...); err != nil {
 		return fmt.Errorf("failclosed: local fallback: %w", err)
 	}
@@ -389,6 +421,22 @@ func (s *Store) Delete(ctx context.Context, keys ...string) error {
 	}
 	return nil
 }
+
+// Forgotten drops keys reset elsewhere in the fleet (or here) from what
+// this instance remembers, and stops its memory answering checks until the
+// store is asked again: an answer in flight may predate the reset.
+func (s *Store) Forgotten(keys []string) {
+	s.recall.Forget(keys...)
+	s.recall.Invalidate()
+}
+
+// Listening says whether the fleet's resets are being heard: only then are
+// checks answered from memory.
+func (s *Store) Listening(up bool) { s.recall.Listening(up) }
+
+// Invalidate stops what this instance remembers answering checks until the
+// store is asked again; a reload of the rules calls it.
+func (s *Store) Invalidate() { s.recall.Invalidate() }
 
 // MarkOnce marks on the primary, or on the fallback while the primary fails:
 // during an outage an attempt id is accepted once per instance. When the
@@ -416,26 +464,6 @@ func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration, ref
 		}
 	}
 	return s.local.MarkOnce(ctx, key, ttl, local...)
-}
-
-// Classify names the kind of a store error for guardian_store_errors_total:
-// "timeout" for a missed deadline, "rejected" for a write the store refused
-// (IsRejected), "script" for another error the store itself answered (a
-// script or command error), "unreachable" for the rest.
-func Classify(err error) string {
-	var netErr net.Error
-	var replyErr interface{ RedisError() }
-	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
-		return "timeout"
-	case errors.As(err, &netErr) && netErr.Timeout():
-		return "timeout"
-	case IsRejected(err):
-		return KindRejected
-	case errors.As(err, &replyErr), errors.Is(err, store.ErrBadReply):
-		return "script"
-	}
-	return "unreachable"
 }
 
 func onErrorName(o store.OnError) string {

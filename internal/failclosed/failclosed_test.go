@@ -346,30 +346,6 @@ func TestMarkOnceAndDeleteWhileFailing(t *testing.T) {
 	}
 }
 
-func TestClassify(t *testing.T) {
-	tests := []struct {
-		err  error
-		want string
-	}{
-		{context.DeadlineExceeded, "timeout"},
-		{errors.Join(errors.New("x"), context.DeadlineExceeded), "timeout"},
-		{fmt.Errorf("redisstore: %w", store.ErrBadReply), "script"},
-		{replyError("ERR something"), "script"},
-		{errDown, "unreachable"},
-	}
-	for _, tt := range tests {
-		if got := Classify(tt.err); got != tt.want {
-			t.Errorf("Classify(%v) = %q, want %q", tt.err, got, tt.want)
-		}
-	}
-}
-
-// replyError is an error the store answered, as go-redis marks them.
-type replyError string
-
-func (e replyError) Error() string { return string(e) }
-func (replyError) RedisError()     {}
-
 // TestIsolatedFailuresDoNotStopThePrimary: with FailAfter 3, a failure
 // between successes falls back for that call only; three in a row mark the
 // primary failing.
@@ -402,7 +378,7 @@ func TestIsolatedFailuresDoNotStopThePrimary(t *testing.T) {
 	for range 3 {
 		call()
 	}
-	if s.Healthy() {
+	if s.usingPrimary() {
 		t.Fatal("healthy after three failures in a row")
 	}
 	before := p.calls.Load()
@@ -438,15 +414,15 @@ func TestOneStallCountsOnce(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if !s.Healthy() {
+	if !s.usingPrimary() {
 		t.Fatal("50 timeouts of one stall stopped the primary, want them counted once")
 	}
 	call() // sent after the stall was seen: the second failure
-	if !s.Healthy() {
+	if !s.usingPrimary() {
 		t.Fatal("stopped after two failures, want three")
 	}
 	call()
-	if s.Healthy() {
+	if s.usingPrimary() {
 		t.Fatal("three failures in a row, each after the one before, left the primary in use")
 	}
 	if got := testutil.ToFloat64(m.FallbackActive); got != 1 {
@@ -463,7 +439,7 @@ func TestErrorsStopThePrimaryAtOnce(t *testing.T) {
 	s := New(Config{Primary: p, Probe: p.ping, Metrics: metrics.New(prometheus.NewRegistry()), ProbeInterval: time.Hour, Now: clock.Now})
 	p.setErr(errDown)
 	for i := range 3 {
-		if !s.Healthy() {
+		if !s.usingPrimary() {
 			t.Fatalf("stopped after %d errors, want 3", i)
 		}
 		res := make([]store.Result, 1)
@@ -471,7 +447,7 @@ func TestErrorsStopThePrimaryAtOnce(t *testing.T) {
 			t.Fatalf("call %d: %+v, %v; want decided by the fallback", i, res[0], err)
 		}
 	}
-	if s.Healthy() {
+	if s.usingPrimary() {
 		t.Fatal("three errors in a row at one instant left the primary in use, want it stopped")
 	}
 }
@@ -518,15 +494,22 @@ func TestCallerGoneIsNotAFailure(t *testing.T) {
 	}
 }
 
-// TestFallbackRecallsDenials: keys the primary denied stay denied on the
-// fallback, a hard stop as a hard stop and a slow until its time, while a
-// key it never saw starts from its local limit.
-func TestFallbackRecallsDenials(t *testing.T) {
+// newRecallTest returns a Store on a primary that fails on demand, the two
+// on one test clock and never probing, and a counter op of limit 2 held an
+// hour.
+func newRecallTest() (*testclock.Clock, *flakyStore, *Store, store.Op) {
 	clock := testclock.New(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
 	m := metrics.New(prometheus.NewRegistry())
 	primary := &flakyStore{Store: memstore.New(memstore.Config{Now: clock.Now})}
 	s := New(Config{Primary: primary, Probe: primary.ping, FailAfter: 1, ProbeInterval: time.Hour, Metrics: m, Now: clock.Now})
-	stop := store.Op{Key: "stop", Kind: store.Counter, Cost: 1, Limit: 2, Hold: time.Hour, Rule: "stop"}
+	return clock, primary, s, store.Op{Key: "stop", Kind: store.Counter, Cost: 1, Limit: 2, Hold: time.Hour, Rule: "stop"}
+}
+
+// TestFallbackRecallsDenials: keys the primary denied stay denied on the
+// fallback, a hard stop as a hard stop and a slow until its time, while a
+// key it never saw starts from its local limit.
+func TestFallbackRecallsDenials(t *testing.T) {
+	clock, primary, s, stop := newRecallTest()
 	slowed := store.Op{Key: "slowed", Kind: store.Rate, Cost: 1, Interval: time.Minute, Burst: 1, Rule: "slowed"}
 	do := func(ops ...store.Op) []store.Result {
 		t.Helper()
@@ -564,6 +547,28 @@ func TestFallbackRecallsDenials(t *testing.T) {
 	clock.Advance(40 * time.Second)
 	if r := do(slowed)[0]; !r.Spent {
 		t.Errorf("slowed key on the fallback once its time came = %+v, want spent", r)
+	}
+}
+
+// TestFallbackRecallsAStopJustStarted: the spend that takes a count to its
+// limit starts a hard stop, though the primary allowed it; an outage right
+// after it does not lift the stop.
+func TestFallbackRecallsAStopJustStarted(t *testing.T) {
+	clock, primary, s, stop := newRecallTest()
+	for i := range 2 {
+		res := make([]store.Result, 1)
+		if err := s.Do(context.Background(), []store.Op{stop}, res); err != nil || !res[0].Spent {
+			t.Fatalf("count %d on the primary = %+v, %v; want spent", i+1, res[0], err)
+		}
+	}
+	primary.setErr(errDown)
+	clock.Advance(time.Minute)
+	res := make([]store.Result, 1)
+	if err := s.Do(context.Background(), []store.Op{stop}, res); err != nil {
+		t.Fatal(err)
+	}
+	if r := res[0]; r.Allowed || r.Count != 2 || r.ResetAfter != 59*time.Minute || !r.Degraded {
+		t.Errorf("a count the primary took to its limit, on the fallback = %+v, want denied at its limit for 59m", r)
 	}
 }
 
@@ -618,4 +623,36 @@ func TestIsRejected(t *testing.T) {
 	if got := Classify(oomError{}); got != "rejected" {
 		t.Errorf("Classify(OOM) = %q, want rejected", got)
 	}
+}
+
+// TestHealthyAgreesWithTheGauge: /readyz (Healthy) and
+// guardian_fallback_active say the same from the first failed call, before
+// the primary is taken out of use, and again once a call succeeds.
+func TestHealthyAgreesWithTheGauge(t *testing.T) {
+	p := newFlaky()
+	m := metrics.New(prometheus.NewRegistry())
+	s := New(Config{Primary: p, Probe: p.ping, Metrics: m, ProbeInterval: time.Hour})
+	agree := func(when string, wantHealthy bool) {
+		t.Helper()
+		gauge := testutil.ToFloat64(m.FallbackActive)
+		if s.Healthy() != wantHealthy || (gauge == 0) != wantHealthy {
+			t.Fatalf("%s: Healthy() = %v, fallback_active = %v; want healthy %v and the gauge to agree", when, s.Healthy(), gauge, wantHealthy)
+		}
+	}
+	call := func() {
+		res := make([]store.Result, 1)
+		if err := s.Do(context.Background(), []store.Op{op("k", 1000, store.OnErrorLocal)}, res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	agree("at start", true)
+	p.setErr(errDown)
+	call()
+	if !s.usingPrimary() {
+		t.Fatal("one failure took the primary out of use, want three")
+	}
+	agree("after one failure", false)
+	p.setErr(nil)
+	call()
+	agree("after a success", true)
 }

@@ -5,10 +5,6 @@ import (
 	"strings"
 )
 
-// KindRejected is the guardian_store_errors_total kind of a write the store
-// refused.
-const KindRejected = "rejected"
-
 // IsRejected reports whether err is the store refusing a write while it
 // answers: Redis out of memory under maxmemory (an OOM reply, also when a
 // script's write meets it). Such a store is not back, however quickly it

@@ -12,8 +12,13 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/guardian-sec/guardian/internal/audit"
 	"github.com/guardian-sec/guardian/internal/engine"
+	"github.com/guardian-sec/guardian/internal/fleet"
+	"github.com/guardian-sec/guardian/internal/keys"
+	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/shadow"
 	"github.com/guardian-sec/guardian/internal/tokens"
@@ -34,21 +39,36 @@ type Decider interface {
 
 var _ Decider = (*engine.Engine)(nil)
 
-// Config holds what an API is built from. Every field is required except Now
-// and Logger.
+// Config holds what an API is built from. Every field is required except
+// Metrics, Tracer, Now and Logger.
 type Config struct {
 	Engine Decider
 	Tokens *tokens.Service
-	Shadow *shadow.Book
+	// Shadow reports what shadow rules would have done, fleet-wide.
+	Shadow *shadow.Fleet
+	// Fleet lists the instances sharing the store.
+	Fleet *fleet.Fleet
+	// Audit records every admin call that changes state.
+	Audit *audit.Log
 	// Reload re-reads the rules file and returns the set now in force, or
 	// an error (rules.ErrInvalid) listing what is wrong, the old set kept.
-	Reload func() (*rules.Set, error)
+	// It logs the outcome, once, with who asked (the admin token's
+	// subject) and the request's context.
+	Reload func(ctx context.Context, by string) (*rules.Set, error)
+	// Normalizer is the engine's (engine.Config.Normalizer), so that a check
+	// is validated as the engine will read it; nil: the defaults.
+	Normalizer *keys.Normalizer
 	// StoreHealthy reports whether the store answers (for /readyz).
 	StoreHealthy func() bool
 	// Gatherer serves /metrics.
 	Gatherer prometheus.Gatherer
-	Logger   *slog.Logger
-	Now      func() time.Time
+	// Metrics, when set, counts requests by route and status, and uses of
+	// service tokens about to expire.
+	Metrics *metrics.Metrics
+	// Tracer, when set, makes each check and report a span.
+	Tracer trace.Tracer
+	Logger *slog.Logger
+	Now    func() time.Time
 }
 
 // API serves guardian's HTTP interface.
@@ -57,6 +77,8 @@ type API struct {
 	log    *slog.Logger
 	now    func() time.Time
 	router *gin.Engine
+
+	expiring expiring
 }
 
 // New returns the API for cfg.
@@ -73,7 +95,7 @@ func New(cfg Config) *API {
 	r.HandleMethodNotAllowed = true
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
-	r.Use(a.recover, a.limitBody)
+	r.Use(a.observe, a.recover, a.limitBody, detach)
 	r.NoRoute(func(c *gin.Context) {
 		a.abort(c, newError(http.StatusNotFound, "not_found", "no such path: "+c.Request.URL.Path))
 	})
@@ -84,15 +106,21 @@ func New(cfg Config) *API {
 	r.GET("/healthz", a.healthz)
 	r.GET("/readyz", a.readyz)
 	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})))
+	a.routeConsole(r)
 
 	check := r.Group("/v1", a.authorize(tokens.ScopeCheck))
+	if cfg.Tracer != nil {
+		check.Use(a.traced)
+	}
 	check.POST("/check", a.check)
 	check.POST("/report", a.report)
 
 	admin := r.Group("/v1", a.authorize(tokens.ScopeAdmin))
 	admin.GET("/rules", a.getRules)
+	admin.GET("/rules/explain", a.explainRules)
 	admin.POST("/rules/reload", a.reloadRules)
 	admin.GET("/shadow", a.getShadow)
+	admin.GET("/fleet", a.getFleet)
 	admin.GET("/accounts/status", a.accountStatus)
 	admin.POST("/accounts/reset", a.accountReset)
 
@@ -118,10 +146,19 @@ func (a *API) Routes() []string {
 func (a *API) recover(c *gin.Context) {
 	defer func() {
 		if v := recover(); v != nil {
-			a.log.Error("panic in handler", "path", c.FullPath(), "panic", v)
+			a.log.ErrorContext(c.Request.Context(), "panic in handler", "path", c.FullPath(), "panic", v)
 			a.abort(c, newError(http.StatusInternalServerError, "internal", "internal error"))
 		}
 	}()
+	c.Next()
+}
+
+// detach runs the request on a context its caller cannot cancel: a caller
+// that goes away mid-request is no store failure on any store, the embedded
+// one included, and what it asked for is decided to the end, each store
+// call bounded by the store's own deadline.
+func detach(c *gin.Context) {
+	c.Request = c.Request.WithContext(context.WithoutCancel(c.Request.Context()))
 	c.Next()
 }
 

@@ -16,13 +16,13 @@ const claimsKey = "guardian.claims"
 // need: 401 without a valid token, 403 with the wrong scope.
 func (a *API) authorize(need tokens.Scope) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		h := c.GetHeader("Authorization")
-		tok, ok := strings.CutPrefix(h, "Bearer ")
-		if !ok || tok == "" {
+		tok, ok := bearer(c.GetHeader("Authorization"))
+		if !ok {
 			a.abort(c, newError(http.StatusUnauthorized, "unauthorized", "missing bearer token"))
 			return
 		}
-		claims, err := a.cfg.Tokens.Verify(strings.TrimSpace(tok), a.now())
+		now := a.now()
+		claims, err := a.cfg.Tokens.Verify(tok, now)
 		if err != nil {
 			a.abort(c, err)
 			return
@@ -31,6 +31,7 @@ func (a *API) authorize(need tokens.Scope) gin.HandlerFunc {
 			a.abort(c, newError(http.StatusForbidden, "forbidden", "token scope "+string(claims.Scope)+" does not allow this call"))
 			return
 		}
+		a.noteExpiring(c, claims, now)
 		if need == tokens.ScopeAdmin {
 			// Only admin calls are audited by subject; the decision API
 			// skips the per-request context map.
@@ -40,7 +41,23 @@ func (a *API) authorize(need tokens.Scope) gin.HandlerFunc {
 	}
 }
 
-// subject is the verified token's subject, for the audit log of admin calls.
+// bearer returns the token of an Authorization header of the Bearer
+// scheme. The scheme is matched in any case ("bearer", "BEARER"), as
+// RFC 9110 has it, and spaces around the token are dropped.
+func bearer(h string) (string, bool) {
+	const scheme = "Bearer"
+	if len(h) <= len(scheme) || h[len(scheme)] != ' ' {
+		return "", false
+	}
+	if s := h[:len(scheme)]; s != scheme && !strings.EqualFold(s, scheme) {
+		return "", false
+	}
+	tok := strings.TrimSpace(h[len(scheme)+1:])
+	return tok, tok != ""
+}
+
+// subject is the verified token's subject, for the audit trail of admin
+// calls.
 func subject(c *gin.Context) string {
 	if v, ok := c.Get(claimsKey); ok {
 		if cl, ok := v.(tokens.Claims); ok {

@@ -75,8 +75,8 @@ func benchServe(b *testing.B, d Decider, method, path, body string, want int) {
 	api := New(Config{
 		Engine:       d,
 		Tokens:       svc,
-		Shadow:       shadow.NewBook(),
-		Reload:       func() (*rules.Set, error) { return rules.Default(), nil },
+		Shadow:       shadow.NewFleet(shadow.FleetConfig{Book: shadow.NewBook()}),
+		Reload:       func(context.Context, string) (*rules.Set, error) { return rules.Default(), nil },
 		StoreHealthy: func() bool { return true },
 		Gatherer:     prometheus.NewRegistry(),
 	})

@@ -19,8 +19,11 @@ import (
 // A body that is a flat object of plain members, the shape every client
 // sends, is read by parseFlat without reflection; anything else, valid or
 // not, goes through encoding/json, which decides what the body means and
-// which error it gets. Both read the same bodies the same way (a fuzz test
-// holds them to it), so the fast path changes no answer.
+// which error it gets, and then strictMembers, which refuses what
+// encoding/json would resolve silently: a member given twice, a name that
+// differs from a field's only by case, bytes that are not UTF-8. Both paths
+// read the same bodies the same way (a fuzz test holds them to it), so the
+// fast path changes no answer.
 func decode(c *gin.Context, v any) error {
 	bp := bodies.Get().(*[]byte)
 	defer func() {
@@ -56,7 +59,7 @@ func decodeJSON(body []byte, v any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return newError(http.StatusBadRequest, "invalid_json", "body: more than one JSON value")
 	}
-	return nil
+	return strictMembers(body, v)
 }
 
 // maxPooledBody is the largest body buffer decode keeps for reuse; the rare

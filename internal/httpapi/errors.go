@@ -81,7 +81,7 @@ func detail(err, sentinel error) string {
 func (a *API) abort(c *gin.Context, err error) {
 	ae := errorFor(err)
 	if ae.status >= http.StatusInternalServerError {
-		a.log.Error("request failed", "path", c.FullPath(), "err", err)
+		a.log.ErrorContext(c.Request.Context(), "request failed", "path", c.FullPath(), "err", err)
 	}
 	body, _ := json.Marshal(struct {
 		Error *apiError `json:"error"`

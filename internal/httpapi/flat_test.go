@@ -1,8 +1,12 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"fmt"
+	"reflect"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // show renders a request's fields for comparison: nil pointers as <nil>.
@@ -104,6 +108,15 @@ func TestParseFlatLeavesTheRestToEncodingJSON(t *testing.T) {
 	}
 }
 
+// decodeCheck decodes body as a check request through encoding/json, and
+// returns the error's text, "" for none.
+func decodeCheck(body string) string {
+	if err := decodeJSON([]byte(body), &checkRequest{}); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
 func TestDecodeFallsBackWithTheSameErrors(t *testing.T) {
 	// A body parseFlat refuses gets the answer encoding/json gives it, as
 	// before the fast path existed.
@@ -111,26 +124,57 @@ func TestDecodeFallsBackWithTheSameErrors(t *testing.T) {
 		body string
 		want string
 	}{
-		{`{"flow":"login","Flow":"x"}`, ""},
-		{`{"FLOW":"login"}`, ""},
 		{`{"flow":1}`, "invalid_field: flow: must be a string, not number"},
 		{`{"cost":1.5}`, "invalid_field: cost: must be an integer, not number 1.5"},
 		{`{"nope":1}`, "unknown_field: nope: unknown field"},
 		{`{"flow":"login"} {}`, "invalid_json: body: more than one JSON value"},
 		{``, "invalid_json: body: empty, a JSON object is required"},
 	} {
-		var r checkRequest
-		err := decodeJSON([]byte(tt.body), &r)
-		got := ""
-		if err != nil {
-			got = err.Error()
-		}
-		if got != tt.want {
+		if got := decodeCheck(tt.body); got != tt.want {
 			t.Errorf("decodeJSON(%q) error = %q, want %q", tt.body, got, tt.want)
 		}
 		if parseFlat(tt.body, &checkRequest{}) {
 			t.Errorf("parseFlat(%q) read it, want it left to encoding/json", tt.body)
 		}
+	}
+}
+
+func TestDecodeIsStrict(t *testing.T) {
+	for _, tt := range []struct {
+		body string
+		want string
+	}{
+		{`{"flow":"login","flow":"otp_send"}`, "invalid_json: flow: given twice; each field may appear once"},
+		{`{"flow":"login","ip":"10.0.0.1","fl\u006fw":"otp_send"}`, "invalid_json: flow: given twice; each field may appear once"},
+		{`{"cost":1,"cost":1000}`, "invalid_json: cost: given twice; each field may appear once"},
+		{`{"FLOW":"login"}`, "unknown_field: FLOW: unknown field (field names are case-sensitive)"},
+		{`{"flow":"login","Flow":"x"}`, "unknown_field: Flow: unknown field (field names are case-sensitive)"},
+		{"{\"device_to\u212aen\":\"x\"}", "unknown_field: device_to\u212aen: unknown field (field names are case-sensitive)"},
+		{`{"Account":null}`, "unknown_field: Account: unknown field (field names are case-sensitive)"},
+		{"{\"account\":\"ali\xffce\"}", "invalid_json: body: not valid UTF-8"},
+		{"{\"account\":\"ali\xed\xa0\x80ce\"}", "invalid_json: body: not valid UTF-8"},
+		{`{"account":"\ud800"}`, "invalid_json: body: a \\u escape is half a surrogate pair, not a character"},
+		{`{"account":"x\udc00"}`, "invalid_json: body: a \\u escape is half a surrogate pair, not a character"},
+		{`{"account":"\ud83d\u0041"}`, "invalid_json: body: a \\u escape is half a surrogate pair, not a character"},
+		{`{"account":"\ud83d"}`, "invalid_json: body: a \\u escape is half a surrogate pair, not a character"},
+		{`{"acc\ud800ount":"x"}`, "unknown_field: acc\ufffdount: unknown field"},
+		{`{"account":"\ud83d\ude00"}`, ""},
+		{`{"account":"a\\ud800"}`, ""},
+		{`{"account":"\u00e9\"\\\/"}`, ""},
+		{`{"fl\u006fw":"login"}`, ""},
+		{`null`, ""},
+	} {
+		if got := decodeCheck(tt.body); got != tt.want {
+			t.Errorf("decodeJSON(%q) error = %q, want %q", tt.body, got, tt.want)
+		}
+	}
+	for _, body := range []string{`{"outcome":"success","Outcome":"failure"}`, `{"attempt_id":"a","attempt_id":"b"}`} {
+		if err := decodeJSON([]byte(body), &reportRequest{}); err == nil {
+			t.Errorf("report body %s accepted", body)
+		}
+	}
+	if err := decodeJSON([]byte(`{"account":"a","ACCOUNT":"b"}`), &resetRequest{}); err == nil {
+		t.Errorf("reset body with a case variant accepted")
 	}
 }
 
@@ -161,6 +205,9 @@ func FuzzParseFlat(f *testing.F) {
 		` {"cost":-0 , "device_token":"x"} `,
 		`{"flow":"a","flow":"b"}`,
 		`{"Outcome":"failure"}`,
+		`{"flow":"a","fl\u006fw":"b"}`,
+		`{"account":"\ud83d\ude00","cost":{"a":[1,{"b":"\ud800"}]}}`,
+		"{\"account\":\"\xff\"}",
 	} {
 		f.Add(s)
 	}
@@ -168,5 +215,49 @@ func FuzzParseFlat(f *testing.F) {
 		fuzzFlat[checkRequest](t, body)
 		fuzzFlat[reportRequest](t, body)
 		fuzzFlat[resetRequest](t, body)
+		fuzzStrict(t, body)
 	})
+}
+
+// fuzzStrict holds decodeJSON to its strictness: a body it accepts is UTF-8,
+// and its top-level members, as encoding/json's tokenizer reads them, are
+// distinct fields of the request named exactly.
+func fuzzStrict(t *testing.T, body string) {
+	if decodeJSON([]byte(body), &checkRequest{}) != nil {
+		return
+	}
+	if !utf8.ValidString(body) {
+		t.Fatalf("decodeJSON accepted %q, which is not UTF-8", body)
+	}
+	names := fieldNames(reflect.TypeFor[*checkRequest]())
+	dec := json.NewDecoder(strings.NewReader(body))
+	seen := map[string]bool{}
+	depth, key := 0, false
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			if v == '{' || v == '[' {
+				depth++
+				key = depth == 1 && v == '{'
+			} else {
+				depth--
+				key = depth == 1
+			}
+			continue
+		case string:
+			if key {
+				if !names[v] || seen[v] {
+					t.Fatalf("decodeJSON accepted %q with member %q unknown or repeated", body, v)
+				}
+				seen[v] = true
+				key = false
+				continue
+			}
+		}
+		key = depth == 1
+	}
 }

@@ -7,7 +7,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/guardian-sec/guardian/internal/audit"
 	"github.com/guardian-sec/guardian/internal/engine"
+	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/shadow"
 )
@@ -54,7 +56,7 @@ func limitsJSON(ls []engine.Limit) []limitJSON {
 }
 
 func (a *API) check(c *gin.Context) {
-	req, err := checkFromBody(c)
+	req, err := checkFromBody(c, a.cfg.Normalizer)
 	if err != nil {
 		a.abort(c, err)
 		return
@@ -68,6 +70,7 @@ func (a *API) check(c *gin.Context) {
 	if d.Action == rules.Slow || d.Action == rules.Block {
 		status = http.StatusTooManyRequests
 	}
+	a.decided(c, string(d.Action), d.Rule, d.Degraded)
 	setCheckHeaders(c.Writer.Header(), &d)
 	writeAnswer(c, status, func(b []byte) []byte { return appendCheck(b, &d) })
 }
@@ -123,9 +126,10 @@ func setCheckHeaders(h http.Header, d *engine.Decision) {
 }
 
 // checkFromBody decodes a check request and validates it
-// (engine.CheckRequest.Validate), so that every request guardian would not
-// decide is answered 400 before it reaches the engine.
-func checkFromBody(c *gin.Context) (engine.CheckRequest, error) {
+// (engine.CheckRequest.Validate, with the engine's normaliser n), so that
+// every request guardian would not decide is answered 400 before it
+// reaches the engine.
+func checkFromBody(c *gin.Context, n *keys.Normalizer) (engine.CheckRequest, error) {
 	var body checkRequest
 	if err := decode(c, &body); err != nil {
 		return engine.CheckRequest{}, err
@@ -162,7 +166,7 @@ func checkFromBody(c *gin.Context) (engine.CheckRequest, error) {
 		}
 		req.Cost = *body.Cost
 	}
-	return req, req.Validate()
+	return req, req.Validate(n)
 }
 
 // reportRequest is the body of /v1/report.
@@ -205,11 +209,12 @@ func (a *API) report(c *gin.Context) {
 type rulesResponse struct {
 	Source   string       `json:"source"`
 	LoadedAt time.Time    `json:"loaded_at"`
+	Hash     string       `json:"hash"`
 	Rules    []rules.Rule `json:"rules"`
 }
 
 func rulesBody(s *rules.Set) rulesResponse {
-	return rulesResponse{Source: s.Source, LoadedAt: s.LoadedAt.UTC().Truncate(time.Second), Rules: s.Rules}
+	return rulesResponse{Source: s.Source, LoadedAt: s.LoadedAt.UTC().Truncate(time.Second), Hash: s.Hash(), Rules: s.Rules}
 }
 
 func (a *API) getRules(c *gin.Context) {
@@ -217,22 +222,39 @@ func (a *API) getRules(c *gin.Context) {
 }
 
 func (a *API) reloadRules(c *gin.Context) {
-	set, err := a.cfg.Reload()
+	set, err := a.cfg.Reload(c.Request.Context(), subject(c))
+	a.cfg.Audit.Action(audit.ActionReload, subject(c), result(err), "")
 	if err != nil {
-		a.log.Warn("rules reload refused", "by", subject(c), "err", err)
 		a.abort(c, err)
 		return
 	}
-	a.log.Info("rules reloaded", "by", subject(c), "source", set.Source, "rules", len(set.Rules))
 	c.JSON(http.StatusOK, rulesBody(set))
 }
 
+// result is the audit result of an admin call that ended with err.
+func result(err error) string {
+	if err != nil {
+		return audit.ResultError
+	}
+	return audit.ResultOK
+}
+
+// shadowResponse is the body of GET /v1/shadow.
+type shadowResponse struct {
+	Rules   []shadow.RuleReport `json:"rules"`
+	Partial bool                `json:"partial,omitempty"`
+}
+
 func (a *API) getShadow(c *gin.Context) {
-	rep := a.cfg.Shadow.Report()
+	rep, partial := a.cfg.Shadow.Report(c.Request.Context())
 	if rep == nil {
 		rep = []shadow.RuleReport{}
 	}
-	c.JSON(http.StatusOK, gin.H{"rules": rep})
+	c.JSON(http.StatusOK, shadowResponse{Rules: rep, Partial: partial})
+}
+
+func (a *API) getFleet(c *gin.Context) {
+	c.JSON(http.StatusOK, a.cfg.Fleet.View(c.Request.Context()))
 }
 
 func (a *API) accountStatus(c *gin.Context) {
@@ -263,20 +285,25 @@ type resetRequest struct {
 }
 
 func (a *API) accountReset(c *gin.Context) {
-	var body resetRequest
-	if err := decode(c, &body); err != nil {
-		a.abort(c, err)
-		return
-	}
-	account, err := required(body.Account, "account")
+	account, err := a.reset(c)
+	a.cfg.Audit.Action(audit.ActionReset, subject(c), result(err), account)
 	if err != nil {
 		a.abort(c, err)
 		return
 	}
-	if err := a.cfg.Engine.Reset(c.Request.Context(), account); err != nil {
-		a.abort(c, err)
-		return
-	}
-	a.log.Info("account reset", "by", subject(c))
 	c.JSON(http.StatusOK, gin.H{"reset": true})
+}
+
+// reset decodes a reset request and resets its account; it returns the
+// account, or "" when the request named none.
+func (a *API) reset(c *gin.Context) (string, error) {
+	var body resetRequest
+	if err := decode(c, &body); err != nil {
+		return "", err
+	}
+	account, err := required(body.Account, "account")
+	if err != nil {
+		return "", err
+	}
+	return account, a.cfg.Engine.Reset(c.Request.Context(), account)
 }

@@ -21,9 +21,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/guardian-sec/guardian/internal/apitest"
+	"github.com/guardian-sec/guardian/internal/audit"
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/failclosed"
+	"github.com/guardian-sec/guardian/internal/fleet"
 	"github.com/guardian-sec/guardian/internal/keys"
+	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/shadow"
@@ -445,8 +448,10 @@ func newTestAPI(tb testing.TB, fake *fakeDecider, edit func(*Config)) *testAPI {
 	cfg := Config{
 		Engine:       fake,
 		Tokens:       svc,
-		Shadow:       shadow.NewBook(),
-		Reload:       func() (*rules.Set, error) { return fake.set, nil },
+		Shadow:       shadow.NewFleet(shadow.FleetConfig{Book: shadow.NewBook()}),
+		Fleet:        fleet.New(fleet.Config{Rules: fake.Rules}),
+		Audit:        audit.New(audit.Config{Key: secret.Generate(), Metrics: metrics.New(prometheus.NewRegistry())}),
+		Reload:       func(context.Context, string) (*rules.Set, error) { return fake.set, nil },
 		StoreHealthy: func() bool { return true },
 		Gatherer:     prometheus.NewRegistry(),
 	}
@@ -705,7 +710,7 @@ rules:
 		{
 			name: "reload refused",
 			edit: func(cfg *Config) {
-				cfg.Reload = func() (*rules.Set, error) {
+				cfg.Reload = func(context.Context, string) (*rules.Set, error) {
 					return nil, rules.Errors{{File: "rules.yaml", Line: 3, Msg: "key: required"}, {File: "rules.yaml", Line: 9, Msg: "per: required for type rate"}}
 				}
 			},
@@ -715,16 +720,30 @@ rules:
 		{
 			name: "shadow with top keys",
 			edit: func(cfg *Config) {
+				set, err := rules.Parse("rules.yaml", []byte(`version: 1
+rules:
+  - {name: ip-strict, flows: [login], key: ip, type: rate, limit: 1, per: 1m, mode: shadow}
+  - {name: global-strict, flows: [login], key: global, type: failure_rate, limit: 1, per: 1m, mode: shadow}
+  - {name: quiet, flows: [login], key: ip, type: rate, limit: 100, per: 1m, mode: shadow}
+`), time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
+				if err != nil {
+					t.Fatal(err)
+				}
 				b := shadow.NewBook()
-				b.Sync([]string{"ip-strict", "global-strict", "quiet"})
+				b.Track(set)
 				b.Record("ip-strict", rules.Block, subject)
 				b.Record("ip-strict", rules.Block, subject)
 				b.Record("ip-strict", "", subject)
 				b.Record("global-strict", rules.Challenge, "global")
 				b.Record("quiet", "", subject)
-				cfg.Shadow = b
+				cfg.Shadow = shadow.NewFleet(shadow.FleetConfig{Book: b})
 			},
 			method: "GET", path: "/v1/shadow", admin: true,
+			wantStatus: 200,
+		},
+		{
+			name:   "fleet alone",
+			method: "GET", path: "/v1/fleet", admin: true,
 			wantStatus: 200,
 		},
 		{

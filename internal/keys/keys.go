@@ -1,25 +1,20 @@
 // Package keys turns the identifiers of a check (accounts, recipients, client
 // addresses) into guardian's keys: first normalised, so that case, Unicode
-// compatibility forms or phone formatting cannot be used to get a fresh
-// bucket, then hashed with a secret (Hasher), so that no account, address or
-// phone number reaches the store or the logs in clear.
+// compatibility forms, invisible characters or phone formatting cannot be
+// used to get a fresh bucket, then hashed with a secret (Hasher), so that no
+// account, address or phone number reaches the store or the logs in clear.
 //
 // Normalisation does not know which accounts exist: an unknown account is
 // normalised and counted exactly like a known one.
 package keys
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
-	"sync"
-	"unicode"
-	"unicode/utf8"
 
-	"golang.org/x/text/cases"
-	"golang.org/x/text/unicode/norm"
+	"github.com/nyaruka/phonenumbers"
 )
 
 // Errors returned by the normalisers. Each error they return wraps one of
@@ -29,28 +24,9 @@ var (
 	ErrInvalidAccount   = errors.New("keys: invalid account")
 	ErrInvalidRecipient = errors.New("keys: invalid recipient")
 	ErrInvalidIP        = errors.New("keys: invalid ip")
-)
-
-// MaxAccountLen is the longest normalised account, in bytes.
-const MaxAccountLen = 256
-
-// maxAccountInput is the longest account input looked at: anything longer is
-// rejected before any Unicode work, so a huge identifier is cheap to refuse.
-// It leaves room for inputs that shrink under normalisation.
-const maxAccountInput = 4 * MaxAccountLen
-
-// MaxEmailLen is the longest e-mail recipient, in bytes (the longest
-// address SMTP can carry).
-const MaxEmailLen = 254
-
-// maxRecipientInput bounds a recipient before any work, separators included.
-const maxRecipientInput = 4 * MaxEmailLen
-
-// Phone numbers are E.164: a country code and subscriber number of 8 to 15
-// digits in all.
-const (
-	minPhoneDigits = 8
-	maxPhoneDigits = 15
+	// ErrInvalidRegion reports a default region that is not an ISO 3166-1
+	// alpha-2 code with phone numbering metadata.
+	ErrInvalidRegion = errors.New("keys: invalid default region")
 )
 
 // maxIPInput bounds an address before parsing. The longest IP address text
@@ -60,214 +36,56 @@ const maxIPInput = 64
 // maxEcho is how much of a bad IP is quoted back in an error.
 const maxEcho = 64
 
-var (
-	errAccountEmpty   = fmt.Errorf("%w: empty", ErrInvalidAccount)
-	errAccountLong    = fmt.Errorf("%w: longer than %d bytes", ErrInvalidAccount, MaxAccountLen)
-	errAccountUTF8    = fmt.Errorf("%w: not valid UTF-8", ErrInvalidAccount)
-	errAccountControl = fmt.Errorf("%w: contains a control character", ErrInvalidAccount)
-
-	errRecipient      = fmt.Errorf("%w: not a phone number (8 to 15 digits) or an e-mail address", ErrInvalidRecipient)
-	errEmailLong      = fmt.Errorf("%w: e-mail address longer than %d bytes", ErrInvalidRecipient, MaxEmailLen)
-	errEmailMalformed = fmt.Errorf("%w: e-mail address must be local@domain, without spaces or control characters", ErrInvalidRecipient)
-)
-
-// Account returns the normalised form of an account identifier: surrounding
-// Unicode space trimmed, NFKC, case-folded (full Unicode case folding, so
-// "ALICE", "Alice" and fullwidth "ａｌｉｃｅ" are one account). It rejects an
-// account that is empty after trimming, longer than MaxAccountLen bytes once
-// normalised, not valid UTF-8 or holding a control character. Account is
-// idempotent: Account of a result returns it unchanged.
-func Account(s string) (string, error) {
-	if len(s) > maxAccountInput {
-		return "", errAccountLong
-	}
-	if out, ok := asciiAccount(s); ok {
-		return checkAccount(out)
-	}
-	if !utf8.ValidString(s) {
-		return "", errAccountUTF8
-	}
-	return checkAccount(foldAccount(s))
+// Options are a deployment's choices of how identifiers compare. The zero
+// value is guardian's default.
+type Options struct {
+	// FoldAccents also removes combining marks from accounts after
+	// decomposition, so "amélie" and "amelie" are one account: for auth
+	// services whose user lookup ignores accents. Off by default.
+	FoldAccents bool
+	// DefaultRegion is the ISO 3166-1 alpha-2 region ("GB") a phone
+	// number without an international prefix is dialled in. Empty: such a
+	// number is read as an international number written without its "+".
+	DefaultRegion string
 }
 
-// asciiAccount is Account's fast path: for ASCII, NFKC changes nothing and
-// case folding is lower-casing A to Z. It reports false when s holds
-// anything else. Control characters are left for checkAccount to refuse.
-func asciiAccount(s string) (string, bool) {
-	upper := false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= utf8.RuneSelf {
-			return "", false
+// Normalizer normalises accounts and recipients with a deployment's
+// Options. A nil *Normalizer normalises with the zero Options, as Account
+// and Recipient do. A Normalizer is immutable and safe for concurrent use.
+type Normalizer struct {
+	opts Options
+}
+
+// NewNormalizer returns a Normalizer with o. The default region is
+// accepted in either case and must be a region libphonenumber has
+// numbering metadata for; anything else is an error wrapping
+// ErrInvalidRegion.
+func NewNormalizer(o Options) (*Normalizer, error) {
+	if o.DefaultRegion != "" {
+		r := strings.ToUpper(o.DefaultRegion)
+		if len(r) != 2 || !phonenumbers.GetSupportedRegions()[r] {
+			return nil, fmt.Errorf("%w: %q is not an ISO 3166-1 alpha-2 region with phone numbering metadata", ErrInvalidRegion, o.DefaultRegion)
 		}
-		upper = upper || ('A' <= c && c <= 'Z')
+		o.DefaultRegion = r
 	}
-	s = strings.TrimSpace(s)
-	if !upper {
-		return s, true
-	}
-	return strings.ToLower(s), true
+	return &Normalizer{opts: o}, nil
 }
 
-// foldAccount is the full normalisation of a valid UTF-8 account. Folding
-// can leave a string that is no longer NFKC, and NFKC can turn a character
-// into a space, so the steps are repeated until nothing changes; in practice
-// that is at most two rounds, and the bound keeps the work finite.
-func foldAccount(s string) string {
-	sc := scratchPool.Get().(*scratch)
-	defer scratchPool.Put(sc)
-	s = strings.TrimSpace(s)
-	for range 4 {
-		next := sc.round(s)
-		if string(next) == s {
-			break
-		}
-		s = string(next)
+// options returns n's Options, the zero Options for a nil n.
+func (n *Normalizer) options() Options {
+	if n == nil {
+		return Options{}
 	}
-	return s
+	return n.opts
 }
 
-// scratch is working space for normalising an account, reused through
-// scratchPool so that a round of normalisation allocates nothing.
-type scratch struct {
-	nfkc, fold, out []byte
-}
+// Account normalises an account with the zero Options; see
+// Normalizer.Account.
+func Account(s string) (string, error) { return (*Normalizer)(nil).Account(s) }
 
-var scratchPool = sync.Pool{New: func() any {
-	return &scratch{
-		nfkc: make([]byte, 0, 2*maxAccountInput),
-		fold: make([]byte, 0, 2*maxAccountInput),
-		out:  make([]byte, 0, 2*maxAccountInput),
-	}
-}}
-
-// round is one round of normalisation: NFKC, case folding, NFKC, and
-// trimming. The result is only valid until the next call.
-func (sc *scratch) round(s string) []byte {
-	sc.nfkc = norm.NFKC.AppendString(sc.nfkc[:0], s)
-	folded := sc.caseFold(sc.nfkc)
-	sc.out = norm.NFKC.Append(sc.out[:0], folded...)
-	return bytes.TrimSpace(sc.out)
-}
-
-// caseFold returns b case-folded, and b itself when that changes nothing.
-// A cases.Caser is not safe for concurrent use, so each call builds its
-// own; the folding Caser is stateless and building it costs nothing.
-func (sc *scratch) caseFold(b []byte) []byte {
-	fold := cases.Fold()
-	if n, err := fold.Span(b, true); err == nil && n == len(b) {
-		return b
-	}
-	n, _, err := fold.Transform(sc.fold[:cap(sc.fold)], b, true)
-	if err != nil {
-		// The scratch space is too small: only for inputs that grew a lot
-		// under NFKC, and that are about to be refused as too long.
-		return fold.Bytes(b)
-	}
-	sc.fold = sc.fold[:n]
-	return sc.fold
-}
-
-// checkAccount applies Account's rules to a normalised account.
-func checkAccount(s string) (string, error) {
-	switch {
-	case s == "":
-		return "", errAccountEmpty
-	case len(s) > MaxAccountLen:
-		return "", errAccountLong
-	case hasControl(s):
-		return "", errAccountControl
-	}
-	return s, nil
-}
-
-// hasControl reports whether s holds a C0 or C1 control character.
-func hasControl(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c == 0x7f {
-			return true
-		}
-		if c >= utf8.RuneSelf {
-			// Only the C1 controls U+0080 to U+009F are outside ASCII.
-			for _, r := range s[i:] {
-				if unicode.IsControl(r) {
-					return true
-				}
-			}
-			return false
-		}
-	}
-	return false
-}
-
-// Recipient returns the normalised form of where a one-time code is sent.
-// With an '@' it is an e-mail address: trimmed, lower-cased, exactly one
-// '@' with a non-empty local part and domain, no space or control character,
-// at most MaxEmailLen bytes. Otherwise it is a phone number: spaces, '-',
-// '.', '(' and ')' are dropped, one leading '+' is allowed, and what remains
-// must be 8 to 15 ASCII digits; the result is "+" and the digits (E.164,
-// with no guessing of a country code). Errors never contain the value.
-func Recipient(s string) (string, error) {
-	if len(s) > maxRecipientInput {
-		return "", errRecipient
-	}
-	if strings.IndexByte(s, '@') >= 0 {
-		return email(s)
-	}
-	return phone(s)
-}
-
-// email normalises an e-mail recipient.
-func email(s string) (string, error) {
-	if !utf8.ValidString(s) {
-		return "", errEmailMalformed
-	}
-	s = strings.ToLower(strings.TrimSpace(s))
-	if len(s) > MaxEmailLen {
-		return "", errEmailLong
-	}
-	at := strings.IndexByte(s, '@')
-	if at <= 0 || at == len(s)-1 || strings.IndexByte(s[at+1:], '@') >= 0 {
-		return "", errEmailMalformed
-	}
-	for _, r := range s {
-		if unicode.IsSpace(r) || unicode.IsControl(r) {
-			return "", errEmailMalformed
-		}
-	}
-	return s, nil
-}
-
-// phone normalises a phone recipient to E.164.
-func phone(s string) (string, error) {
-	var digits [1 + maxPhoneDigits]byte
-	digits[0] = '+'
-	n := 1
-	plus := false
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case '0' <= c && c <= '9':
-			if n == len(digits) {
-				return "", errRecipient
-			}
-			digits[n] = c
-			n++
-		case c == ' ' || c == '-' || c == '.' || c == '(' || c == ')':
-		case c == '+' && !plus && n == 1:
-			plus = true
-		default:
-			return "", errRecipient
-		}
-	}
-	if n-1 < minPhoneDigits {
-		return "", errRecipient
-	}
-	if out := digits[:n]; string(out) == s {
-		return s, nil // already E.164: no copy
-	}
-	return string(digits[:n]), nil
-}
+// Recipient normalises a recipient with the zero Options; see
+// Normalizer.Recipient.
+func Recipient(s string) (string, error) { return (*Normalizer)(nil).Recipient(s) }
 
 // IP parses a client address. Surrounding spaces are trimmed, zones (as in
 // "fe80::1%eth0") are refused, and an IPv4-mapped IPv6 address is returned

@@ -113,7 +113,7 @@ func TestAccountASCIIFastPathMatchesFullNormalisation(t *testing.T) {
 		if !ok {
 			t.Fatalf("asciiAccount(%q) refused ASCII", in)
 		}
-		if slow := foldAccount(in); fast != slow {
+		if slow := foldAccount(in, false); fast != slow {
 			t.Errorf("asciiAccount(%q) = %q, full normalisation gives %q", in, fast, slow)
 		}
 	}
@@ -143,12 +143,17 @@ func TestRecipient(t *testing.T) {
 		{"dots without plus", "1.555.010.0000", "+15550100000"},
 		{"surrounding spaces", "  +44 20 7946 0000 ", "+442079460000"},
 		{"plus after separators", "(+33) 1 23 45 67 89", "+33123456789"},
-		{"eight digits", "12345678", "+12345678"},
-		{"fifteen digits", "123456789012345", "+123456789012345"},
+		{"fictional 555-01xx range", "+1 555 010 0199", "+15550100199"},
+		{"italian leading zero kept", "+39 06 1234 5678", "+390612345678"},
+		{"no prefix, not a possible number: its digits", "12345678", "12345678"},
+		{"no prefix, fifteen digits: its digits", "123456789012345", "123456789012345"},
 		{"e-mail lower-cased", "Alice@Example.COM", "alice@example.com"},
 		{"e-mail trimmed", " \talice@example.com\n", "alice@example.com"},
-		{"e-mail unchanged", "bob+otp@mail.example.org", "bob+otp@mail.example.org"},
 		{"e-mail with unicode", "ÉLODIE@exemple.fr", "élodie@exemple.fr"},
+		{"e-mail punycode domain unchanged", "bob@xn--exmple-cua.com", "bob@xn--exmple-cua.com"},
+		{"e-mail unicode domain to punycode", "bob@exämple.com", "bob@xn--exmple-cua.com"},
+		{"e-mail address literal kept", "bob@[192.0.2.1]", "bob@[192.0.2.1]"},
+		{"e-mail plus only at the start is not a sub-address", "+bob@example.com", "+bob@example.com"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -171,6 +176,12 @@ func TestRecipientRejects(t *testing.T) {
 		{"empty", ""},
 		{"spaces", "   "},
 		{"seven digits", "+1234567"},
+		{"local-only length for its country", "+1 555 0100"},
+		{"no such country code", "+999 1234 5678"},
+		{"too long for its country", "+44 20 7946 09580"},
+		{"00 and no such country code", "00999 1234 5678"},
+		{"zero as a country code", "+0 20 7946 0958"},
+		{"twenty-one digits", "0000 0000 0000 0000 00001"},
 		{"sixteen digits", "+1234567890123456"},
 		{"letters", "+1555CALLNOW"},
 		{"double plus", "++15550100000"},
@@ -189,6 +200,12 @@ func TestRecipientRejects(t *testing.T) {
 		{"e-mail with unicode space", "alice\u00a0x@example.com"},
 		{"e-mail invalid UTF-8", "alic\xff@example.com"},
 		{"e-mail too long", strings.Repeat("a", 250) + "@b.co"},
+		{"e-mail too long once its domain is encoded", "a@" + strings.Repeat("äx.", 70) + "de"},
+		{"e-mail only invisible local part", "\u200b@example.com"},
+		{"e-mail fullwidth at sign in local part", "a\uff20b@example.com"},
+		{"e-mail local part hiding a space", "a\u00a8b@example.com"},
+		{"e-mail domain of dots", "alice@..."},
+		{"e-mail unicode domain IDNA refuses", "alice@exa\u2488mple.com"},
 		{"huge", strings.Repeat("1", 1<<20)},
 	}
 	for _, tt := range tests {

@@ -8,6 +8,8 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/guardian-sec/guardian/internal/version"
 )
 
 // Metrics holds guardian's collectors. Build it with New; it is safe for
@@ -21,7 +23,7 @@ type Metrics struct {
 	// CheckDuration observes how long a check took, by flow.
 	CheckDuration *prometheus.HistogramVec
 	// StoreErrors counts failed store calls by kind (timeout, unreachable,
-	// script).
+	// rejected, script).
 	StoreErrors *prometheus.CounterVec
 	// FallbackActive is 1 while the store is failing and the fallback decides.
 	FallbackActive prometheus.Gauge
@@ -32,6 +34,10 @@ type Metrics struct {
 	// FallbackDecisions counts every op the fallback decided, by rule and
 	// on_store_error.
 	FallbackDecisions *prometheus.CounterVec
+	// RecalledChecks counts checks answered from what the store last said
+	// about their keys (a key it slowed, until its retry time), without a
+	// store call.
+	RecalledChecks prometheus.Counter
 	// GlobalFailures is the failure rate per second seen by failure_rate
 	// rules, by flow.
 	GlobalFailures *prometheus.GaugeVec
@@ -40,12 +46,35 @@ type Metrics struct {
 	// FailureRateInForce is 1 while a failure_rate rule is in force (its
 	// hysteresis included), by rule and mode.
 	FailureRateInForce *prometheus.GaugeVec
+	// RulesReloads counts reloads of the rules file, by result (ok,
+	// error), whatever asked for them: the API, SIGHUP or a change of the
+	// file.
+	RulesReloads *prometheus.CounterVec
+	// RulesInfo is 1 for the hash of the rules in force (rules.Set.Hash),
+	// the only series: instances of a fleet whose series differ run
+	// different rules.
+	RulesInfo *prometheus.GaugeVec
+	// AdminActions counts admin calls that change state, by action (reset,
+	// reload) and result (ok, error).
+	AdminActions *prometheus.CounterVec
+	// Rules is how many rules are in force, by mode (enforce, shadow); set
+	// it with SetRuleCount.
+	Rules *prometheus.GaugeVec
+	// HTTPRequests counts answered HTTP requests by route (the path
+	// template, "other" for a path guardian does not serve) and status code.
+	HTTPRequests *prometheus.CounterVec
+	// ExpiringTokens counts requests authenticated by a service token that
+	// expires within a day, by scope: a caller about to lose access.
+	ExpiringTokens *prometheus.CounterVec
+	// BuildInfo is 1, labelled with the running binary's version, revision
+	// and Go version.
+	BuildInfo *prometheus.GaugeVec
 }
 
-// New registers guardian's metrics on reg.
+// New registers guardian's metrics on reg, guardian_build_info set.
 func New(reg prometheus.Registerer) *Metrics {
 	f := promauto.With(reg)
-	return &Metrics{
+	m := &Metrics{
 		Decisions: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "guardian_decisions_total",
 			Help: "Checks answered, by flow and decision.",
@@ -61,7 +90,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"flow"}),
 		StoreErrors: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "guardian_store_errors_total",
-			Help: "Store calls that failed, by kind (timeout, unreachable, script).",
+			Help: "Store calls that failed, by kind (timeout, unreachable, rejected, script).",
 		}, []string{"kind"}),
 		FallbackActive: f.NewGauge(prometheus.GaugeOpts{
 			Name: "guardian_fallback_active",
@@ -75,6 +104,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "guardian_fallback_decisions_total",
 			Help: "Ops decided by the fallback, by rule and on_store_error.",
 		}, []string{"rule", "on_store_error"}),
+		RecalledChecks: f.NewCounter(prometheus.CounterOpts{
+			Name: "guardian_recalled_checks_total",
+			Help: "Checks answered from the store's last answer for keys it slowed, without a store call.",
+		}),
 		GlobalFailures: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "guardian_global_failures_per_second",
 			Help: "Reported failures per second seen by failure_rate rules, by flow.",
@@ -87,5 +120,48 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "guardian_failure_rate_in_force",
 			Help: "1 while a failure_rate rule is in force, hysteresis included, by rule and mode; else 0.",
 		}, []string{"rule", "mode"}),
+		RulesReloads: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "guardian_rules_reloads_total",
+			Help: "Reloads of the rules file, by result (ok, error).",
+		}, []string{"result"}),
+		RulesInfo: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "guardian_rules_info",
+			Help: "1 for the hash of the rules in force.",
+		}, []string{"hash"}),
+		AdminActions: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "guardian_admin_actions_total",
+			Help: "Admin calls that change state, by action (reset, reload) and result (ok, error).",
+		}, []string{"action", "result"}),
+		Rules: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "guardian_rules",
+			Help: "Rules in force, by mode.",
+		}, []string{"mode"}),
+		HTTPRequests: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "guardian_http_requests_total",
+			Help: "HTTP requests answered, by route (path template, other for unknown paths) and status code.",
+		}, []string{"route", "code"}),
+		ExpiringTokens: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "guardian_expiring_token_requests_total",
+			Help: "Requests authenticated by a service token that expires within a day, by scope.",
+		}, []string{"scope"}),
+		BuildInfo: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "guardian_build_info",
+			Help: "1, labelled with the running guardian's version, revision and Go version.",
+		}, []string{"version", "revision", "goversion"}),
 	}
+	v := version.Get()
+	m.BuildInfo.WithLabelValues(v.Version, v.Revision, v.GoVersion).Set(1)
+	return m
+}
+
+// SetRules makes hash the one series of RulesInfo.
+func (m *Metrics) SetRules(hash string) {
+	m.RulesInfo.Reset()
+	m.RulesInfo.WithLabelValues(hash).Set(1)
+}
+
+// SetRuleCount records how many rules of each mode are in force.
+func (m *Metrics) SetRuleCount(enforced, shadow int) {
+	m.Rules.WithLabelValues("enforce").Set(float64(enforced))
+	m.Rules.WithLabelValues("shadow").Set(float64(shadow))
 }

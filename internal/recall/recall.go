@@ -2,8 +2,29 @@
 // said about keys that were denied: a key the store slowed, and until when,
 // and a consecutive-failure count the store found at its limit (a hard
 // stop). The fail-closed fallback starts from it when the store stops
-// answering, so an outage lifts no hard stop and no wait it saw; a caller
-// may also answer a key it knows is slowed without asking the store.
+// answering, so an outage lifts no hard stop and no wait it saw.
+//
+// It also answers a check locally (Answer) while the store's own answer
+// would deny it: a rate key the store slowed stays slowed until its retry
+// time, so a flood against it needs no store call until then. For that,
+// each key of a denied check is remembered with the store's whole answer
+// for it (allowed keys too), and an answer is given only when every key of
+// the check is remembered, one of its hard enforced rate keys is slowed and
+// no shadow key would be spent: the store would spend nothing, so not
+// asking it changes nothing there. The answer is the store's last one,
+// aged to the present by the rate arithmetic (the store said when each key
+// refills), never a denial longer than the store gave.
+//
+// What the store said can stop holding elsewhere in the fleet: a reset
+// deletes keys on another instance. Local answers are therefore given only
+// while Listening, that is while the fleet's resets are being heard (the
+// store publishes them; see package redisstore), and every reset heard,
+// every reload and every gap in listening starts a new epoch: what was
+// remembered before serves the fallback still, but answers nothing until
+// the store is asked again. A success reported on another instance can
+// refund a slowed key early; its remembered slow then lasts at most until
+// the retry time the store gave, which is the staleness a local answer may
+// have.
 //
 // A key is remembered from a denial until its time comes or an answer
 // allows it again; an entry is never longer than what the store said.
@@ -13,6 +34,7 @@ package recall
 import (
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/guardian-sec/guardian/internal/store"
@@ -46,11 +68,25 @@ type Memory struct {
 	seed   maphash.Seed
 	max    int // per shard
 	shards [shards]shard
+	// epoch counts invalidations (Invalidate); odd while not Listening.
+	epoch atomic.Uint64
 }
 
 type shard struct {
 	mu sync.Mutex
-	m  map[string]Denial
+	m  map[string]entry
+}
+
+// entry is one key: a denial, or (seen) a key the store allowed in a
+// denied check; with the store's answer for it, at instant at (when the
+// call was sent, so that every span measured from it ends no later than
+// the store's), in epoch.
+type entry struct {
+	Denial
+	seen  bool
+	at    time.Time
+	res   store.Result
+	epoch uint64
 }
 
 // New returns an empty Memory holding at most max keys (100,000 when max is
@@ -61,8 +97,9 @@ func New(max int) *Memory {
 	}
 	m := &Memory{seed: maphash.MakeSeed(), max: max/shards + 1}
 	for i := range m.shards {
-		m.shards[i].m = make(map[string]Denial)
+		m.shards[i].m = make(map[string]entry)
 	}
+	m.epoch.Store(1) // not listening
 	return m
 }
 
@@ -76,20 +113,149 @@ func (m *Memory) shard(key string) *shard {
 // denied. Results decided by a fallback (Degraded) are not the store's
 // answer and are ignored.
 func (m *Memory) Observe(ops []store.Op, res []store.Result, now time.Time) {
+	m.ObserveAt(ops, res, now, m.Epoch())
+}
+
+// ObserveAt is Observe of a call sent at instant sent, in epoch (Epoch,
+// read before the call was sent): when the epoch has moved on since, the
+// answer is kept for the fallback but answers nothing locally. The allowed
+// keys of a check with a denial are kept too, for Answer.
+func (m *Memory) ObserveAt(ops []store.Op, res []store.Result, sent time.Time, epoch uint64) {
+	var until time.Time
+	for i := range ops {
+		if d, ok := denial(&ops[i], &res[i], sent); ok && d.Until.After(until) {
+			until = d.Until
+		}
+	}
 	for i := range ops {
 		op, r := &ops[i], &res[i]
 		if r.Degraded {
 			continue
 		}
-		switch {
-		case r.Allowed:
-			m.forget(op.Key)
-		case op.Kind == store.Rate && r.RetryAfter > 0:
-			m.put(op.Key, Denial{Until: now.Add(r.RetryAfter)}, now)
-		case op.Kind == store.Counter && r.RetryAfter == 0 && r.Count >= op.Limit && r.ResetAfter > 0:
-			m.put(op.Key, Denial{Until: now.Add(r.ResetAfter), Stop: true}, now)
+		e := entry{at: sent, res: *r, epoch: epoch}
+		if d, ok := denial(op, r, sent); ok {
+			e.Denial = d
+			m.put(op.Key, e, sent)
+			continue
+		}
+		m.forget(op.Key)
+		if !until.IsZero() {
+			e.seen, e.Until = true, until
+			m.put(op.Key, e, sent)
 		}
 	}
+}
+
+// denial is what the store's answer r for op denies, if anything.
+func denial(op *store.Op, r *store.Result, at time.Time) (Denial, bool) {
+	switch {
+	case r.Degraded:
+	case op.Kind == store.Counter && r.RetryAfter == 0 && r.Count >= op.Limit && r.ResetAfter > 0:
+		// At its limit, also on the allowed spend that took it there: the
+		// hard stop starts with that check.
+		return Denial{Until: at.Add(r.ResetAfter), Stop: true}, true
+	case r.Allowed:
+	case op.Kind == store.Rate && r.RetryAfter > 0:
+		return Denial{Until: at.Add(r.RetryAfter)}, true
+	}
+	return Denial{}, false
+}
+
+// Epoch is the current epoch, to pass to ObserveAt.
+func (m *Memory) Epoch() uint64 { return m.epoch.Load() }
+
+// Listening says whether the fleet's resets are being heard (up) or may be
+// missed: local answers are given only while they are. Either way a new
+// epoch begins.
+func (m *Memory) Listening(up bool) {
+	for {
+		e := m.epoch.Load()
+		next := e + 1
+		if (next%2 == 0) != up {
+			next++
+		}
+		if m.epoch.CompareAndSwap(e, next) {
+			return
+		}
+	}
+}
+
+// Invalidate begins a new epoch: nothing remembered so far answers a check
+// locally (the fallback still starts from it). A reload of the rules and a
+// reset heard from the fleet call it.
+func (m *Memory) Invalidate() { m.epoch.Add(2) }
+
+// Answer decides ops locally at instant now, as the store last answered
+// for their keys, and reports whether it did: only when every op's key is
+// remembered in the current epoch while listening, a hard enforced rate op
+// does not fit, and no shadow op would be spent. res is filled only when it
+// reports true; nothing is spent, as the store would spend nothing.
+func (m *Memory) Answer(ops []store.Op, res []store.Result, now time.Time) bool {
+	epoch := m.epoch.Load()
+	if epoch%2 == 1 || len(ops) == 0 {
+		return false
+	}
+	slowed := false
+	for i := range ops {
+		op := &ops[i]
+		e, ok := m.lookup(op.Key)
+		if !ok || e.epoch != epoch || !now.Before(e.Until) {
+			return false
+		}
+		r, ok := aged(op, &e, now)
+		if !ok || (op.Shadow && r.Allowed && op.Cost > 0) {
+			return false
+		}
+		if op.Kind == store.Rate && !r.Allowed && !op.Shadow && !op.Soft {
+			slowed = true
+		}
+		res[i] = r
+	}
+	return slowed
+}
+
+// aged is the store's answer e for op, as it stands at now: a rate key
+// refilled for the time gone by, a counter as it was. It reports false when
+// e cannot be aged (a counter that met a full store).
+func aged(op *store.Op, e *entry, now time.Time) (store.Result, bool) {
+	gone := now.Sub(e.at)
+	switch op.Kind {
+	case store.Rate:
+		// The key's theoretical arrival time, as an offset from now.
+		tat := e.res.ResetAfter - gone
+		if tat < 0 {
+			tat = 0
+		}
+		tau := op.Interval * time.Duration(op.Burst)
+		over := tat + time.Duration(op.Cost)*op.Interval - tau
+		r := store.Result{Allowed: over <= 0, ResetAfter: tat}
+		if !r.Allowed {
+			r.RetryAfter = over
+		}
+		r.Remaining = min(max(int64((tau-tat)/op.Interval), 0), op.Burst)
+		return r, true
+	case store.Counter:
+		if e.res.RetryAfter > 0 {
+			return store.Result{}, false
+		}
+		r := store.Result{Count: e.res.Count, ResetAfter: max(e.res.ResetAfter-gone, 0)}
+		if r.ResetAfter == 0 {
+			r.Count = 0
+		}
+		r.Allowed = r.Count+op.Cost <= op.Limit
+		r.Remaining = max(op.Limit-r.Count, 0)
+		return r, true
+	}
+	return store.Result{}, false
+}
+
+// lookup returns key's entry.
+func (m *Memory) lookup(key string) (entry, bool) {
+	sh := m.shard(key)
+	sh.mu.Lock()
+	e, ok := sh.m[key]
+	sh.mu.Unlock()
+	return e, ok
 }
 
 // Denied reports the denial in force for key at now, if there is one.
@@ -97,15 +263,15 @@ func (m *Memory) Denied(key string, now time.Time) (Denial, bool) {
 	sh := m.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	d, ok := sh.m[key]
-	if !ok {
+	e, ok := sh.m[key]
+	if !ok || e.seen {
 		return Denial{}, false
 	}
-	if !now.Before(d.Until) {
+	if !now.Before(e.Until) {
 		delete(sh.m, key)
 		return Denial{}, false
 	}
-	return d, true
+	return e.Denial, true
 }
 
 // Forget drops keys: their state was reset or given back.
@@ -136,46 +302,54 @@ func (m *Memory) forget(key string) {
 	sh.mu.Unlock()
 }
 
-// put remembers d for key, making room in a full shard.
-func (m *Memory) put(key string, d Denial, now time.Time) {
+// put remembers e for key, making room in a full shard.
+func (m *Memory) put(key string, e entry, now time.Time) {
 	sh := m.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if old, ok := sh.m[key]; ok && old.Stop && !d.Stop && now.Before(old.Until) {
+	if old, ok := sh.m[key]; ok && old.Stop && !e.Stop && now.Before(old.Until) {
 		// A slow seen on a key known to be stopped: the stop stands.
 		return
 	}
-	if _, ok := sh.m[key]; !ok && len(sh.m) >= m.max {
-		sh.evict(now)
+	if _, ok := sh.m[key]; !ok && len(sh.m) >= m.max && !sh.evict(now, e.Stop) {
+		// A shard of hard stops alone keeps them: the newcomer, no stop,
+		// gives way.
+		return
 	}
-	sh.m[key] = d
+	sh.m[key] = e
 }
 
-// evict drops the entry of a full shard that ends soonest among a sample of
-// slowed keys, an ended entry first; a hard stop only when the shard holds
-// nothing else.
-func (sh *shard) evict(now time.Time) {
-	var victim, stop string
-	var best Denial
-	seen := 0
-	for k, d := range sh.m {
-		if !now.Before(d.Until) {
+// evict drops the entry of a full shard that matters least among a sample:
+// an ended entry first, then a key kept only for local answers (seen),
+// then the slowed key that ends soonest; a hard stop only for another
+// (stop) when the shard holds nothing else. It reports whether it dropped
+// one.
+func (sh *shard) evict(now time.Time, stop bool) bool {
+	var victim, stopped string
+	var best entry
+	sampled := 0
+	for k, e := range sh.m {
+		if !now.Before(e.Until) || e.seen {
 			delete(sh.m, k)
-			return
+			return true
 		}
-		if d.Stop {
-			stop = k
+		if e.Stop {
+			stopped = k
 			continue
 		}
-		if seen == 0 || d.Until.Before(best.Until) {
-			victim, best = k, d
+		if sampled == 0 || e.Until.Before(best.Until) {
+			victim, best = k, e
 		}
-		if seen++; seen == evictSample {
+		if sampled++; sampled == evictSample {
 			break
 		}
 	}
-	if seen == 0 {
-		victim = stop
+	if sampled == 0 {
+		if !stop {
+			return false
+		}
+		victim = stopped
 	}
 	delete(sh.m, victim)
+	return true
 }

@@ -3,6 +3,7 @@ package redistest
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -26,9 +27,15 @@ const clusterNodes = 3
 const clusterBusOffset = 10000
 
 // Cluster is a Redis Cluster of three masters, each a redis-server process
-// on 127.0.0.1, with the 16384 slots split between them.
+// on 127.0.0.1, with the 16384 slots split between them, and with
+// StartReplicatedCluster a replica of each.
 type Cluster struct {
 	addrs []string
+	procs map[string]*exec.Cmd
+	cli   string
+	// tls, for StartTLSCluster, is how this package's own clients speak TLS
+	// to the nodes (see options.clientTLS).
+	tls *tls.Config
 }
 
 // StartCluster starts a three-master Redis Cluster for tb, in tb.TempDir(),
@@ -36,6 +43,30 @@ type Cluster struct {
 // (Debian: redis-server and redis-tools). It returns once every node reports
 // cluster_state:ok.
 func StartCluster(tb testing.TB) *Cluster {
+	tb.Helper()
+	return startCluster(tb, 0, 5*time.Second, nil)
+}
+
+// StartTLSCluster is StartCluster speaking TLS alone, clients, replication
+// and the cluster bus, with certs' server certificate (it must name
+// 127.0.0.1, as NewCerts's does). Clients need not present a certificate.
+// URL is the cluster's rediss:// address.
+func StartTLSCluster(tb testing.TB, certs *Certs) *Cluster {
+	tb.Helper()
+	return startCluster(tb, 0, 5*time.Second, certs)
+}
+
+// StartReplicatedCluster is StartCluster with a replica of each master,
+// and a cluster-node-timeout of one second: a replica takes over a master
+// that does not answer for that long, within about two seconds.
+func StartReplicatedCluster(tb testing.TB) *Cluster {
+	tb.Helper()
+	return startCluster(tb, 1, time.Second, nil)
+}
+
+// startCluster starts clusterNodes masters with replicas replicas each,
+// over TLS when certs is set.
+func startCluster(tb testing.TB, replicas int, nodeTimeout time.Duration, certs *Certs) *Cluster {
 	tb.Helper()
 	server, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -49,17 +80,23 @@ func StartCluster(tb testing.TB) *Cluster {
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	dir := tb.TempDir()
-	c := &Cluster{}
-	for i := range clusterNodes {
-		addr, err := startNode(ctx, tb, server, filepath.Join(dir, "node"+strconv.Itoa(i)))
+	o := options{certs: certs}
+	c := &Cluster{procs: map[string]*exec.Cmd{}, cli: cli, tls: o.clientTLS(tb)}
+	total := clusterNodes * (1 + replicas)
+	for i := range total {
+		addr, cmd, err := startNode(ctx, tb, server, filepath.Join(dir, "node"+strconv.Itoa(i)), nodeTimeout, certs)
 		if err != nil {
 			tb.Fatalf("redistest: cluster node %d: %v", i, err)
 		}
 		c.addrs = append(c.addrs, addr)
+		c.procs[addr] = cmd
 	}
 
 	args := append([]string{"--cluster", "create"}, c.addrs...)
-	args = append(args, "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
+	if certs != nil {
+		args = append(args, "--tls", "--cacert", certs.CA)
+	}
 	cmd := exec.CommandContext(ctx, cli, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -67,11 +104,45 @@ func StartCluster(tb testing.TB) *Cluster {
 		tb.Fatalf("redistest: redis-cli --cluster create: %v: %s", err, out.String())
 	}
 	for _, addr := range c.addrs {
-		if err := waitClusterOK(ctx, addr); err != nil {
+		if err := waitClusterOK(ctx, c.node(addr), total); err != nil {
+			tb.Fatalf("redistest: cluster node %s: %v", addr, err)
+		}
+		if err := waitReplicaSynced(ctx, c.node(addr)); err != nil {
 			tb.Fatalf("redistest: cluster node %s: %v", addr, err)
 		}
 	}
 	return c
+}
+
+// node returns a client of the node at addr, which the caller closes.
+func (c *Cluster) node(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: addr, TLSConfig: c.tls})
+}
+
+// URL returns the cluster's address as a guardian --redis-url: the
+// host:port list, or for StartTLSCluster rediss://first?addr=… .
+func (c *Cluster) URL() string {
+	if c.tls == nil {
+		return strings.Join(c.addrs, ",")
+	}
+	return "rediss://" + c.addrs[0] + "?addr=" + strings.Join(c.addrs[1:], "&addr=")
+}
+
+// waitReplicaSynced waits until the node c, if it is a replica, has its link
+// to its master up. It closes c.
+func waitReplicaSynced(ctx context.Context, c *redis.Client) error {
+	defer func() { _ = c.Close() }()
+	for {
+		info, err := c.Info(ctx, "replication").Result()
+		if err == nil && (strings.Contains(info, "role:master") || strings.Contains(info, "master_link_status:up")) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("replica not in sync: %v %q", err, info)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // Addrs returns the nodes' addresses, "127.0.0.1:port" each.
@@ -83,7 +154,7 @@ func (c *Cluster) Addrs() []string {
 // ends.
 func (c *Cluster) Client(tb testing.TB) *redis.ClusterClient {
 	tb.Helper()
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), TLSConfig: c.tls})
 	tb.Cleanup(func() { _ = cc.Close() })
 	return cc
 }
@@ -91,33 +162,45 @@ func (c *Cluster) Client(tb testing.TB) *redis.ClusterClient {
 // startNode starts one cluster-enabled redis-server in dir on a free
 // loopback port, retrying with another port if the one picked was taken in
 // the meantime, and returns its address once it answers.
-func startNode(ctx context.Context, tb testing.TB, server, dir string) (string, error) {
+func startNode(ctx context.Context, tb testing.TB, server, dir string, nodeTimeout time.Duration, certs *Certs) (string, *exec.Cmd, error) {
 	tb.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
+		return "", nil, err
 	}
+	clientTLS := (&options{certs: certs}).clientTLS(tb)
 	var lastErr error
 	for range 5 {
 		port, err := freePort(clusterBusOffset)
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
 		addr := "127.0.0.1:" + strconv.Itoa(port)
 		logPath := filepath.Join(dir, "redis.log")
-		cmd := exec.Command(server,
-			"--port", strconv.Itoa(port),
+		listen := []string{"--port", strconv.Itoa(port)}
+		if certs != nil {
+			listen = []string{
+				"--port", "0", "--tls-port", strconv.Itoa(port),
+				"--tls-cluster", "yes", "--tls-replication", "yes",
+				"--tls-cert-file", certs.ServerCert, "--tls-key-file", certs.ServerKey,
+				"--tls-ca-cert-file", certs.CA, "--tls-auth-clients", "optional",
+			}
+		}
+		cmd := exec.Command(server, append(listen, []string{
 			"--bind", "127.0.0.1",
 			"--protected-mode", "no",
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "5000",
+			"--cluster-node-timeout", strconv.FormatInt(nodeTimeout.Milliseconds(), 10),
+			// A replica takes over however long its link was down: a test
+			// kills a master moments after the replica first synced.
+			"--cluster-replica-validity-factor", "0",
 			"--dir", dir,
 			"--save", "",
 			"--appendonly", "no",
 			"--logfile", logPath,
-		)
+		}...)...)
 		if err := cmd.Start(); err != nil {
-			return "", err
+			return "", nil, err
 		}
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
@@ -128,7 +211,7 @@ func startNode(ctx context.Context, tb testing.TB, server, dir string) (string, 
 
 		pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		pinged := make(chan error, 1)
-		go func() { pinged <- waitPing(pingCtx, addr) }()
+		go func() { pinged <- waitPing(pingCtx, addr, clientTLS) }()
 		select {
 		case err = <-pinged:
 		case err = <-exited:
@@ -138,26 +221,25 @@ func startNode(ctx context.Context, tb testing.TB, server, dir string) (string, 
 		cancel()
 		if err == nil {
 			tb.Cleanup(stop)
-			return addr, nil
+			return addr, cmd, nil
 		}
 		stop()
 		lastErr = err
 		_ = os.Remove(filepath.Join(dir, "nodes.conf"))
 	}
-	return "", lastErr
+	return "", nil, lastErr
 }
 
-// waitClusterOK polls CLUSTER INFO on addr until the node sees all three
-// masters and every slot served, or ctx ends.
-func waitClusterOK(ctx context.Context, addr string) error {
-	c := redis.NewClient(&redis.Options{Addr: addr})
+// waitClusterOK polls CLUSTER INFO on the node c until it sees all nodes
+// of the cluster and every slot served, or ctx ends. It closes c.
+func waitClusterOK(ctx context.Context, c *redis.Client, nodes int) error {
 	defer func() { _ = c.Close() }()
 	var info string
 	for {
 		var err error
 		info, err = c.ClusterInfo(ctx).Result()
 		if err == nil && strings.Contains(info, "cluster_state:ok") &&
-			strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(clusterNodes)) &&
+			strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(nodes)) &&
 			strings.Contains(info, "cluster_slots_ok:16384") {
 			return nil
 		}

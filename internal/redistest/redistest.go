@@ -14,6 +14,7 @@ package redistest
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -49,8 +50,10 @@ const startTimeout = time.Minute
 type Option func(*options)
 
 type options struct {
-	aof  bool
-	args []string
+	aof       bool
+	args      []string
+	certs     *Certs
+	needCerts bool
 }
 
 // WithAOF turns on the append-only file with appendfsync everysec, the
@@ -65,11 +68,64 @@ func WithArgs(args ...string) Option {
 	return func(o *options) { o.args = append(o.args, args...) }
 }
 
+// WithTLS serves TLS alone on the Redis port, with certs' server
+// certificate. When clientCerts is set, the server asks clients for a
+// certificate certs' CA signed and refuses those without one. URL is then
+// rediss://, and Client speaks TLS.
+func WithTLS(certs *Certs, clientCerts bool) Option {
+	return func(o *options) { o.certs, o.needCerts = certs, clientCerts }
+}
+
+// tlsDir is where the certificates of WithTLS are in the container.
+const tlsDir = "/tls/"
+
+// tlsArgs returns the redis-server arguments of WithTLS, and the files to
+// copy into the container.
+func (o *options) tlsArgs() ([]string, []testcontainers.ContainerFile) {
+	if o.certs == nil {
+		return nil, nil
+	}
+	auth := "no"
+	if o.needCerts {
+		auth = "yes"
+	}
+	args := []string{
+		"--port", "0",
+		"--tls-port", "6379",
+		"--tls-cert-file", tlsDir + "server.pem",
+		"--tls-key-file", tlsDir + "server-key.pem",
+		"--tls-ca-cert-file", tlsDir + "ca.pem",
+		"--tls-auth-clients", auth,
+	}
+	var files []testcontainers.ContainerFile
+	for host, name := range map[string]string{o.certs.ServerCert: "server.pem", o.certs.ServerKey: "server-key.pem", o.certs.CA: "ca.pem"} {
+		files = append(files, testcontainers.ContainerFile{HostFilePath: host, ContainerFilePath: tlsDir + name, FileMode: 0o644})
+	}
+	return args, files
+}
+
+// clientTLS is the TLS configuration of this package's own clients of a
+// WithTLS server: they only check that Redis is up, so they verify nothing
+// (a test may serve an expired certificate); they present the client
+// certificate.
+func (o *options) clientTLS(tb testing.TB) *tls.Config {
+	tb.Helper()
+	if o.certs == nil {
+		return nil
+	}
+	cert, err := tls.LoadX509KeyPair(o.certs.ClientCert, o.certs.ClientKey)
+	if err != nil {
+		tb.Fatalf("redistest: client certificate: %v", err)
+	}
+	return &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{cert}}
+}
+
 // Server is a Redis in a container. Its methods take the test that uses
 // them and fail it on any error. They are safe for concurrent use, but a
 // test that stops or pauses the server owns it until it is back.
 type Server struct {
 	ctr *testcontainers.DockerContainer
+	tls *tls.Config
 
 	mu     sync.Mutex
 	addr   string
@@ -94,6 +150,8 @@ func Start(tb testing.TB, opts ...Option) *Server {
 	if o.aof {
 		cmd = append(cmd, "--appendonly", "yes", "--appendfsync", "everysec")
 	}
+	tlsArgs, files := o.tlsArgs()
+	cmd = append(cmd, tlsArgs...)
 	cmd = append(cmd, o.args...)
 
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
@@ -101,6 +159,7 @@ func Start(tb testing.TB, opts ...Option) *Server {
 	ctr, err := testcontainers.Run(ctx, image,
 		testcontainers.WithExposedPorts(redisPort),
 		testcontainers.WithCmd(cmd...),
+		testcontainers.WithFiles(files...),
 		testcontainers.WithHostConfigModifier(bindLoopback),
 		testcontainers.WithWaitStrategy(wait.ForListeningPort(redisPort).
 			SkipInternalCheck().WithStartupTimeout(startTimeout)),
@@ -109,7 +168,7 @@ func Start(tb testing.TB, opts ...Option) *Server {
 	if err != nil {
 		tb.Fatalf("redistest: start %s: %v (guardian's Redis tests need Docker and the image; see scripts/redis-image.sh)", image, err)
 	}
-	s := &Server{ctr: ctr}
+	s := &Server{ctr: ctr, tls: o.clientTLS(tb)}
 	tb.Cleanup(func() {
 		if s.isPaused() {
 			s.Unpause(tb)
@@ -136,8 +195,11 @@ func (s *Server) Addr() string {
 }
 
 // URL returns the server's address as a guardian --redis-url,
-// "redis://127.0.0.1:port/0".
+// "redis://127.0.0.1:port/0", or rediss:// for a WithTLS server.
 func (s *Server) URL() string {
+	if s.tls != nil {
+		return "rediss://" + s.Addr() + "/0"
+	}
 	return "redis://" + s.Addr() + "/0"
 }
 
@@ -145,7 +207,7 @@ func (s *Server) URL() string {
 // tb ends. A client made before a Restart keeps dialling the old port.
 func (s *Server) Client(tb testing.TB) *redis.Client {
 	tb.Helper()
-	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), TLSConfig: s.tls})
 	tb.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -192,10 +254,7 @@ func (s *Server) Restart(tb testing.TB) {
 // unpaused when tb ends if the test did not.
 func (s *Server) Pause(tb testing.TB) {
 	tb.Helper()
-	s.docker(tb, func(ctx context.Context, c *testcontainers.DockerClient, id string) error {
-		_, err := c.ContainerPause(ctx, id, client.ContainerPauseOptions{})
-		return err
-	})
+	pause(tb, s.ctr.GetContainerID(), true)
 	s.mu.Lock()
 	s.paused = true
 	s.mu.Unlock()
@@ -204,13 +263,24 @@ func (s *Server) Pause(tb testing.TB) {
 // Unpause resumes a paused container.
 func (s *Server) Unpause(tb testing.TB) {
 	tb.Helper()
-	s.docker(tb, func(ctx context.Context, c *testcontainers.DockerClient, id string) error {
-		_, err := c.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{})
-		return err
-	})
+	pause(tb, s.ctr.GetContainerID(), false)
 	s.mu.Lock()
 	s.paused = false
 	s.mu.Unlock()
+}
+
+// pause pauses the container id, or unpauses it.
+func pause(tb testing.TB, id string, on bool) {
+	tb.Helper()
+	docker(tb, id, func(ctx context.Context, c *testcontainers.DockerClient, id string) error {
+		var err error
+		if on {
+			_, err = c.ContainerPause(ctx, id, client.ContainerPauseOptions{})
+		} else {
+			_, err = c.ContainerUnpause(ctx, id, client.ContainerUnpauseOptions{})
+		}
+		return err
+	})
 }
 
 func (s *Server) isPaused() bool {
@@ -219,8 +289,8 @@ func (s *Server) isPaused() bool {
 	return s.paused
 }
 
-// docker runs f with a Docker client and the container's id.
-func (s *Server) docker(tb testing.TB, f func(context.Context, *testcontainers.DockerClient, string) error) {
+// docker runs f with a Docker client and the container id.
+func docker(tb testing.TB, id string, f func(context.Context, *testcontainers.DockerClient, string) error) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
@@ -229,7 +299,7 @@ func (s *Server) docker(tb testing.TB, f func(context.Context, *testcontainers.D
 		tb.Fatalf("redistest: docker client: %v", err)
 	}
 	defer func() { _ = c.Close() }()
-	if err := f(ctx, c, s.ctr.GetContainerID()); err != nil {
+	if err := f(ctx, c, id); err != nil {
 		tb.Fatalf("redistest: %v", err)
 	}
 }
@@ -245,7 +315,7 @@ func (s *Server) refresh(tb testing.TB) {
 		tb.Fatalf("redistest: mapped port: %v", err)
 	}
 	addr := net.JoinHostPort("127.0.0.1", port.Port())
-	if err := waitPing(ctx, addr); err != nil {
+	if err := waitPing(ctx, addr, s.tls); err != nil {
 		tb.Fatalf("redistest: redis at %s: %v", addr, err)
 	}
 	s.mu.Lock()
@@ -262,10 +332,10 @@ func bindLoopback(hc *container.HostConfig) {
 	}
 }
 
-// waitPing pings addr until it answers PONG (Redis answers LOADING while it
-// replays its append-only file) or ctx ends.
-func waitPing(ctx context.Context, addr string) error {
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
+// waitPing pings addr, over TLS when tc is set, until it answers PONG
+// (Redis answers LOADING while it replays its append-only file) or ctx ends.
+func waitPing(ctx context.Context, addr string, tc *tls.Config) error {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second, TLSConfig: tc})
 	defer func() { _ = c.Close() }()
 	var err error
 	for {

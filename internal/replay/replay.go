@@ -418,7 +418,9 @@ func (d *driver) tick(t time.Time) {
 // and leaves no trace, not even on the clock.
 func (d *driver) check(ctx context.Context, ev *event.Event) error {
 	req := engine.CheckRequest{Flow: ev.Flow, Account: ev.Account, IP: ev.IP, Recipient: ev.Recipient, Cost: ev.Cost}
-	ids, err := req.Normalise()
+	// The default normalisation: a decision log's pseudonyms stay
+	// themselves under every keys.Options.
+	ids, err := req.Normalise(nil)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrRejected, err)
 	}

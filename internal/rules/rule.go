@@ -154,6 +154,13 @@ func (r *Rule) Interval() time.Duration {
 	return r.Per / time.Duration(r.Limit)
 }
 
+// GivesBack reports whether a success report gives back what a check spent
+// on the rule: a rate rule with count: failures (its reservation) and a
+// consecutive_failures rule (its count is reset).
+func (r *Rule) GivesBack() bool {
+	return r.Type == ConsecutiveFailures || r.Type == Rate && r.Count == Failures
+}
+
 // Set is an immutable, validated rule set. Build one with Parse, Load or
 // Default; a Set is safe for concurrent use.
 type Set struct {
@@ -164,6 +171,8 @@ type Set struct {
 	// Rules are every rule in file order.
 	Rules  []Rule
 	byFlow map[Flow][]*Rule
+	// hash is Hash, computed once by newSet.
+	hash string
 }
 
 // For returns the rules that apply to flow, in file order. The slice is
@@ -208,7 +217,7 @@ func (s *Set) InMode(m Mode) *Set {
 
 // newSet indexes rules by flow.
 func newSet(source string, loadedAt time.Time, rs []Rule) *Set {
-	s := &Set{Source: source, LoadedAt: loadedAt, Rules: rs, byFlow: make(map[Flow][]*Rule)}
+	s := &Set{Source: source, LoadedAt: loadedAt, Rules: rs, byFlow: make(map[Flow][]*Rule), hash: setHash(rs)}
 	for i := range s.Rules {
 		r := &s.Rules[i]
 		for _, f := range r.Flows {

@@ -258,6 +258,16 @@ func TestOpenAPIRealAnswersWithDefaultRules(t *testing.T) {
 		},
 		{name: "reload", method: "POST", path: "/v1/rules/reload", bearer: withAdmin, wantStatus: 200},
 		{
+			name: "fleet", method: "GET", path: "/v1/fleet", bearer: withAdmin,
+			wantStatus: 200,
+			then: func(t *testing.T, _ *httptest.ResponseRecorder, body map[string]any) {
+				is, _ := body["instances"].([]any)
+				if len(is) != 1 || body["partial"] != true || body["rules_consistent"] != true {
+					t.Errorf("got %v, want this instance alone, partial, rules consistent", body)
+				}
+			},
+		},
+		{
 			name: "shadow", method: "GET", path: "/v1/shadow", bearer: withAdmin,
 			wantStatus: 200,
 			then: func(t *testing.T, _ *httptest.ResponseRecorder, body map[string]any) {

@@ -12,20 +12,24 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"reflect"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/guardian-sec/guardian/internal/aggregate"
 	"github.com/guardian-sec/guardian/internal/aggregate/redisagg"
+	"github.com/guardian-sec/guardian/internal/audit"
 	"github.com/guardian-sec/guardian/internal/decisionlog"
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/failclosed"
+	"github.com/guardian-sec/guardian/internal/fleet"
 	"github.com/guardian-sec/guardian/internal/httpapi"
+	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/metrics"
+	"github.com/guardian-sec/guardian/internal/requestid"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/shadow"
@@ -33,6 +37,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/store/memstore"
 	"github.com/guardian-sec/guardian/internal/store/redisstore"
 	"github.com/guardian-sec/guardian/internal/tokens"
+	"github.com/guardian-sec/guardian/internal/tracing"
 )
 
 // Config is everything an instance is built from.
@@ -43,6 +48,9 @@ type Config struct {
 	RulesPath string
 	// RedisURL selects the Redis store; empty uses the embedded store.
 	RedisURL string
+	// Redis holds the Redis connection settings kept out of RedisURL: the
+	// TLS files and the password file.
+	Redis redisstore.Options
 	// SigningKey signs service tokens, attempt ids and device tokens, and
 	// keys the hashes of identifiers unless HashKey is set. Required.
 	SigningKey secret.Key
@@ -54,6 +62,10 @@ type Config struct {
 	// The zero Key derives it from SigningKey; a HashKey of its own lets the
 	// signing key rotate without resetting every limit.
 	HashKey secret.Key
+	// Normalizer says how accounts and recipients compare: accent folding
+	// and the default region of phone numbers (nil: the defaults, accents
+	// kept and no default region).
+	Normalizer *keys.Normalizer
 	// StoreTimeout is the deadline of one store call (default 5ms).
 	StoreTimeout time.Duration
 	// FleetSize is how many instances share the store (default 1).
@@ -78,6 +90,16 @@ type Config struct {
 	// PprofAddr, when set, serves Go's pprof profiles on its own listener,
 	// apart from the API (bind it to loopback). Empty: off.
 	PprofAddr string
+	// Version is guardian's version as GET /v1/fleet shows it (default:
+	// the running binary's, package version).
+	Version string
+	// InstanceID names the instance in GET /v1/fleet (default: the host
+	// name and a random suffix).
+	InstanceID string
+	// OTLPEndpoint, when set, traces checks and reports, their store calls
+	// as child spans, to this OTLP/HTTP collector ("http://collector:4318").
+	// Empty: off.
+	OTLPEndpoint string
 }
 
 // memoryEvery is how often the Redis memory ratio is read.
@@ -88,20 +110,28 @@ type Server struct {
 	cfg      Config
 	log      *slog.Logger
 	registry *prometheus.Registry
+	metrics  *metrics.Metrics
 	holder   rules.Holder
 	shadow   *shadow.Book
+	tallies  *shadow.Fleet
 	agg      *aggregate.Aggregate
+	fleet    *fleet.Fleet
 	engine   *engine.Engine
 	api      *httpapi.API
 	http     *http.Server
 
 	closers   []func() error
 	pprofAddr string
+	// invalidate, when set, stops the store's memory of its last answers
+	// deciding checks on rules a reload replaced.
+	invalidate func()
 
-	reloadMu sync.Mutex
-	ln       net.Listener
-	done     chan struct{}
-	serveErr error
+	reloadMu  sync.Mutex
+	stopWatch context.CancelFunc
+	watchDone chan struct{}
+	ln        net.Listener
+	done      chan struct{}
+	serveErr  error
 }
 
 // New builds an instance from cfg; it loads the rules and opens the store but
@@ -112,48 +142,85 @@ func New(cfg Config) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	// Every line logged with a request's context carries its id and trace.
+	s.log = slog.New(requestid.NewHandler(s.log.Handler()))
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(s.registry)
+	s.metrics = m
 
 	set, err := s.loadRules()
 	if err != nil {
 		return nil, err
 	}
-	s.applyRules(nil, set)
+	s.applyRules(set)
 
-	st, storeHealthy, shared, err := s.openStore(m)
+	st, storeHealthy, sh, err := s.openStore(m)
 	if err != nil {
 		return nil, err
 	}
+	s.fleet = fleet.New(fleet.Config{
+		ID:           cfg.InstanceID,
+		Version:      cfg.Version,
+		Rules:        s.holder.Load,
+		StoreHealthy: storeHealthy,
+		Shared:       sh.fleet,
+		Now:          cfg.Now,
+		Logger:       s.log,
+	})
+	s.tallies = shadow.NewFleet(shadow.FleetConfig{
+		Book:     s.shadow,
+		Shared:   sh.shadow,
+		Instance: s.fleet.ID(),
+		Logger:   s.log,
+	})
 	s.agg = aggregate.New(aggregate.Config{
 		Now:       cfg.Now,
-		Shared:    shared,
+		Shared:    sh.agg,
 		FleetSize: cfg.FleetSize,
 		Observe:   func(flow string, perSecond float64) { m.GlobalFailures.WithLabelValues(flow).Set(perSecond) },
 		Logger:    s.log,
+		Riders:    []aggregate.Rider{s.fleet, s.tallies},
 	})
 	s.trackGlobal(set)
 	// First among the closers: its last flush needs the Redis client.
 	s.closers = append([]func() error{s.agg.Close}, s.closers...)
+	trail := audit.New(audit.Config{Key: cfg.HashKey, Metrics: m, Normalizer: cfg.Normalizer, Logger: s.log})
+	var tracer trace.Tracer
+	if cfg.OTLPEndpoint != "" {
+		tp, err := tracing.New(cfg.OTLPEndpoint)
+		if err != nil {
+			return nil, fmt.Errorf("server: --otlp-endpoint: %w", err)
+		}
+		s.closers = append(s.closers, tp.Close)
+		tracer = tp.Tracer()
+		st = tracing.WrapStore(st, tracer)
+	}
 	s.engine = engine.New(engine.Config{
 		Rules:        &s.holder,
 		Store:        st,
 		Key:          cfg.SigningKey,
 		PreviousKeys: cfg.PreviousSigningKeys,
 		HashKey:      cfg.HashKey,
+		Normalizer:   cfg.Normalizer,
 		AttemptTTL:   cfg.AttemptTTL,
 		Aggregate:    s.agg,
 		Shadow:       s.shadow,
 		Metrics:      m,
 		Now:          cfg.Now,
+		Events:       trail,
 	})
 	s.api = httpapi.New(httpapi.Config{
 		Engine:       s.decider(),
 		Tokens:       tokens.NewService(cfg.SigningKey, cfg.PreviousSigningKeys...),
-		Shadow:       s.shadow,
-		Reload:       s.Reload,
+		Shadow:       s.tallies,
+		Fleet:        s.fleet,
+		Audit:        trail,
+		Reload:       s.reload,
+		Normalizer:   cfg.Normalizer,
 		StoreHealthy: storeHealthy,
 		Gatherer:     s.registry,
+		Metrics:      m,
+		Tracer:       tracer,
 		Logger:       s.log,
 		Now:          cfg.Now,
 	})
@@ -185,30 +252,42 @@ func withDefaults(cfg Config) Config {
 	return cfg
 }
 
+// shared is what the fleet's instances share through the store: the
+// failure counts of the global rate, heartbeats and shadow tallies. Each is
+// nil on an instance that shares nothing.
+type shared struct {
+	agg    aggregate.Shared
+	fleet  fleet.Shared
+	shadow shadow.Shared
+}
+
 // openStore returns the instance's store, what /readyz asks of its health,
-// and what the aggregate shares the fleet's failures through: Config.Store,
-// Redis behind the fail-closed fallback, or the embedded store alone.
-func (s *Server) openStore(m *metrics.Metrics) (store.Store, func() bool, aggregate.Shared, error) {
+// and what the instance shares with the fleet: Config.Store, Redis behind
+// the fail-closed fallback, or the embedded store alone.
+func (s *Server) openStore(m *metrics.Metrics) (store.Store, func() bool, shared, error) {
 	always := func() bool { return true }
 	switch {
 	case s.cfg.Store != nil:
-		return s.cfg.Store, always, nil, nil
+		return s.cfg.Store, always, shared{}, nil
 	case s.cfg.RedisURL == "":
 		s.log.Warn("no --redis-url: limits live in this process only, correct for a single instance")
-		return memstore.New(memstore.Config{}), always, nil, nil
+		return memstore.New(memstore.Config{}), always, shared{}, nil
 	}
-	client, err := redisstore.Open(s.cfg.RedisURL)
+	client, err := redisstore.OpenWith(s.cfg.RedisURL, s.cfg.Redis)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("server: --redis-url: %w", err)
+		return nil, nil, shared{}, fmt.Errorf("server: --redis-url: %w", err)
 	}
 	s.closers = append(s.closers, client.Close)
 	primary := redisstore.New(client, redisstore.Config{})
 	warm, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	err = primary.Warm(warm)
+	err = primary.CheckAccess(warm)
+	if err == nil {
+		err = primary.Warm(warm)
+	}
 	cancel()
 	switch {
-	case errors.Is(err, redisstore.ErrUnsupported):
-		return nil, nil, nil, fmt.Errorf("server: --redis-url: %w", err)
+	case errors.Is(err, redisstore.ErrUnsupported), errors.Is(err, redisstore.ErrAccess):
+		return nil, nil, shared{}, fmt.Errorf("server: --redis-url: %w", err)
 	case err != nil:
 		s.log.Warn("redis not answering at start: the fallback decides until it does", "err", err)
 	}
@@ -221,7 +300,10 @@ func (s *Server) openStore(m *metrics.Metrics) (store.Store, func() bool, aggreg
 		Metrics:   m,
 		Logger:    s.log,
 	})
-	return fc, fc.Healthy, redisagg.New(client), nil
+	s.invalidate = fc.Invalidate
+	// Resets anywhere in the fleet reach this instance's memory.
+	s.closers = append(s.closers, primary.Listen(fc.Forgotten, fc.Listening))
+	return fc, fc.Healthy, shared{agg: redisagg.New(client), fleet: redisagg.NewFleet(client), shadow: redisagg.NewShadow(client)}, nil
 }
 
 // decider is what the HTTP API decides with: the engine, through the
@@ -230,10 +312,13 @@ func (s *Server) decider() httpapi.Decider {
 	if s.cfg.DecisionLog == nil {
 		return s.engine
 	}
-	dl := decisionlog.New(decisionlog.Config{Out: s.cfg.DecisionLog, Key: s.cfg.HashKey, Logger: s.log, Registerer: s.registry})
+	dl := decisionlog.New(decisionlog.Config{Out: s.cfg.DecisionLog, Key: s.cfg.HashKey, Normalizer: s.cfg.Normalizer, Logger: s.log, Registerer: s.registry})
 	s.closers = append(s.closers, dl.Close)
 	return decisionlog.Wrap(s.engine, dl)
 }
+
+// InstanceID returns the id the instance has in GET /v1/fleet.
+func (s *Server) InstanceID() string { return s.fleet.ID() }
 
 // Handler returns the instance's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.api }
@@ -253,6 +338,7 @@ func (s *Server) Start() error {
 	}
 	s.done = make(chan struct{})
 	s.agg.Start()
+	s.watchRules()
 	go func() {
 		defer close(s.done)
 		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -260,7 +346,7 @@ func (s *Server) Start() error {
 		}
 	}()
 	set := s.holder.Load()
-	s.log.Info("guardian started", "addr", ln.Addr().String(), "rules", set.Source, "rule_count", len(set.Rules), "fleet_size", s.cfg.FleetSize)
+	s.log.Info("guardian started", "addr", ln.Addr().String(), "rules", set.Source, "rule_count", len(set.Rules), "rules_hash", set.Hash(), "fleet_size", s.cfg.FleetSize)
 	return nil
 }
 
@@ -283,6 +369,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.done != nil {
 		<-s.done
 	}
+	if s.stopWatch != nil {
+		s.stopWatch()
+		<-s.watchDone
+	}
 	for _, c := range s.closers {
 		_ = c()
 	}
@@ -293,19 +383,54 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return s.serveErr
 }
 
-// Reload re-reads the rules file. An invalid file is refused and the rules in
-// force stay; in-flight checks finish on the set they started with.
+// Reload re-reads the rules file, as SIGHUP asks. An invalid file is
+// refused and the rules in force stay; in-flight checks finish on the set
+// they started with.
 func (s *Server) Reload() (*rules.Set, error) {
+	return s.reload(context.Background(), "signal")
+}
+
+// reload is Reload for one who asked, by: logged once, whatever the outcome,
+// with ctx's request id when an admin call asked.
+func (s *Server) reload(ctx context.Context, by string) (*rules.Set, error) {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
 	set, err := s.loadRules()
 	if err != nil {
-		s.log.Warn("rules reload refused, previous rules kept", "err", err)
+		s.metrics.RulesReloads.WithLabelValues("error").Inc()
+		s.log.WarnContext(ctx, "rules reload refused, previous rules kept", "by", by, "err", err, "hash", s.holder.Load().Hash())
 		return nil, err
 	}
-	s.applyRules(s.holder.Load(), set)
-	s.log.Info("rules reloaded", "source", set.Source, "rule_count", len(set.Rules))
+	s.applyRules(set)
+	if s.invalidate != nil {
+		s.invalidate()
+	}
+	s.metrics.RulesReloads.WithLabelValues("ok").Inc()
+	s.log.InfoContext(ctx, "rules reloaded", "by", by, "source", set.Source, "rule_count", len(set.Rules), "hash", set.Hash())
 	return set, nil
+}
+
+// rulesPoll is how often a rules file is read for changes.
+const rulesPoll = time.Second
+
+// watchRules reloads the rules file whenever its content changes, until
+// Shutdown: a new file, one rewritten in place, or a swapped symlink on
+// the way to it (a Kubernetes ConfigMap). Reload refuses an invalid change
+// and keeps the rules in force.
+func (s *Server) watchRules() {
+	if s.cfg.RulesPath == "" {
+		return
+	}
+	w := rules.NewWatcher(s.cfg.RulesPath)
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stopWatch, s.watchDone = cancel, make(chan struct{})
+	go func() {
+		defer close(s.watchDone)
+		w.Run(ctx, rulesPoll, func() {
+			s.log.Info("rules file changed, reloading", "source", s.cfg.RulesPath)
+			_, _ = s.Reload() // Reload logs and counts both outcomes.
+		})
+	}()
 }
 
 func (s *Server) loadRules() (*rules.Set, error) {
@@ -321,20 +446,12 @@ func (s *Server) loadRules() (*rules.Set, error) {
 }
 
 // applyRules makes set current and carries over the shadow tallies of shadow
-// rules that did not change.
-func (s *Server) applyRules(old, set *rules.Set) {
-	var names []string
-	for i := range set.Rules {
-		r := &set.Rules[i]
-		if r.Mode != rules.Shadow {
-			continue
-		}
-		names = append(names, r.Name)
-		if old == nil || !sameRule(old, r) {
-			s.shadow.Reset(r.Name)
-		}
-	}
-	s.shadow.Sync(names)
+// rules whose definition did not change.
+func (s *Server) applyRules(set *rules.Set) {
+	s.shadow.Track(set)
+	s.metrics.SetRules(set.Hash())
+	shadow := len(set.ShadowNames())
+	s.metrics.SetRuleCount(len(set.Rules)-shadow, shadow)
 	if s.agg != nil {
 		s.trackGlobal(set)
 	}
@@ -356,16 +473,4 @@ func (s *Server) trackGlobal(set *rules.Set) {
 		}
 	}
 	s.agg.Forget(global)
-}
-
-// sameRule reports whether old holds a rule identical to r, its position in
-// the file aside.
-func sameRule(old *rules.Set, r *rules.Rule) bool {
-	o, ok := old.Rule(r.Name)
-	if !ok {
-		return false
-	}
-	a, b := *o, *r
-	a.Line, b.Line = 0, 0
-	return reflect.DeepEqual(a, b)
 }

@@ -39,7 +39,13 @@ var testKey = func() secret.Key {
 // contents ("" for the built-in rules), stopped when the test ends.
 func start(t *testing.T, rulesYAML string) *instance {
 	t.Helper()
-	cfg := server.Config{Addr: "127.0.0.1:0", SigningKey: testKey}
+	return startConfig(t, rulesYAML, server.Config{})
+}
+
+// startConfig is start on cfg, whose address and signing key it sets.
+func startConfig(t *testing.T, rulesYAML string, cfg server.Config) *instance {
+	t.Helper()
+	cfg.Addr, cfg.SigningKey = "127.0.0.1:0", testKey
 	inst := &instance{}
 	if rulesYAML != "" {
 		inst.rulesPath = filepath.Join(t.TempDir(), "rules.yaml")

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/guardian-sec/guardian/internal/rules"
 )
@@ -23,10 +24,10 @@ const (
 
 // Book tallies what each shadow rule would have done since it was loaded.
 //
-// A Book counts only the rules it tracks: name them with Sync after every
-// load of the rules (and Reset a rule that changed). Events of other rules
-// are dropped, so a check still finishing on a replaced rule set cannot
-// bring a removed rule back into the report.
+// A Book counts only the rules it tracks: hand it every newly loaded rule
+// set with Track (or name the rules with Sync, and Reset a rule that
+// changed). Events of other rules are dropped, so a check still finishing
+// on a replaced rule set cannot bring a removed rule back into the report.
 //
 // Record is lock-free apart from the top-keys counters of a rule that
 // tripped, and allocates nothing once those counters have held a key of
@@ -46,6 +47,13 @@ type tally struct {
 	block     atomic.Uint64
 	challenge atomic.Uint64
 	top       *TopK
+	// changes counts the trips recorded, each once it is complete, so that
+	// a flush can tell a tally changed.
+	changes atomic.Uint64
+	// def is the rule's rules.Rule.Hash and since when this Book first
+	// tracked that definition; both are empty for a rule named by Sync.
+	def   string
+	since time.Time
 }
 
 func newTally() *tally { return &tally{top: NewTopK(sketchCapacity)} }
@@ -65,6 +73,10 @@ type RuleReport struct {
 	// often, by hits descending then key; never nil. Hits may be over by the
 	// bound TopK documents once a rule has tripped on more than 64 keys.
 	TopKeys []KeyCount `json:"top_keys"`
+	// Since is when the rule's definition was first loaded: by this Book
+	// in Report, anywhere in the fleet in Fleet.Report. Zero for a rule
+	// named by Sync.
+	Since time.Time `json:"since,omitzero"`
 }
 
 // NewBook returns a Book that tracks no rules yet.
@@ -98,6 +110,7 @@ func (b *Book) Record(rule string, tripped rules.Action, key string) {
 	if key != "" {
 		t.top.Add(key)
 	}
+	t.changes.Add(1)
 }
 
 // Sync makes the Book track exactly the rules named: a rule it already
@@ -116,6 +129,33 @@ func (b *Book) Sync(rules []string) {
 		} else {
 			next[r] = newTally()
 		}
+	}
+	b.tallies.Store(&next)
+}
+
+// Track makes the Book track exactly the shadow rules of set, each by its
+// definition (rules.Rule.Hash): a rule whose definition the Book already
+// tracks keeps its counts, whatever its position in the file; a new rule,
+// or one whose definition changed, starts at zero, since set.LoadedAt.
+// Call it with every newly loaded rule set.
+func (b *Book) Track(set *rules.Set) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	old := *b.tallies.Load()
+	next := make(map[string]*tally)
+	for i := range set.Rules {
+		r := &set.Rules[i]
+		if r.Mode != rules.Shadow {
+			continue
+		}
+		def := r.Hash()
+		if t, ok := old[r.Name]; ok && t.def == def {
+			next[r.Name] = t
+			continue
+		}
+		t := newTally()
+		t.def, t.since = def, set.LoadedAt.UTC().Truncate(time.Second)
+		next[r.Name] = t
 	}
 	b.tallies.Store(&next)
 }
@@ -148,6 +188,7 @@ func (b *Book) Report() []RuleReport {
 			WouldBlock:     t.block.Load(),
 			WouldChallenge: t.challenge.Load(),
 			TopKeys:        t.top.Top(reportedKeys),
+			Since:          t.since,
 		}
 		rr.Evaluated = t.evaluated.Load()
 		out = append(out, rr)

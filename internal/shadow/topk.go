@@ -119,13 +119,18 @@ func (t *TopK) Top(n int) []KeyCount {
 		out[i] = KeyCount{Key: string(c.key), Hits: c.hits}
 	}
 	t.mu.Unlock()
-	slices.SortFunc(out, func(a, b KeyCount) int {
+	sortByHits(out)
+	return out[:min(max(n, 0), len(out))]
+}
+
+// sortByHits sorts keys by hits descending, then by key.
+func sortByHits(keys []KeyCount) {
+	slices.SortFunc(keys, func(a, b KeyCount) int {
 		if c := cmp.Compare(b.Hits, a.Hits); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.Key, b.Key)
 	})
-	return out[:min(max(n, 0), len(out))]
 }
 
 // Len returns how many counters are in use, never more than the capacity.

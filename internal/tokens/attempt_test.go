@@ -19,6 +19,7 @@ func sampleAttempt() Attempt {
 		Account:  "AbCdEfGhIjKlMnOpQrStUv",
 		Device:   "ZyXwVuTsRqPoNmLkJiHgFe",
 		Fallback: true,
+		HardStop: true,
 		Refunds: []store.Refund{
 			{Key: "guardian:v1:{AbCdEfGhIjKlMnOpQrStUv}:login-account", Kind: store.Rate, Amount: 12 * time.Second, Local: true},
 			{Key: "guardian:v1:{AbCdEfGhIjKlMnOpQrStUv}:hard-stop", Kind: store.Counter, Local: true},
@@ -31,7 +32,7 @@ func sampleAttempt() Attempt {
 // instants with Equal and treating a nil and an empty refund list alike.
 func equalAttempts(a, b Attempt) bool {
 	return a.ID == b.ID && a.Issued.Equal(b.Issued) && a.Flow == b.Flow && a.Account == b.Account &&
-		a.Device == b.Device && a.Fallback == b.Fallback && slices.Equal(a.Refunds, b.Refunds)
+		a.Device == b.Device && a.Fallback == b.Fallback && a.HardStop == b.HardStop && slices.Equal(a.Refunds, b.Refunds)
 }
 
 // sealPayload signs an arbitrary payload the way Seal does, so tests can
@@ -54,6 +55,7 @@ func TestAttemptRoundTrip(t *testing.T) {
 		{"given id", Attempt{ID: "AAECAwQFBgcICQoLDA0ODw", Issued: t0, Flow: "otp_send"}},
 		{"counter only", Attempt{Issued: t0, Flow: "login", Refunds: []store.Refund{{Key: "k", Kind: store.Counter}}}},
 		{"guesses", Attempt{Issued: t0, Flow: "login", Refunds: []store.Refund{{Key: "g", Kind: store.Guesses, Guess: 1<<64 - 1, Amount: 24 * time.Hour}}}},
+		{"hard stop alone", Attempt{Issued: t0, Flow: "login", HardStop: true}},
 		{"bounds", Attempt{
 			Issued: t0, Flow: strings.Repeat("f", MaxAttemptFieldLen), Account: strings.Repeat("a", MaxAttemptFieldLen),
 			Device:  strings.Repeat("d", MaxAttemptFieldLen),
@@ -249,10 +251,11 @@ func TestAttemptOpenIsStrict(t *testing.T) {
 		{"well formed with a refund", record(empty3, []byte{1}, []byte{1, 1, 'k', 1, 0}), true},
 		{"trailing byte", record(empty3, []byte{0}, []byte{0}, []byte{0}), false},
 		{"unknown version", append([]byte{2}, record(empty3, []byte{0}, []byte{0})[1:]...), false},
-		{"unknown flag", record(empty3, []byte{2}, []byte{0}), false},
 		{"kind byte 2 (guesses) with its guess", record(empty3, []byte{0}, []byte{1, 1, 'k', 2, 0, 0, 0, 0, 0, 0, 0, 0, 7}), true},
 		{"kind byte 2 (guesses) without its guess", record(empty3, []byte{0}, []byte{1, 1, 'k', 2, 0}), false},
 		{"kind byte 3", record(empty3, []byte{0}, []byte{1, 1, 'k', 3, 0}), false},
+		{"hard stop and fallback flags", record(empty3, []byte{3}, []byte{0}), true},
+		{"unknown flag", record(empty3, []byte{4}, []byte{0}), false},
 		{"overlong uvarint", record(empty3, []byte{0}, []byte{0x80, 0x00}), false},
 		{"33 refunds", record(empty3, []byte{0}, []byte{33}), false},
 		{"field of 65 bytes", record([]byte{65}, []byte(strings.Repeat("f", 65)), []byte{0, 0, 0, 0}), false},

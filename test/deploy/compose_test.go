@@ -107,8 +107,12 @@ func TestComposeFile(t *testing.T) {
 		if got, want := env["GUARDIAN_FLEET_SIZE"], fmt.Sprint(len(fleet)); got != want {
 			t.Errorf("%s: GUARDIAN_FLEET_SIZE %q, the fleet has %s", name, got, want)
 		}
-		if env["GUARDIAN_REDIS_URL"] != "redis://redis:6379/0" {
-			t.Errorf("%s: GUARDIAN_REDIS_URL %q, want the redis service", name, env["GUARDIAN_REDIS_URL"])
+		if env["GUARDIAN_REDIS_URL"] != "redis://guardian@redis:6379/0" {
+			t.Errorf("%s: GUARDIAN_REDIS_URL %q, want the redis service, as the user guardian", name, env["GUARDIAN_REDIS_URL"])
+		}
+		pwName, ok := strings.CutPrefix(env["GUARDIAN_REDIS_PASSWORD_FILE"], "/run/secrets/")
+		if !ok || !slices.Contains(s.Secrets, pwName) || c.Secrets[pwName].File == "" {
+			t.Errorf("%s: GUARDIAN_REDIS_PASSWORD_FILE %q is not a compose secret read from a file", name, env["GUARDIAN_REDIS_PASSWORD_FILE"])
 		}
 		if env["GUARDIAN_SIGNING_KEY"] != "" {
 			t.Errorf("%s: the signing key is written into the compose file", name)
@@ -168,7 +172,7 @@ func TestComposeFile(t *testing.T) {
 		t.Errorf("the login service's default port %s is among compose's %v", m[1], published)
 	}
 	args := strings.Join(redis.Command, " ")
-	for _, want := range []string{"--appendonly yes", "--appendfsync everysec", "--maxmemory-policy volatile-ttl", "--maxmemory-samples 10", "--dir /data"} {
+	for _, want := range []string{"--appendonly yes", "--appendfsync everysec", "--maxmemory-policy volatile-ttl", "--maxmemory-samples 10", "--dir /data", "--aclfile /run/secrets/guardian_redis_acl"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("redis command %q lacks %q", args, want)
 		}
@@ -285,9 +289,9 @@ func TestImage(t *testing.T) {
 	if version == "" || version == "dev" {
 		t.Errorf("image label org.opencontainers.image.version = %q, want the build's version", version)
 	}
-	help := run(t, ctx, nil, "docker", "run", "--rm", guardianImage, "help")
-	if first, _, _ := strings.Cut(help, "\n"); first != "guardian "+version {
-		t.Errorf("guardian help in the image starts %q, want %q: the binary's version is not the label's", first, "guardian "+version)
+	printed := run(t, ctx, nil, "docker", "run", "--rm", guardianImage, "version")
+	if !strings.HasPrefix(printed, "guardian "+version+" (revision ") {
+		t.Errorf("guardian version in the image prints %q, want it to start %q: the binary's version is not the label's", printed, "guardian "+version+" (revision ")
 	}
 
 	dockerfile := string(repoFile(t, "deploy/Dockerfile"))
@@ -599,8 +603,8 @@ func TestComposeFleet(t *testing.T) {
 	}
 
 	// Only what the documented variables offer: a project of its own, free
-	// ports, the test's images and rules. No GUARDIAN_KEY_FILE: the default
-	// key is the one `make compose-up` makes.
+	// ports, the test's images and rules. No GUARDIAN_KEY_FILE and no Redis
+	// password or ACL file: the defaults are those `make compose-up` makes.
 	f := &fleet{
 		t: t,
 		env: []string{
@@ -616,7 +620,7 @@ func TestComposeFleet(t *testing.T) {
 		},
 	}
 	for _, e := range os.Environ() {
-		if name, _, _ := strings.Cut(e, "="); name == "GUARDIAN_KEY_FILE" || name == "GUARDIAN_REDIS_IMAGE" || name == "PROMETHEUS_IMAGE" {
+		if name, _, _ := strings.Cut(e, "="); name == "GUARDIAN_KEY_FILE" || name == "GUARDIAN_REDIS_SECRET_FILE" || name == "GUARDIAN_REDIS_ACL_FILE" || name == "GUARDIAN_REDIS_IMAGE" || name == "PROMETHEUS_IMAGE" {
 			t.Setenv(name, "")
 			os.Unsetenv(name)
 		}
@@ -821,8 +825,10 @@ func TestComposeFleet(t *testing.T) {
 				t.Errorf("%s: no line for the rules reload", svc)
 			}
 		}
-		if !has("guardian-a", func(m map[string]any) bool { return m["by"] == admin && strings.Contains(msg(m), "reset") }) {
-			t.Errorf("guardian-a: no line for the account reset by %q", admin)
+		if !has("guardian-a", func(m map[string]any) bool {
+			return m["audit"] == true && m["action"] == "reset" && m["subject"] == admin && m["result"] == "ok"
+		}) {
+			t.Errorf("guardian-a: no audit line for the account reset by %q", admin)
 		}
 	})
 

@@ -73,8 +73,8 @@ func TestKubernetesRedis(t *testing.T) {
 	if !podMatches(svc.Spec.Selector, ss.Spec.Template.Labels) || !podMatches(ss.Spec.Selector.MatchLabels, ss.Spec.Template.Labels) {
 		t.Errorf("the Service %v or the StatefulSet %v does not select the Redis pods %v", svc.Spec.Selector, ss.Spec.Selector.MatchLabels, ss.Spec.Template.Labels)
 	}
-	if url := env(t, m.guardianContainer(t), "GUARDIAN_REDIS_URL").Value; url != "redis://"+svc.Name+":6379/0" {
-		t.Errorf("GUARDIAN_REDIS_URL %q does not name the Service %s", url, svc.Name)
+	if url := env(t, m.guardianContainer(t), "GUARDIAN_REDIS_URL").Value; url != "redis://guardian@"+svc.Name+":6379/0" {
+		t.Errorf("GUARDIAN_REDIS_URL %q does not name the Service %s, as the ACL user guardian", url, svc.Name)
 	}
 	if podMatches(m.service.Spec.Selector, ss.Spec.Template.Labels) || podMatches(m.pdb.Spec.Selector.MatchLabels, ss.Spec.Template.Labels) {
 		t.Error("guardian's Service or PodDisruptionBudget selects the Redis pods")

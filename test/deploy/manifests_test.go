@@ -412,24 +412,38 @@ func TestKubernetesManifests(t *testing.T) {
 		}
 	})
 
-	t.Run("signing key from a Secret", func(t *testing.T) {
-		for _, e := range c.Env {
-			if e.Name == "GUARDIAN_SIGNING_KEY" && e.Value != "" {
-				t.Error("the signing key is written into the manifest")
-			}
-		}
-		file := env(t, c, "GUARDIAN_SIGNING_KEY_FILE").Value
+	// fromSecret checks that the file the variable names is an item of a
+	// Secret that only the pod's user and group can read.
+	fromSecret := func(t *testing.T, variable, what string) {
+		t.Helper()
+		file := env(t, c, variable).Value
 		v, rel := mountedFile(t, pod, c, file)
 		if v.Secret == nil || v.Secret.SecretName == "" {
 			t.Fatalf("%s comes from volume %s, which is not a Secret", file, v.Name)
 		}
 		itemKey(t, v.Secret.Items, rel)
 		if mode := v.Secret.DefaultMode; mode == nil || *mode&0o007 != 0 {
-			t.Errorf("the signing key must not be readable by others: defaultMode %v", mode)
+			t.Errorf("%s must not be readable by others: defaultMode %v", what, mode)
 		}
+	}
+
+	t.Run("signing key from a Secret", func(t *testing.T) {
+		for _, e := range c.Env {
+			if e.Name == "GUARDIAN_SIGNING_KEY" && e.Value != "" {
+				t.Error("the signing key is written into the manifest")
+			}
+		}
+		fromSecret(t, "GUARDIAN_SIGNING_KEY_FILE", "the signing key")
 		if env(t, c, "GUARDIAN_REDIS_URL").Value == "" {
 			t.Error("GUARDIAN_REDIS_URL is empty: every pod would keep limits of its own")
 		}
+	})
+
+	t.Run("Redis user and password from a Secret", func(t *testing.T) {
+		if u := env(t, c, "GUARDIAN_REDIS_URL").Value; !strings.HasPrefix(u, "redis://guardian@") && !strings.HasPrefix(u, "rediss://guardian@") {
+			t.Errorf("GUARDIAN_REDIS_URL %q: want the ACL user guardian, with no password in it", u)
+		}
+		fromSecret(t, "GUARDIAN_REDIS_PASSWORD_FILE", "the Redis password")
 	})
 
 	t.Run("service", func(t *testing.T) {

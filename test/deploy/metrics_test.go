@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"reflect"
 	"regexp"
 	"slices"
@@ -17,7 +18,9 @@ import (
 	"github.com/prometheus/common/model"
 	"gopkg.in/yaml.v3"
 
+	"github.com/guardian-sec/guardian/internal/decisionlog"
 	"github.com/guardian-sec/guardian/internal/metrics"
+	"github.com/guardian-sec/guardian/internal/secret"
 )
 
 // family is one metric guardian exports: its type and label names.
@@ -48,7 +51,7 @@ func (r *recorder) MustRegister(cs ...prometheus.Collector) {
 
 // exported returns every metric guardian exports, from two sources:
 //
-//   - metrics.New on a fresh registry, with one child of every vector
+//   - metrics.New and a decision log on a fresh registry, with one child of every vector
 //     created: a vector with no child is absent from a scrape, so scraping
 //     an idle instance would miss most of guardian's metrics. The children
 //     are made through GetMetricWithLabelValues, tried with 0, 1, 2, …
@@ -62,6 +65,8 @@ func exported(t *testing.T) map[string]family {
 	reg := prometheus.NewRegistry()
 	rec := &recorder{Registerer: reg}
 	metrics.New(rec)
+	// The decision log's own counter, registered when --decision-log is set.
+	decisionlog.New(decisionlog.Config{Out: io.Discard, Key: secret.Generate(), Registerer: rec}).Close()
 	if len(rec.collectors) == 0 {
 		t.Fatal("metrics.New registered nothing")
 	}

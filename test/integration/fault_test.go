@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -154,22 +155,37 @@ func waitShared(t *testing.T, in *instance, within time.Duration) time.Duration 
 // fallbackActive reads guardian_fallback_active from in's /metrics.
 func fallbackActive(t *testing.T, in *instance) int {
 	t.Helper()
+	v, found := metric(t, in, "guardian_fallback_active")
+	if !found {
+		t.Fatal("no guardian_fallback_active in /metrics")
+	}
+	return int(v)
+}
+
+// metric is the sum of every series of the metric name in in's /metrics,
+// and whether there was one: a vector none of whose series was ever set is
+// absent, which reads as 0.
+func metric(t *testing.T, in *instance, name string) (float64, bool) {
+	t.Helper()
 	resp, err := client.Get(in.base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	sum, found := 0.0, false
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "guardian_fallback_active "); ok {
-			if v == "1" {
-				return 1
-			}
-			return 0
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || (!strings.HasPrefix(rest, " ") && !strings.HasPrefix(rest, "{")) {
+			continue
 		}
+		v, err := strconv.ParseFloat(rest[strings.LastIndexByte(rest, ' ')+1:], 64)
+		if err != nil {
+			t.Fatalf("/metrics line %q: %v", line, err)
+		}
+		sum, found = sum+v, true
 	}
-	t.Fatal("no guardian_fallback_active in /metrics")
-	return -1
+	return sum, found
 }
 
 func readyz(t *testing.T, in *instance) string {

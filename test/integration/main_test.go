@@ -20,6 +20,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/redistest"
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/server"
+	"github.com/guardian-sec/guardian/internal/store/redisstore"
 	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
@@ -38,6 +39,8 @@ var signingKey = func() secret.Key {
 type instance struct {
 	srv  *server.Server
 	base string
+	// rulesPath is the rules file the instance watches, "" for none.
+	rulesPath string
 }
 
 // fleetConfig describes instances to start.
@@ -50,9 +53,14 @@ type fleetConfig struct {
 	fleetSize    int
 	// now returns instance i's clock (default time.Now).
 	now func(i int) func() time.Time
-	// logs and decisionLog, when set, receive every instance's logs, at
-	// debug level and up, and its decision log.
-	logs, decisionLog io.Writer
+	// attemptTTL is --attempt-ttl (default 10m).
+	attemptTTL time.Duration
+	// logger receives every instance's logs (default slog.Default()).
+	logger *slog.Logger
+	// redis holds the Redis connection files (TLS, password).
+	redis redisstore.Options
+	// decisionLog, when set, receives every instance's decision log.
+	decisionLog io.Writer
 }
 
 // startFleet starts n instances on cfg, stopped when the test ends.
@@ -80,12 +88,12 @@ func startFleet(t *testing.T, n int, cfg fleetConfig) []*instance {
 			SigningKey:   signingKey,
 			StoreTimeout: cfg.storeTimeout,
 			FleetSize:    cfg.fleetSize,
+			AttemptTTL:   cfg.attemptTTL,
+			Logger:       cfg.logger,
+			Redis:        cfg.redis,
 		}
 		if cfg.now != nil {
 			sc.Now = cfg.now(i)
-		}
-		if cfg.logs != nil {
-			sc.Logger = slog.New(slog.NewJSONHandler(cfg.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		}
 		sc.DecisionLog = cfg.decisionLog
 		srv, err := server.New(sc)
@@ -103,7 +111,7 @@ func startFleet(t *testing.T, n int, cfg fleetConfig) []*instance {
 				t.Errorf("instance %d shutdown: %v", i, err)
 			}
 		})
-		out[i] = &instance{srv: srv, base: "http://" + srv.Addr()}
+		out[i] = &instance{srv: srv, base: "http://" + srv.Addr(), rulesPath: rulesPath}
 	}
 	return out
 }

@@ -1,18 +1,22 @@
 package integration
 
 import (
-	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // proxy is a TCP forwarder on a fixed loopback port in front of Redis, so
 // guardian keeps one address while the container behind it restarts on a
 // new port. Cut drops every connection and refuses new ones, as a network
-// partition would.
+// partition would. Delay holds back every reply of Redis, as a slow network
+// would.
 type proxy struct {
 	ln net.Listener
+	// delay is how long each reply of Redis is held back (nanoseconds).
+	delay atomic.Int64
 
 	mu     sync.Mutex
 	target string
@@ -40,6 +44,9 @@ func startProxy(t *testing.T, target string) *proxy {
 
 // url is the redis:// URL guardian connects to.
 func (p *proxy) url() string { return "redis://" + p.ln.Addr().String() + "/0" }
+
+// setDelay holds back every reply of Redis by d from now on.
+func (p *proxy) setDelay(d time.Duration) { p.delay.Store(int64(d)) }
 
 func (p *proxy) setTarget(addr string) {
 	p.mu.Lock()
@@ -99,14 +106,30 @@ func (p *proxy) serve() {
 			continue
 		}
 		p.wg.Add(2)
-		go p.pipe(in, out)
-		go p.pipe(out, in)
+		go p.pipe(out, in, false)
+		go p.pipe(in, out, true)
 	}
 }
 
-func (p *proxy) pipe(dst, src net.Conn) {
+// pipe copies src to dst until either closes, holding each read back by the
+// delay when src is Redis.
+func (p *proxy) pipe(dst, src net.Conn, fromRedis bool) {
 	defer p.wg.Done()
-	_, _ = io.Copy(dst, src)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if d := time.Duration(p.delay.Load()); fromRedis && d > 0 {
+				time.Sleep(d)
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
 	dst.Close()
 	src.Close()
 	p.mu.Lock()

@@ -28,6 +28,9 @@ const (
 	// storeOnly is a new user's login batch sent straight to the store
 	// (driver.store), without guardian: the floor of a store round trip.
 	storeOnly
+	// peerChecks is the peer comparison's decisions (driver.peer), to
+	// guardian or to the envoy ratelimit service, never reported.
+	peerChecks
 )
 
 // load is one phase's traffic and how it is paced.
@@ -103,6 +106,8 @@ type driver struct {
 	timeout     time.Duration
 	// store is guardian's store on the run's Redis, for storeOnly.
 	store store.Store
+	// peer is what peerChecks sends.
+	peer *peerTraffic
 	// seed makes the phases' random choices differ from run to run.
 	seed uint64
 }
@@ -224,6 +229,10 @@ func (d *driver) attempt(w *worker, tr traffic, due time.Time) {
 		}
 		return
 	}
+	if tr == peerChecks {
+		d.peerCheck(w, due)
+		return
+	}
 	var k kind
 	if tr == newUsers {
 		k, w.body = legit, d.mix.body(legit, w.rng, w.body[:0])
@@ -256,6 +265,24 @@ func (d *driver) attempt(w *worker, tr traffic, due time.Time) {
 	status, _, err = w.cn.do("POST", "/v1/report", w.rbody)
 	if d.record(w, &w.t.report, time.Since(sent), status, err, http.StatusOK) {
 		w.t.reports++
+	}
+}
+
+// peerCheck sends one decision of the peer comparison: 200 is allowed, 429
+// denied, for either service.
+func (d *driver) peerCheck(w *worker, due time.Time) {
+	w.body = d.peer.body(d.peer.pick(w.rng), w.body[:0])
+	sent := time.Now()
+	status, resp, err := w.cn.do("POST", d.peer.path, w.body)
+	if !d.recordCheck(w, due, sent, status, err, http.StatusOK, http.StatusTooManyRequests) {
+		return
+	}
+	w.t.checks++
+	if status == http.StatusTooManyRequests {
+		w.t.decisions["over_limit"]++
+	}
+	if degraded(resp) {
+		w.t.degraded++
 	}
 }
 

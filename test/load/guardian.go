@@ -21,6 +21,7 @@ import (
 
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/server"
+	"github.com/guardian-sec/guardian/internal/store/redisstore"
 )
 
 // childCommand is the hidden first argument that makes this program serve
@@ -48,6 +49,7 @@ type guardianOptions struct {
 	// serves guardian from the source tree it was built from.
 	bin          string
 	redisURL     string
+	redisFiles   redisstore.Options
 	rulesPath    string
 	storeTimeout time.Duration
 	// pprof makes the guardian process serve net/http/pprof on 127.0.0.1
@@ -65,7 +67,7 @@ func startGuardian(ctx context.Context, o guardianOptions, timeout time.Duration
 	if err != nil {
 		return nil, err
 	}
-	args := []string{childCommand, "--redis-url", o.redisURL, "--store-timeout", o.storeTimeout.String()}
+	args := append([]string{childCommand, "--redis-url", o.redisURL, "--store-timeout", o.storeTimeout.String()}, o.redisFileFlags()...)
 	if o.rulesPath != "" {
 		args = append(args, "--rules", o.rulesPath)
 	}
@@ -129,6 +131,21 @@ func startGuardian(ctx context.Context, o guardianOptions, timeout time.Duration
 	return g, nil
 }
 
+// redisFileFlags are guardian's flags for o.redisFiles.
+func (o guardianOptions) redisFileFlags() []string {
+	var args []string
+	for _, f := range [][2]string{
+		{"--redis-ca-file", o.redisFiles.CAFile},
+		{"--redis-cert-file", o.redisFiles.CertFile},
+		{"--redis-key-file", o.redisFiles.KeyFile},
+	} {
+		if f[1] != "" {
+			args = append(args, f[0], f[1])
+		}
+	}
+	return args
+}
+
 // startBinary runs a guardian binary on a free port of 127.0.0.1.
 func startBinary(ctx context.Context, o guardianOptions, timeout time.Duration) (*guardianProc, error) {
 	port, err := freePort()
@@ -136,7 +153,7 @@ func startBinary(ctx context.Context, o guardianOptions, timeout time.Duration) 
 		return nil, err
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	args := []string{"serve", "--addr", addr, "--redis-url", o.redisURL, "--store-timeout", o.storeTimeout.String(), "--log-format", "json"}
+	args := append([]string{"serve", "--addr", addr, "--redis-url", o.redisURL, "--store-timeout", o.storeTimeout.String(), "--log-format", "json"}, o.redisFileFlags()...)
 	if o.rulesPath != "" {
 		args = append(args, "--rules", o.rulesPath)
 	}
@@ -235,6 +252,10 @@ func parseStat(s string) (float64, error) {
 func serveChild(args []string) int {
 	fs := flag.NewFlagSet(childCommand, flag.ContinueOnError)
 	redisURL := fs.String("redis-url", "", "the security store")
+	var files redisstore.Options
+	fs.StringVar(&files.CAFile, "redis-ca-file", "", "CA of a rediss:// store")
+	fs.StringVar(&files.CertFile, "redis-cert-file", "", "client certificate for a rediss:// store")
+	fs.StringVar(&files.KeyFile, "redis-key-file", "", "its key")
 	rulesPath := fs.String("rules", "", "rules file; empty: the built-in rules")
 	storeTimeout := fs.Duration("store-timeout", 5*time.Millisecond, "deadline of one store call")
 	withPprof := fs.Bool("pprof", false, "serve net/http/pprof on a free port of 127.0.0.1")
@@ -250,6 +271,7 @@ func serveChild(args []string) int {
 		Addr:         "127.0.0.1:0",
 		RulesPath:    *rulesPath,
 		RedisURL:     *redisURL,
+		Redis:        files,
 		SigningKey:   key,
 		StoreTimeout: *storeTimeout,
 		// guardian logs nothing per request at info level; warnings and

@@ -64,16 +64,24 @@ type config struct {
 	phases             []string
 	memoryChecks       int64
 	redisURL, redisBin string
-	guardianBin        string
-	rulesPath          string
-	storeTimeout       time.Duration
-	timeout            time.Duration
-	pprofDir           string
-	pprofPhase         string
-	micro              bool
-	benchtime, goBin   string
-	json               bool
-	mix                *mix
+	// redisFiles are the TLS files of a rediss:// --redis-url, passed on
+	// to guardian.
+	redisFiles       redisstore.Options
+	guardianBin      string
+	rulesPath        string
+	storeTimeout     time.Duration
+	timeout          time.Duration
+	pprofDir         string
+	pprofPhase       string
+	micro            bool
+	benchtime, goBin string
+	json             bool
+	mix              *mix
+	// peerBin, when set, runs the peer comparison instead of the phases.
+	peerBin    string
+	peerKeys   uint64
+	peerConns  int
+	peerRounds int
 }
 
 // allPhases are the phases in the order they run, whatever the order of
@@ -94,6 +102,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	phases := fs.String("phases", strings.Join(allPhases, ","), "phases to run, of "+strings.Join(allPhases, ","))
 	fs.Int64Var(&c.memoryChecks, "memory-checks", 50_000, "checks of distinct new users in the memory phase (three keys each under the built-in rules)")
 	fs.StringVar(&c.redisURL, "redis-url", "", "use this Redis (redis://127.0.0.1:PORT/DB) instead of starting one; it should hold nothing else, or memory figures include other traffic")
+	fs.StringVar(&c.redisFiles.CAFile, "redis-ca-file", "", "with a rediss:// --redis-url: guardian's --redis-ca-file")
+	fs.StringVar(&c.redisFiles.CertFile, "redis-cert-file", "", "with a rediss:// --redis-url: guardian's --redis-cert-file")
+	fs.StringVar(&c.redisFiles.KeyFile, "redis-key-file", "", "with a rediss:// --redis-url: guardian's --redis-key-file")
 	fs.StringVar(&c.redisBin, "redis-server", "redis-server", "redis-server binary to start when --redis-url is empty")
 	fs.StringVar(&c.guardianBin, "guardian-bin", "", "run this guardian binary (make build: bin/guardian); empty: guardian from this source tree, in a process of its own")
 	fs.StringVar(&c.rulesPath, "rules", "", "rules file for guardian; empty: the built-in rules")
@@ -109,8 +120,18 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&c.mix.OTPShare, "otp-share", 0.05, "share of attempts that are OTP sends")
 	fs.IntVar(&c.mix.AttackAccounts, "attack-accounts", 50, "accounts the attackers guess against")
 	fs.IntVar(&c.mix.AttackPrefixes, "attack-prefixes", 8, "IPv4 /24 prefixes the attackers come from")
+	peer := fs.Bool("peer", false, "compare guardian with the envoy ratelimit service given by --peer-bin (make bench-peer) instead of running the phases")
+	fs.StringVar(&c.peerBin, "peer-bin", os.Getenv("ENVOY_RATELIMIT_BIN"), "the envoy ratelimit binary of --peer (default $ENVOY_RATELIMIT_BIN)")
+	fs.Uint64Var(&c.peerKeys, "peer-keys", 200_000, "distinct identities of --peer (three keys each)")
+	fs.IntVar(&c.peerConns, "peer-conns", 16, "keep-alive connections of --peer's closed-loop phases")
+	fs.IntVar(&c.peerRounds, "peer-rounds", 2, "interleaved rounds of --peer")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if !*peer {
+		c.peerBin = ""
+	} else if c.peerBin == "" {
+		return c, errNoPeer
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
@@ -147,6 +168,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, errors.New("--memory-checks must be in [1, 1e7]")
 	case c.mix.AttackShare < 0 || c.mix.AttackShare > 1 || c.mix.OTPShare < 0 || c.mix.OTPShare > 1:
 		return c, errors.New("--attack-share and --otp-share must be in [0, 1]")
+	case c.peerKeys < 1 || c.peerKeys > 1<<24 || c.peerConns < 1 || c.peerConns > 4096 || c.peerRounds < 1 || c.peerRounds > 100:
+		return c, errors.New("--peer-keys must be in [1, 2^24], --peer-conns in [1, 4096], --peer-rounds in [1, 100]")
 	case c.mix.AttackAccounts < 1 || c.mix.AttackPrefixes < 1 || c.mix.AttackPrefixes > 256:
 		return c, errors.New("--attack-accounts must be positive, --attack-prefixes in [1, 256]")
 	}
@@ -160,7 +183,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 func loopback(u string) bool {
 	rest, ok := strings.CutPrefix(u, "redis://")
 	if !ok {
-		return false
+		if rest, ok = strings.CutPrefix(u, "rediss://"); !ok {
+			return false
+		}
 	}
 	if i := strings.LastIndexByte(rest, '@'); i >= 0 {
 		rest = rest[i+1:]
@@ -188,7 +213,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	res, err := bench(ctx, &cfg, stderr)
+	var res any
+	var print func()
+	if cfg.peerBin != "" {
+		r, e := benchPeer(ctx, &cfg, stderr)
+		res, err, print = r, e, func() { printPeer(stdout, r) }
+	} else {
+		r, e := bench(ctx, &cfg, stderr)
+		res, err, print = r, e, func() { printText(stdout, r) }
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "load:", err)
 		return 1
@@ -202,8 +235,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	printText(stdout, res)
+	print()
 	return 0
+}
+
+// runKey makes a run's signing key, new each run so that the run's
+// identities differ from any earlier run's against the same Redis, as the
+// hex text guardian reads, with its bytes and a check token it signed.
+func runKey() (keyText string, keyBytes []byte, token string, err error) {
+	keyBytes = make([]byte, 32)
+	_, _ = rand.Read(keyBytes)
+	keyText = hex.EncodeToString(keyBytes)
+	key, err := secret.New([]byte(keyText))
+	if err != nil {
+		return "", nil, "", err
+	}
+	token, err = tokens.NewService(key).Issue(tokens.ScopeCheck, "load", 24*time.Hour, time.Now())
+	return keyText, keyBytes, token, err
 }
 
 // bench runs the whole benchmark.
@@ -238,27 +286,26 @@ func bench(ctx context.Context, cfg *config, log io.Writer) (*result, error) {
 		defer rs.stop()
 		redisURL = rs.url()
 	}
-	ropt, err := redis.ParseURL(redisURL)
+	// The run's own clients connect as guardian does, TLS files included.
+	uc, err := redisstore.OpenWith(redisURL, cfg.redisFiles)
 	if err != nil {
 		return nil, fmt.Errorf("--redis-url: %w", err)
 	}
-	rc := redis.NewClient(ropt)
-	defer rc.Close()
-
-	keyBytes := make([]byte, 32)
-	_, _ = rand.Read(keyBytes)
-	keyText := hex.EncodeToString(keyBytes)
-	key, err := secret.New([]byte(keyText))
-	if err != nil {
-		return nil, err
+	defer uc.Close()
+	rc, ok := uc.(*redis.Client)
+	if !ok {
+		return nil, errors.New("--redis-url: one Redis, not a Cluster or Sentinel")
 	}
-	token, err := tokens.NewService(key).Issue(tokens.ScopeCheck, "load", 24*time.Hour, time.Now())
+	ropt := rc.Options()
+
+	keyText, keyBytes, token, err := runKey()
 	if err != nil {
 		return nil, err
 	}
 	g, err := startGuardian(ctx, guardianOptions{
 		bin:          cfg.guardianBin,
 		redisURL:     redisURL,
+		redisFiles:   cfg.redisFiles,
 		rulesPath:    cfg.rulesPath,
 		storeTimeout: cfg.storeTimeout,
 		pprof:        cfg.pprofDir != "" && cfg.guardianBin == "",

@@ -50,8 +50,9 @@ func TestBenchEndToEnd(t *testing.T) {
 	if len(res.Phases) != 6 || res.Memory == nil {
 		t.Fatalf("got %d phases and memory %v, want healthz, max, open-healthz, open-store, open, mix and memory", len(res.Phases), res.Memory)
 	}
-	// The store's floor: one script call per batch, straight to Redis.
-	if f := res.phase("open-store"); f.Checks != 100 || f.ScriptCallsPerCheck < 1 || f.ScriptCallsPerCheck > 1.05 || len(f.Decisions) != 0 {
+	// The store's floor: at most one script call per batch, straight to
+	// Redis (batches that meet a call in flight share the next one).
+	if f := res.phase("open-store"); f.Checks != 100 || f.ScriptCallsPerCheck <= 0 || f.ScriptCallsPerCheck > 1.05 || len(f.Decisions) != 0 {
 		t.Errorf("open-store: %d batches, %.3f script calls each, decisions %v; want 100, one, none from guardian", f.Checks, f.ScriptCallsPerCheck, f.Decisions)
 	}
 	// The latency floor runs at the open phase's rate, /healthz only.
@@ -74,9 +75,10 @@ func TestBenchEndToEnd(t *testing.T) {
 			t.Errorf("%s: %d checks, %d errors (%s), %d degraded; want checks, no error, none degraded", p.Name, p.Checks, p.Errors, p.FirstError, p.Degraded)
 		}
 	}
-	// Checks only: one script call each (the global failure rate's
+	// Checks only: at most one script call each, fewer where checks that
+	// meet a call in flight share the next one (the global failure rate's
 	// periodic flush adds a call now and then, never one per check).
-	if mx := res.phase("max"); mx.ScriptCallsPerCheck < 1 || mx.ScriptCallsPerCheck > 1.05 {
+	if mx := res.phase("max"); mx.ScriptCallsPerCheck <= 0 || mx.ScriptCallsPerCheck > 1.05 {
 		t.Errorf("max: %.3f script calls per check, want 1", mx.ScriptCallsPerCheck)
 	}
 	if mx := res.phase("max"); mx.GuardianCPUPer1000 <= 0 || mx.GuardianAllocsPerCall <= 0 {

@@ -156,7 +156,7 @@ func TestLoopback(t *testing.T) {
 		"redis://user:pw@127.0.0.1:6379/1":   true,
 		"redis://10.0.0.5:6379/0":            false,
 		"redis://127.0.0.1.example.com:6379": false,
-		"rediss://127.0.0.1:6379":            false,
+		"rediss://127.0.0.1:6379":            true,
 		"127.0.0.1:6379":                     false,
 	} {
 		if got := loopback(u); got != want {

@@ -25,6 +25,7 @@ import hashlib
 import hmac
 import http.client
 import ipaddress
+import itertools
 import json
 import math
 import os
@@ -57,6 +58,9 @@ RULE_LOCAL_ACCOUNT = "local-account"
 RULE_LOCAL_IP = "local-ip"
 _LOCAL_PREFIX = "local:"
 _LOCAL_ATTEMPT_TTL = 600.0
+#: How many of a full table's oldest keys the LOCAL policy looks at to pick
+#: the one it forgets.
+_EVICT_SAMPLE = 8
 
 
 class Policy(enum.Enum):
@@ -190,8 +194,9 @@ class LocalLimits:
 
     account: Rate = Rate(5, 60.0)
     ip: Rate = Rate(30, 20.0)
-    #: How many keys and open attempts each table tracks; when full, a check
-    #: that needs a new key is slowed.
+    #: How many keys and open attempts each table tracks; when full, a new
+    #: key pushes out what expires soonest among the oldest few, so a flood
+    #: of new keys makes room for fresh users out of its own.
     max_keys: int = 100_000
 
 
@@ -356,10 +361,8 @@ class _GCRA:
         tat = self.tat.get(key)
         if tat is None:
             if len(self.tat) >= max_keys:
-                for k in [k for k, t in self.tat.items() if t <= now]:
-                    del self.tat[k]
-                if len(self.tat) >= max_keys:
-                    return None, self.interval
+                oldest = itertools.islice(self.tat.items(), _EVICT_SAMPLE)
+                del self.tat[min(oldest, key=lambda kt: kt[1])[0]]
             tat = now
         nxt = max(tat, now) + self.interval
         over = nxt - now - self.tolerance

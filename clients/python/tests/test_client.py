@@ -167,6 +167,22 @@ class GuardianDown(unittest.TestCase):
         c.report(first.attempt_id, "success")
         self.assertEqual(c.check("login", ip="203.0.113.7", account=user).decision, "allow")
 
+    def test_local_flood(self):
+        # A flood of new accounts from new addresses fills the tables; fresh
+        # users are allowed after it, and an account slowed for longer than
+        # the flood's keys stays slowed.
+        c = self.client(Policy.LOCAL, local=LocalLimits(account=Rate(2, 60.0), max_keys=50))
+        user = account()
+        for _ in range(2):
+            self.assertEqual(c.check("login", ip="203.0.113.7", account=user).decision, "allow")
+        for i in range(500):
+            c.check("login", ip=f"198.51.100.{i % 250}", account=f"flood-{i}@example.com")
+            if i % 10 == 0:
+                self.assertEqual(c.check("login", ip="203.0.113.7", account=user).decision, "slow")
+        for i in range(10):
+            d = c.check("login", ip=f"192.0.2.{i}", account=account())
+            self.assertEqual((d.decision, d.unavailable), ("allow", True))
+
     def test_report_and_admin_calls_raise(self):
         c = self.client(Policy.FAIL_CLOSED)
         with self.assertRaises(UnavailableError) as e:

@@ -153,6 +153,23 @@ describe("guardian down: each policy decides", () => {
     assert.equal((await c.check({ flow: "login", ip: IP, account: user })).decision, "allow");
   });
 
+  test("local, after a flood", async () => {
+    // A flood of new accounts from new addresses fills the tables; fresh
+    // users are allowed after it, and an account slowed for longer than
+    // the flood's keys stays slowed.
+    const c = client(Policy.LOCAL, { local: { account: { burst: 2, everyMs: 60000 }, maxKeys: 50 } });
+    const user = account();
+    for (let i = 0; i < 2; i++) assert.equal((await c.check({ flow: "login", ip: "203.0.113.7", account: user })).decision, "allow");
+    for (let i = 0; i < 500; i++) {
+      await c.check({ flow: "login", ip: `198.51.100.${i % 250}`, account: `flood-${i}@example.com` });
+      if (i % 10 === 0) assert.equal((await c.check({ flow: "login", ip: "203.0.113.7", account: user })).decision, "slow");
+    }
+    for (let i = 0; i < 10; i++) {
+      const d = await c.check({ flow: "login", ip: `192.0.2.${i}`, account: account() });
+      assert.deepEqual([d.decision, d.unavailable], ["allow", true]);
+    }
+  });
+
   test("report and admin calls reject", async () => {
     const c = client(Policy.FAIL_CLOSED);
     await assert.rejects(c.report("an-attempt", "failure"), (e) => e instanceof UnavailableError && e.reason === "connection");

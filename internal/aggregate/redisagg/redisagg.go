@@ -1,5 +1,6 @@
-// Package redisagg shares guardian's global failure counts (package
-// aggregate) between the instances of a fleet through Redis.
+// Package redisagg shares what the instances of a fleet pool through Redis:
+// the global failure counts (package aggregate, Shared) and each instance's
+// heartbeat (package fleet, Fleet).
 //
 // A bucket is two keys with the hash tag {agg}, so that every bucket of
 // every flow lives in one Redis Cluster slot and a sync is one script call:
@@ -12,6 +13,13 @@
 // fleet totals asked for, whatever the traffic behind it. Keys expire the
 // Batch's TTL after they last changed. Flows are the contract's flow names
 // and instances random ids: no account, address or key reaches Redis.
+//
+// Heartbeats live under the hash tag {fleet}: a sorted set of instance ids
+// by the time each was last seen (InstancesKey) and a hash of their
+// heartbeats (HeartbeatsKey). A heartbeat is one script call (beat.lua)
+// that also forgets the instances not seen for the TTL, so neither key
+// grows with restarts; a listing is one more (instances.lua). Times are
+// Redis's own clock.
 package redisagg
 
 import (

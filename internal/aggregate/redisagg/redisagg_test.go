@@ -32,6 +32,8 @@ func TestRedis(t *testing.T) {
 		{"late_flush", testLateFlush},
 		{"commands_independent_of_traffic", testCommandsIndependentOfTraffic},
 		{"every_key_expires", testEveryKeyExpires},
+		{"heartbeats", testHeartbeats},
+		{"shadow_tallies", testShadowTallies},
 		// Last: it pauses the container.
 		{"paused", testPaused},
 	} {

@@ -44,13 +44,15 @@
 // the entry that expires soonest among a sample (evictSample entries from
 // each of evictShards shards, like Redis's volatile-ttl), counting expired
 // entries first. Two kinds of entry are kept: a Counter at its Limit (a hard
-// stop) and a MarkOnce mark. A kept entry is evicted only to make room for
-// another kept entry, and only when nothing else is left. Since guardian's
-// unconfirmed state is short-lived and confirmed state long-lived (a count is
-// held longer the higher it is), the soonest to expire is the least
-// confirmed. Only a store that holds nothing but kept entries denies an op on
-// a new key: Allowed is false, nothing is spent, RetryAfter and ResetAfter
-// are the op's Interval for a Rate and one second for a Counter.
+// stop) and a MarkOnce mark. A kept entry is evicted only when nothing else
+// is left: a hard stop only to make room for another kept entry, a mark for
+// any new key, so that a flood of reported attempts cannot fill the store
+// with marks and refuse everyone. Since guardian's unconfirmed state is
+// short-lived and confirmed state long-lived (a count is held longer the
+// higher it is), the soonest to expire is the least confirmed. Only a store
+// that holds nothing but hard stops denies an op on a new key: Allowed is
+// false, nothing is spent, RetryAfter and ResetAfter are the op's Interval
+// for a Rate and one second for a Counter.
 package memstore
 
 import (
@@ -134,19 +136,21 @@ type shard struct {
 	// minExp is at most the expiry of every entry: until it passes, a
 	// sweep would find nothing.
 	minExp int64
-	// kept counts the entries of m that are kept.
-	kept int64
-	_    [32]byte
+	// kept counts the entries of m that are kept, marks those that are
+	// marks.
+	kept, marks int64
+	_           [24]byte
 }
 
 // entry is the state of one key: a Rate's theoretical arrival time, a
 // Counter's count, or nothing for MarkOnce; exp is the instant (Unix µs) from
 // which it counts as absent. kept marks a hard stop or a mark, which
-// eviction takes last. A Guesses key holds its memory instead (guesses.go).
+// eviction takes last; mark tells a mark from a hard stop. A Guesses key
+// holds its memory instead (guesses.go).
 type entry struct {
-	v    int64
-	exp  int64
-	kept bool
+	v          int64
+	exp        int64
+	kept, mark bool
 	// mem is a Guesses key's memory; nil for every other kind.
 	mem *memory
 }
@@ -465,13 +469,15 @@ func fill(op *store.Op, ev *eval, r *store.Result, now int64) {
 // set stores e under key in sh, which must be locked. A new key's slot must
 // have been taken.
 func (s *Store) set(sh *shard, key string, e entry) {
-	if old, found := sh.m[key]; found && old.kept {
-		sh.kept--
-		s.kept.Add(-1)
+	if old, found := sh.m[key]; found {
+		s.uncount(sh, old)
 	}
 	if e.kept {
 		sh.kept++
 		s.kept.Add(1)
+	}
+	if e.mark {
+		sh.marks++
 	}
 	sh.m[key] = e
 	sh.minExp = min(sh.minExp, e.exp)
@@ -488,9 +494,18 @@ func (s *Store) remove(sh *shard, key string, e entry) {
 // keeps its slot taken: the caller frees it or fills it.
 func (s *Store) drop(sh *shard, key string, e entry) {
 	delete(sh.m, key)
+	s.uncount(sh, e)
+}
+
+// uncount takes e, an entry leaving sh, out of the counts of kept entries
+// and marks.
+func (s *Store) uncount(sh *shard, e entry) {
 	if e.kept {
 		sh.kept--
 		s.kept.Add(-1)
+	}
+	if e.mark {
+		sh.marks--
 	}
 }
 
@@ -681,7 +696,7 @@ func (s *Store) mark(key string, ttl time.Duration) (bool, error) {
 		if found {
 			s.n.Add(-held) // the expired mark's slot is reused
 		}
-		s.set(sh, key, entry{exp: now + min(micros(ttl), maxSpan), kept: true})
+		s.set(sh, key, entry{exp: now + min(micros(ttl), maxSpan), kept: true, mark: true})
 		if !found {
 			s.sweepSome(sh, now)
 		}

@@ -246,6 +246,33 @@ func TestFullOfKeptEntries(t *testing.T) {
 	checkLen(t, s, "still full", 2)
 }
 
+// TestFullOfMarks: marks give way to new keys when nothing else is left,
+// never a hard stop: a flood of reported attempts refuses nobody. (A mark
+// outlives the attempt it marks, minutes; a hard stop is held for days.)
+func TestFullOfMarks(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newTest(Config{MaxKeys: 40, Shards: 4})
+	do(t, s, counterOp("stop", 1, 1, 24*time.Hour))
+	for i := range 200 {
+		if _, err := s.MarkOnce(ctx, fmt.Sprintf("attempt-%d", i), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 100 {
+		got := do(t, s, rateOp(fmt.Sprintf("fresh-%d", i), 1, time.Minute, 5), counterOp(fmt.Sprintf("fresh-count-%d", i), 1, 100, time.Hour),
+			rateOp(fmt.Sprintf("fresh-ip-%d", i), 1, time.Minute, 5))
+		for j := range got {
+			if !got[j].Allowed || !got[j].Spent {
+				t.Fatalf("fresh check %d, op %d in a store full of marks: %+v, want spent", i, j, got[j])
+			}
+		}
+	}
+	if got := peek(t, s, counterOp("stop", 1, 1, 24*time.Hour))[0]; got.Allowed || got.Count != 1 {
+		t.Errorf("hard stop after the flood: %+v, want still at its limit", got)
+	}
+	checkLen(t, s, "full", 40)
+}
+
 // TestMarkOnceSurvivesFlood: a mark is kept through a flood of new keys, so
 // a second report is refused however full the store gets.
 func TestMarkOnceSurvivesFlood(t *testing.T) {

@@ -18,14 +18,36 @@ const maxSpan = 1 << 50
 // The scripts' string arguments, boxed once: an interface holding a string
 // variable costs an allocation each time it is made.
 var (
-	argDo, argPeek                  any = "do", "peek"
-	argRate, argCounter, argGuesses any = "r", "c", "g"
-	argEnforce, argSoft, argShadow  any = "enforce", "soft", "shadow"
+	argDo, argPeek any = "do", "peek"
+	// A Guesses op's code: it never denies its batch.
+	argGuesses any = "gs"
+	// An op's code: its kind (rate, counter) and its role (enforce, soft,
+	// shadow), indexed by opCode.
+	opCodes = [2][3]any{{"re", "rs", "rh"}, {"ce", "cs", "ch"}}
 	// The give-back entries: microseconds off a rate key, units off a
 	// counter, keep a counter longer, forget, forget one guess, keep one
 	// guess longer.
 	argRefundRate, argRefundCounter, argConfirm, argForget, argForgetGuess, argConfirmGuess any = "r", "c", "k", "x", "g", "G"
 )
+
+// opCode is the do script's code of op.
+func opCode(op *store.Op) any {
+	kind, role := 1, 0
+	if op.Kind == store.Rate {
+		kind = 0
+	}
+	switch {
+	case op.Shadow:
+		role = 2
+	case op.Soft:
+		role = 1
+	}
+	return opCodes[kind][role]
+}
+
+// doArgsPerOp is how many ARGV the do script takes per op, and
+// doArgsPerBatch per batch besides.
+const doArgsPerOp, doArgsPerBatch = 4, 2
 
 // giveback is one entry of the give-back step: how is argRefundRate,
 // argRefundCounter, argConfirm, argForget, argForgetGuess or
@@ -78,18 +100,26 @@ func appendGiveback(keys []string, args []any, entries []giveback) ([]string, []
 	return keys, args
 }
 
-// encodeOps builds the do script's KEYS and ARGV for ops.
+// encodeOps builds the do script's KEYS and ARGV for one batch of ops.
 func encodeOps(mode string, now any, ops []store.Op) ([]string, []any) {
-	return appendOps(make([]string, 0, len(ops)), make([]any, 0, 2+7*len(ops)), mode, now, ops)
+	args := make([]any, 0, 2+doArgsPerBatch+doArgsPerOp*len(ops))
+	return appendOps(make([]string, 0, len(ops)), appendDoHeader(args, now, 1), mode, ops)
 }
 
-// appendOps appends the do script's KEYS and ARGV for ops to keys and args.
-func appendOps(keys []string, args []any, mode string, now any, ops []store.Op) ([]string, []any) {
+// appendDoHeader appends the do script's first arguments to args: the time
+// and how many batches the call carries.
+func appendDoHeader(args []any, now any, batches int) []any {
+	return append(args, now, int64(batches))
+}
+
+// appendOps appends one batch of the do script, the keys of ops to keys and
+// their arguments to args.
+func appendOps(keys []string, args []any, mode string, ops []store.Op) ([]string, []any) {
 	m := argDo
 	if mode != "do" {
 		m = argPeek
 	}
-	args = append(args, now, m)
+	args = append(args, m, int64(len(ops)))
 	for i := range ops {
 		op := &ops[i]
 		keys = append(keys, op.Key)
@@ -97,18 +127,12 @@ func appendOps(keys []string, args []any, mode string, now any, ops []store.Op) 
 			args = appendGuessOp(args, op, ops)
 			continue
 		}
-		kind, role := argCounter, argEnforce
-		if op.Kind == store.Rate {
-			kind = argRate
-		}
-		switch {
-		case op.Shadow:
-			role = argShadow
-		case op.Soft:
-			role = argSoft
-		}
 		p := paramsOf(op)
-		args = append(args, kind, role, p.cost, p.interval, p.burst, p.limit, p.hold)
+		a, b := p.interval, p.burst
+		if op.Kind == store.Counter {
+			a, b = p.limit, p.hold
+		}
+		args = append(args, opCode(op), p.cost, a, b)
 	}
 	return keys, args
 }

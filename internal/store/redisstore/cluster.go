@@ -62,7 +62,7 @@ func (s *Store) runSlots(ctx context.Context, mode string, now any, ops []store.
 		}
 	}
 	if len(entries) > 0 {
-		if err := s.giveBack(ctx, now, entries); err != nil {
+		if err := s.giveBack(ctx, now, entries, false); err != nil {
 			if firstErr == nil {
 				firstErr = fmt.Errorf("give back: %w", err)
 			}
@@ -123,7 +123,7 @@ func unspend(op *store.Op, r *store.Result) {
 
 // giveBackSlots runs the give-back script once per group of entries, in one
 // pipeline.
-func (s *Store) giveBackSlots(ctx context.Context, now any, entries []giveback, groups [][]int) error {
+func (s *Store) giveBackSlots(ctx context.Context, now any, entries []giveback, announce any, groups [][]int) error {
 	keys := make([][]string, len(groups))
 	args := make([][]any, len(groups))
 	for gi, g := range groups {
@@ -131,7 +131,7 @@ func (s *Store) giveBackSlots(ctx context.Context, now any, entries []giveback, 
 		for j, i := range g {
 			es[j] = entries[i]
 		}
-		keys[gi], args[gi] = appendGiveback(nil, []any{now}, es)
+		keys[gi], args[gi] = appendGiveback(nil, []any{now, announce}, es)
 	}
 	for _, cmd := range s.evalPipelined(ctx, givebackScript, keys, args) {
 		if err := cmd.Err(); err != nil {

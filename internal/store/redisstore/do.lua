@@ -1,185 +1,231 @@
--- guardian: evaluate a batch of limit ops and, in "do" mode, spend them.
--- When every hard enforced op fits, every enforced op that fits is spent
--- (soft ones too); when one does not, no enforced op is. A soft op never
--- denies the batch. Shadow ops are spent whenever they fit on their own.
--- Every time value is whole microseconds.
+-- guardian: evaluate batches of limit ops and, in "do" mode, spend them.
+-- One call carries one check's batch or several (group commit); each batch
+-- is decided on its own, in order, so a later batch sees what an earlier
+-- one spent. Within a batch: when every hard enforced op fits, every
+-- enforced op that fits is spent (soft ones too); when one does not, no
+-- enforced op is. A soft op never denies its batch. Shadow ops are spent
+-- whenever they fit on their own. Every time value is whole microseconds.
 --
--- KEYS[i]      the key of op i (all share one cluster slot); ARGV[1] is the
---              time (see prelude.lua)
--- ARGV[base+1] "do" spends, "peek" only evaluates
--- ARGV[base+2+7(i-1)..]  op i: kind ("r" rate, "c" counter), role
---              ("enforce", "soft" or "shadow"), cost, interval, burst,
---              limit, hold; for kind "g" (guesses, at most one op) the
---              interval is the guess (16 hex digits) and the burst the
---              indexes of the ops a repeat of it does not spend,
---              comma-separated (see guessOp)
+-- KEYS         the keys of every batch's ops, batch after batch (all share
+--              one cluster slot); ARGV[1] is the time (see prelude.lua)
+-- ARGV[base+1] how many batches follow; then each batch:
+--   mode       "do" spends, "peek" only evaluates
+--   n          how many ops
+--   4 per op   code (kind and role: "r" rate or "c" counter, then "e"
+--              enforce, "s" soft or "h" shadow), cost, then the kind's two
+--              numbers x and y: a rate's interval and burst, a counter's
+--              limit and hold; a guesses op ("gs", at most one a batch)
+--              has its guess (16 hex digits) as x and
+--              "limit:hold:indexes" as y, the indexes (in the batch,
+--              comma-separated) of the ops a repeat of it does not spend
 --
 -- A rate key holds its theoretical arrival time (TAT). A counter key holds
 -- "count:deadline", the deadline being when the count is forgotten; a spend
 -- keeps the later of that deadline and now + hold.
 --
--- Reply: six integers per op: allowed, spent, remaining, retry after,
--- reset after, count. A guesses op replies 1 as remaining when it found its
--- guess remembered, the guesses it found as count, and when the last of
--- them is forgotten as reset after.
+-- A guesses key holds an account's remembered guesses (see prelude.lua).
+--
+-- Reply: six integers per op, batch after batch: allowed, spent, remaining,
+-- retry after, reset after, count. A guesses op replies 1 as remaining when
+-- it found its guess remembered, the guesses it found as count, and when the
+-- last of them is forgotten as reset after. A batch with a key whose value is not
+-- guardian's state spends nothing and replies -1 for each of its integers,
+-- so that the other batches of the call stand.
 
-local spend = ARGV[base + 1] == 'do'
+-- An op is a table: kind and role (the bytes of its code), cost, and the
+-- kind's numbers x and y. Each kind is one branch of read, write and settle.
+local RATE, COUNTER, GUESSES = string.byte('r'), string.byte('c'), string.byte('g')
+local ENFORCE, SHADOW = string.byte('e'), string.byte('h')
 
--- waived holds the ops a remembered guess does not spend.
-local waived = {}
-
--- guessOp evaluates a guesses op from ARGV at a and its key's value v: it
--- always fits, and when its guess is remembered the ops it names are
--- waived. It returns the op, or nil when v is not a guesses value.
-local function guessOp(a, v)
-  local o = {
-    guess = ARGV[a + 4],
-    role = ARGV[a + 2],
-    cost = tonumber(ARGV[a + 3]),
-    limit = tonumber(ARGV[a + 6]),
-    hold = tonumber(ARGV[a + 7]),
-    fits = true,
-  }
+-- readGuess fills a guesses op o from its key's value v: its list, whether
+-- it found its guess, and the ops a repeat waives. It always fits; it
+-- returns nil when v is not a guesses value.
+local function readGuess(o, v)
   o.list = guessList(v)
   if not o.list then
     return nil
   end
-  o.found = guessIndex(o.list, o.guess, o.limit) ~= nil
-  if o.found then
-    for j in string.gmatch(ARGV[a + 5], '%d+') do
-      waived[tonumber(j)] = true
+  local limit, hold, free = string.match(o.ys, '^(%d+):(%d+):([%d,]*)$')
+  if not limit then
+    return nil
+  end
+  o.x, o.y = tonumber(limit), tonumber(hold)
+  o.found = guessIndex(o.list, o.xs, o.x) ~= nil
+  -- what the op replies: what it found, before any write
+  o.count, o.reset = math.min(#o.list, o.x), 0
+  for _, e in ipairs(o.list) do
+    if e.d - now > o.reset then
+      o.reset = e.d - now
     end
   end
-  return o
+  o.waives = {}
+  if o.found then
+    for j in string.gmatch(free, '%d+') do
+      o.waives[tonumber(j)] = true
+    end
+  end
+  return true
 end
 
--- spendGuess records a guesses op's guess at key i as the most recent,
+-- writeGuess records a guesses op's guess at key i as the most recent,
 -- remembered for its hold at least (a later deadline it had stays),
 -- keeping its limit of guesses and one more.
-local function spendGuess(i, o)
-  local d = now + o.hold
-  local j = guessIndex(o.list, o.guess, #o.list)
+local function writeGuess(o, i)
+  local d = now + o.y
+  local j = guessIndex(o.list, o.xs, #o.list)
   if j then
     if o.list[j].d > d then
       d = o.list[j].d
     end
     table.remove(o.list, j)
   end
-  while #o.list > o.limit do
+  while #o.list > o.x do
     table.remove(o.list, 1)
   end
-  o.list[#o.list + 1] = {g = o.guess, d = d}
+  o.list[#o.list + 1] = {g = o.xs, d = d}
   putGuesses(i, o.list)
 end
 
-local ops = {}
-local all = true
-for i = 1, #KEYS do
-  local a = base + 1 + (i - 1) * 7
-  local o = {
-    rate = ARGV[a + 1] == 'r',
-    role = ARGV[a + 2],
-    cost = tonumber(ARGV[a + 3]),
-  }
-  local v = get(i)
-  if ARGV[a + 1] == 'g' then
-    o = guessOp(a, v)
-    if not o then
-      return redis.error_reply('guardian: bad guesses state')
-    end
-  elseif o.rate then
-    o.t = tonumber(ARGV[a + 4])
-    o.burst = tonumber(ARGV[a + 5])
-    o.tau = o.t * o.burst
+-- settleGuess returns what a guesses op found: 1 for its guess, how long
+-- until the last guess is forgotten, and how many.
+local function settleGuess(o)
+  return o.found and 1 or 0, 0, o.reset, o.count
+end
+
+-- read fills o from its key's value v (false when absent) and returns
+-- whether o's cost fits, or nil when v is not o's kind of state.
+local function read(o, v)
+  if o.kind == GUESSES then
+    return readGuess(o, v)
+  elseif o.kind == RATE then
+    o.tau = o.x * o.y
     o.tat = now
     if v then
       local tat = tonumber(v)
       if not tat then
-        return redis.error_reply('guardian: bad rate state')
+        return nil
       end
       if tat > now then
         o.tat = tat
       end
     end
-    o.new = o.tat + o.cost * o.t
-    o.fits = o.new - now <= o.tau
-  else
-    o.limit = tonumber(ARGV[a + 6])
-    o.hold = tonumber(ARGV[a + 7])
-    o.count = 0
-    o.deadline = now
+    o.new = o.tat + o.cost * o.x
+    return o.new - now <= o.tau
+  elseif o.kind == COUNTER then
+    o.count, o.deadline = 0, now
     if v then
       local c, d = counterState(v)
       if not c then
-        return redis.error_reply('guardian: bad counter state')
+        return nil
       end
       if d > now then
         o.count, o.deadline = c, d
       end
     end
-    o.fits = o.count + o.cost <= o.limit
+    return o.count + o.cost <= o.x
   end
-  if o.role == 'enforce' and not o.fits then
-    all = false
-  end
-  ops[i] = o
+  return nil
 end
 
-local out = {}
-for i, o in ipairs(ops) do
-  local spent = spend and o.fits and o.cost > 0 and not waived[i] and (o.role == 'shadow' or all)
-  local remaining, retry, reset, count = 0, 0, 0, 0
-  if o.list then
-    if o.found then
-      remaining = 1
+-- write spends o on key i.
+local function write(o, i)
+  if o.kind == GUESSES then
+    writeGuess(o, i)
+  elseif o.kind == RATE then
+    o.tat = o.new
+    put(i, int(o.tat), o.tat)
+  else
+    o.count = o.count + o.cost
+    if now + o.y > o.deadline then
+      o.deadline = now + o.y
     end
-    count = math.min(#o.list, o.limit)
-    for _, e in ipairs(o.list) do
-      if e.d - now > reset then
-        reset = e.d - now
-      end
-    end
-    if spent then
-      spendGuess(i, o)
-    end
-  elseif o.rate then
-    local tat = o.tat
-    if spent then
-      tat = o.new
-      put(i, int(tat), tat)
-    end
-    remaining = math.floor((now + o.tau - tat) / o.t)
+    put(i, string.format('%d:%d', o.count, o.deadline), o.deadline)
+  end
+end
+
+-- settle returns o's remaining units, retry after, reset after and count.
+local function settle(o)
+  if o.kind == GUESSES then
+    return settleGuess(o)
+  elseif o.kind == RATE then
+    local remaining = math.floor((now + o.tau - o.tat) / o.x)
     if remaining < 0 then
       remaining = 0
-    elseif remaining > o.burst then
-      remaining = o.burst
+    elseif remaining > o.y then
+      remaining = o.y
     end
+    local retry = 0
     if not o.fits then
       retry = o.new - now - o.tau
     end
-    reset = tat - now
-  else
-    count = o.count
-    local deadline = o.deadline
-    if spent then
-      count = o.count + o.cost
-      if now + o.hold > deadline then
-        deadline = now + o.hold
-      end
-      put(i, int(count) .. ':' .. int(deadline), deadline)
+    return remaining, retry, o.tat - now, 0
+  end
+  local remaining = o.x - o.count
+  if remaining < 0 then
+    remaining = 0
+  end
+  return remaining, 0, o.deadline - now, o.count
+end
+
+local out = {}
+
+-- batch decides the n ops of one batch, keys from KEYS[first] and
+-- arguments from ARGV[a], and appends their replies to out. It reads every
+-- op before it writes any, and returns false, having written nothing, when
+-- a key's state cannot be read.
+local function batch(spend, first, a, n)
+  local ops = {}
+  local all = true
+  -- the ops a remembered guess does not spend
+  local waived = {}
+  for j = 1, n do
+    local kind, role = string.byte(ARGV[a], 1, 2)
+    local o = {kind = kind, role = role, cost = tonumber(ARGV[a + 1]), x = tonumber(ARGV[a + 2]), y = tonumber(ARGV[a + 3])}
+    if kind == GUESSES then
+      o.xs, o.ys = ARGV[a + 2], ARGV[a + 3]
     end
-    reset = deadline - now
-    remaining = o.limit - count
-    if remaining < 0 then
-      remaining = 0
+    local fits = read(o, get(first + j - 1))
+    if fits == nil then
+      return false
+    end
+    o.fits = fits
+    if role == ENFORCE and not fits then
+      all = false
+    end
+    if o.waives then
+      waived = o.waives
+    end
+    ops[j] = o
+    a = a + 4
+  end
+  for j = 1, n do
+    local o = ops[j]
+    local spent = spend and o.fits and o.cost > 0 and not waived[j] and (o.role == SHADOW or all)
+    if spent then
+      write(o, first + j - 1)
+    end
+    local remaining, retry, reset, count = settle(o)
+    local m = #out
+    out[m + 1] = o.fits and 1 or 0
+    out[m + 2] = spent and 1 or 0
+    out[m + 3] = remaining
+    out[m + 4] = retry
+    out[m + 5] = reset
+    out[m + 6] = count
+  end
+  return true
+end
+
+local a = base + 2
+local first = 1
+for _ = 1, tonumber(ARGV[base + 1]) do
+  local n = tonumber(ARGV[a + 1])
+  if not batch(ARGV[a] == 'do', first, a + 2, n) then
+    for _ = 1, 6 * n do
+      out[#out + 1] = -1
     end
   end
-  local n = #out
-  out[n + 1] = o.fits and 1 or 0
-  out[n + 2] = spent and 1 or 0
-  out[n + 3] = remaining
-  out[n + 4] = retry
-  out[n + 5] = reset
-  out[n + 6] = count
+  first = first + n
+  a = a + 2 + 4 * n
 end
 return out

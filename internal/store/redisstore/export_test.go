@@ -3,3 +3,10 @@ package redisstore
 // Slot exposes slot to the tests of package redisstore_test, which compare
 // it with what a real cluster answers.
 var Slot = slot
+
+// Queued reports how many batches wait for a grouped call.
+func (s *Store) Queued() int {
+	s.group.mu.Lock()
+	defer s.group.mu.Unlock()
+	return len(s.group.waiting)
+}

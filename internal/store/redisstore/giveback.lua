@@ -1,14 +1,20 @@
 -- guardian: give back what checks spent, confirm counts, or forget state
--- (giveBack in prelude.lua).
+-- (giveBack in prelude.lua), and announce a reset.
 --
 -- KEYS[i]      the key of entry i (all share one cluster slot); ARGV[1] is
 --              the time
--- ARGV[base+1+2(i-1)..]  entry i: how ("r", "c", "k" or "x"), amount
+-- ARGV[base+1] a channel to publish the keys on, one per line, once they
+--              changed (an account reset: every instance forgets what it
+--              remembers of them), or empty
+-- ARGV[base+2+2(i-1)..]  entry i: how ("r", "c", "k" or "x"), amount
 --
 -- Reply: how many keys changed.
 
-local changed, err = giveBack(1, base + 1)
+local changed, err = giveBack(1, base + 2)
 if err then
   return redis.error_reply(err)
+end
+if ARGV[base + 1] ~= '' then
+  redis.call('PUBLISH', ARGV[base + 1], table.concat(KEYS, '\n'))
 end
 return changed

@@ -15,21 +15,26 @@ func guessText(g uint64) string {
 }
 
 // appendGuessOp appends the do script's arguments for the Guesses op op of
-// the call whose ops are ops: its guess in place of an interval, and in
-// place of a burst the 1-based indexes, within the call, of the
-// FreeOnRepeat ops a repeat of the guess does not spend.
+// the batch ops: its code, its cost, its guess as the first number, and as
+// the second "limit:hold:" then the 1-based indexes, within the batch, of
+// the FreeOnRepeat ops a repeat of the guess does not spend,
+// comma-separated.
 func appendGuessOp(args []any, op *store.Op, ops []store.Op) []any {
-	var free strings.Builder
+	p := paramsOf(op)
+	var y strings.Builder
+	y.WriteString(strconv.FormatInt(p.limit, 10))
+	y.WriteByte(':')
+	y.WriteString(strconv.FormatInt(p.hold, 10))
+	y.WriteByte(':')
+	sep := ""
 	for j := range ops {
 		if ops[j].FreeOnRepeat {
-			if free.Len() > 0 {
-				free.WriteByte(',')
-			}
-			free.WriteString(strconv.Itoa(j + 1))
+			y.WriteString(sep)
+			y.WriteString(strconv.Itoa(j + 1))
+			sep = ","
 		}
 	}
-	p := paramsOf(op)
-	return append(args, argGuesses, argSoft, p.cost, guessText(op.Guess), free.String(), p.limit, p.hold)
+	return append(args, argGuesses, p.cost, guessText(op.Guess), y.String())
 }
 
 // readGuesses turns what the do script replied for each Guesses op of ops

@@ -32,7 +32,6 @@ func TestFullRedisEvictsLeastConfirmed(t *testing.T) {
 	srv := redistest.Start(t, redistest.WithArgs(append([]string{"--maxmemory", "2mb"}, evictionArgs...)...))
 	c := srv.Client(t)
 	s := redisstore.New(c, redisstore.Config{})
-	ctx := context.Background()
 
 	const stops, confirmed = 100, 1000
 	stop := func(i int) store.Op {
@@ -50,31 +49,8 @@ func TestFullRedisEvictsLeastConfirmed(t *testing.T) {
 		do(t, s, held(i))
 	}
 
-	// The flood: each check of a random account leaves a rate key full again
-	// in a minute and a count nobody reported, kept 20 minutes.
-	var failed atomic.Int64
-	var firstErr atomic.Value
-	var wg sync.WaitGroup
 	const workers, each = 8, 3000
-	for w := range workers {
-		wg.Go(func() {
-			for i := range each {
-				subject := fmt.Sprintf("flood%d-%d", w, i)
-				ops := []store.Op{
-					rate("guardian:v3:{"+subject+"}:login-account", 1, time.Minute, 5),
-					counter("guardian:v3:{"+subject+"}:login-hard-stop", 1, 100, 20*time.Minute),
-				}
-				if err := s.Do(ctx, ops, make([]store.Result, 2)); err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if n := failed.Load(); n > 0 {
-		t.Fatalf("%d of %d flood checks failed (first: %v), want every write taken", n, workers*each, firstErr.Load())
-	}
+	flood(t, s, workers, each)
 	evicted := infoField(t, c, "stats", "evicted_keys")
 	if evicted == 0 {
 		t.Fatalf("no key evicted: the flood did not fill Redis")
@@ -95,6 +71,73 @@ func TestFullRedisEvictsLeastConfirmed(t *testing.T) {
 	t.Logf("%d keys evicted; %d of %d confirmed counts kept; %d flood keys of %d left", evicted, kept, confirmed, floodLeft, 2*workers*each)
 	if kept < confirmed*99/100 {
 		t.Errorf("%d of %d confirmed counts kept, want at least 99%%: the least confirmed must go first", kept, confirmed)
+	}
+}
+
+// flood runs workers × each checks of random accounts: each leaves a rate
+// key full again in a minute and a count nobody reported, kept 20 minutes
+// (twice the default --attempt-ttl). Every write must be taken.
+func flood(t *testing.T, s *redisstore.Store, workers, each int) {
+	t.Helper()
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				subject := fmt.Sprintf("flood%d-%d", w, i)
+				ops := []store.Op{
+					rate("guardian:v3:{"+subject+"}:login-account", 1, time.Minute, 5),
+					counter("guardian:v3:{"+subject+"}:login-hard-stop", 1, 100, 20*time.Minute),
+				}
+				if err := s.Do(context.Background(), ops, make([]store.Result, 2)); err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := failed.Load(); n > 0 {
+		t.Fatalf("%d of %d flood checks failed (first: %v), want every write taken", n, workers*each, firstErr.Load())
+	}
+}
+
+// TestFullRedisKeepsReportMarks: the marks that make a report count once
+// live about 12 minutes (--attempt-ttl + skew), less than the 20 minutes a
+// flood's unreported counts are kept; under volatile-ttl a full Redis must
+// still evict the flood's state first, so that no second report of an
+// attempt is accepted because its mark was evicted.
+func TestFullRedisKeepsReportMarks(t *testing.T) {
+	srv := redistest.Start(t, redistest.WithArgs(append([]string{"--maxmemory", "2mb"}, evictionArgs...)...))
+	c := srv.Client(t)
+	s := redisstore.New(c, redisstore.Config{})
+	ctx := context.Background()
+	const marks, onceTTL = 2000, 12 * time.Minute
+	mark := func(i int) string { return fmt.Sprintf("guardian:v3:{attempt%d}:reported", i) }
+	for i := range marks {
+		if first, err := s.MarkOnce(ctx, mark(i), onceTTL); err != nil || !first {
+			t.Fatalf("mark %d: %v, %v", i, first, err)
+		}
+	}
+	flood(t, s, 8, 3000)
+	evicted := infoField(t, c, "stats", "evicted_keys")
+	if evicted == 0 {
+		t.Fatal("no key evicted: the flood did not fill Redis")
+	}
+	again := 0
+	for i := range marks {
+		first, err := s.MarkOnce(ctx, mark(i), onceTTL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first {
+			again++
+		}
+	}
+	t.Logf("%d keys evicted; %d of %d report marks lost", evicted, again, marks)
+	if again > 0 {
+		t.Errorf("%d of %d attempts could be reported a second time after a flood: their marks were evicted before the flood's state", again, marks)
 	}
 }
 
@@ -152,7 +195,8 @@ func TestRefusedWritesKeepFallback(t *testing.T) {
 
 // TestMemoryPerKey logs what one tracked key costs Redis, for
 // docs/performance.md: used_memory over 10,000 flooded accounts (a rate key
-// and a count each), and MEMORY USAGE of one of each.
+// and a count each) and over 10,000 report marks, and MEMORY USAGE of one of
+// each.
 func TestMemoryPerKey(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client(t)
@@ -167,6 +211,12 @@ func TestMemoryPerKey(t *testing.T) {
 	}
 	after := infoField(t, c, "memory", "used_memory")
 	perKey := float64(after-before) / (2 * accounts)
+	for i := range accounts {
+		if _, err := s.MarkOnce(context.Background(), fmt.Sprintf("guardian:v3:{AbCdEfGhIjKlMnOpQr%04d}:reported", i), 12*time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	perMark := float64(infoField(t, c, "memory", "used_memory")-after) / accounts
 	usage := func(key string) int64 {
 		n, err := c.MemoryUsage(context.Background(), key).Result()
 		if err != nil {
@@ -174,8 +224,9 @@ func TestMemoryPerKey(t *testing.T) {
 		}
 		return n
 	}
-	t.Logf("used_memory per tracked key: %.0f B; MEMORY USAGE rate %d B, counter %d B",
-		perKey, usage("guardian:v3:{AbCdEfGhIjKlMnOpQr0000}:login-account"), usage("guardian:v3:{AbCdEfGhIjKlMnOpQr0000}:login-hard-stop"))
+	t.Logf("used_memory per tracked key: %.0f B, per report mark %.0f B; MEMORY USAGE rate %d B, counter %d B, mark %d B",
+		perKey, perMark, usage("guardian:v3:{AbCdEfGhIjKlMnOpQr0000}:login-account"), usage("guardian:v3:{AbCdEfGhIjKlMnOpQr0000}:login-hard-stop"),
+		usage("guardian:v3:{AbCdEfGhIjKlMnOpQr0000}:reported"))
 	if perKey > 200 {
 		t.Errorf("%.0f B per tracked key, want at most 200", perKey)
 	}

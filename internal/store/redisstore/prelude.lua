@@ -4,9 +4,10 @@
 -- in its deadline, in microseconds, after which it means nothing. A rate
 -- value is its arrival time (which is its deadline), a counter
 -- "count:deadline", a mark its deadline. Each write sets the key's expiry
--- (PX) just past that deadline, so idle state leaves Redis on its own, and
--- no script reads a TTL: the deadline in the value decides, by the same
--- clock as every limit (a test's override included). Under maxmemory with
+-- (PX) just past that deadline (a mark's later, see once.lua), so idle
+-- state leaves Redis on its own, and no script reads a TTL: the deadline in
+-- the value decides, by the same clock as every limit (a test's override
+-- included). Under maxmemory with
 -- volatile-ttl, Redis evicts the keys that expire soonest first, which are
 -- the least confirmed: unconfirmed state is short-lived, and a count is held
 -- longer the higher it is.
@@ -32,10 +33,13 @@ local function get(i)
   return redis.call('GET', KEYS[i])
 end
 
--- put sets key i to v until its deadline d (microseconds, after now). PX is
--- whole milliseconds: one more keeps the expiry strictly past d.
+-- put sets key i to v, expiring at d (microseconds, after now): its
+-- deadline, or for a mark later (once.lua). PX is whole milliseconds: one
+-- more keeps the expiry strictly past d. Numbers reach redis.call as
+-- strings made here: it would print them with %.17g, which costs Redis
+-- about twice what %d does.
 local function put(i, v, d)
-  redis.call('SET', KEYS[i], v, 'PX', math.ceil((d - now) / 1000) + 1)
+  redis.call('SET', KEYS[i], v, 'PX', int(math.ceil((d - now) / 1000) + 1))
 end
 
 -- forget removes key i; it replies 1 when it was there.

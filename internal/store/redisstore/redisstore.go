@@ -72,6 +72,10 @@ type Config struct {
 	// script read Redis TIME, the one clock of the whole fleet. Only tests set
 	// it, to run the conformance suite deterministically.
 	Now func() time.Time
+	// Lanes is how many do-script calls a single Redis may have in flight
+	// before further checks are grouped into one call (coalesce.go);
+	// default 1. On Redis Cluster checks are not grouped.
+	Lanes int
 }
 
 // Store is guardian's security store on Redis. It is safe for concurrent use
@@ -81,6 +85,7 @@ type Store struct {
 	c       redis.UniversalClient
 	cluster *redis.ClusterClient
 	now     func() time.Time
+	group   *coalescer // nil on a cluster
 }
 
 var _ store.Store = (*Store)(nil)
@@ -93,6 +98,11 @@ func New(c redis.UniversalClient, cfg Config) *Store {
 	s := &Store{c: c, now: cfg.Now}
 	if cc, ok := c.(*redis.ClusterClient); ok {
 		s.cluster = cc
+	} else {
+		s.group = &coalescer{s: s, lanes: cfg.Lanes}
+		if s.group.lanes <= 0 {
+			s.group.lanes = defaultLanes
+		}
 	}
 	return s
 }
@@ -124,14 +134,16 @@ func (s *Store) Refund(ctx context.Context, refunds []store.Refund) error {
 	if len(entries) == 0 {
 		return nil
 	}
-	if err := s.giveBack(ctx, s.nowArg(), entries); err != nil {
+	if err := s.giveBack(ctx, s.nowArg(), entries, false); err != nil {
 		return fmt.Errorf("redisstore: refund: %w", err)
 	}
 	return nil
 }
 
 // Delete removes keys; absent keys are ignored. On Redis Cluster the keys are
-// deleted per slot, in one pipelined round trip.
+// deleted per slot, in one pipelined round trip. The keys are published on
+// ResetChannel in the same script, so every instance that listens
+// (Listen) forgets what it remembers of them.
 func (s *Store) Delete(ctx context.Context, keys ...string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("redisstore: delete: %w", err)
@@ -143,7 +155,7 @@ func (s *Store) Delete(ctx context.Context, keys ...string) error {
 	for i, k := range keys {
 		entries[i] = giveback{key: k, how: argForget}
 	}
-	if err := s.giveBack(ctx, s.nowArg(), entries); err != nil {
+	if err := s.giveBack(ctx, s.nowArg(), entries, true); err != nil {
 		return fmt.Errorf("redisstore: delete: %w", err)
 	}
 	return nil
@@ -170,7 +182,7 @@ func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration, ref
 	if s.cluster == nil {
 		first, err = s.markOnce(ctx, now, key, micros(ttl), entries)
 	} else if first, err = s.markOnce(ctx, now, key, micros(ttl), nil); err == nil && first && len(entries) > 0 {
-		err = s.giveBack(ctx, now, entries)
+		err = s.giveBack(ctx, now, entries, false)
 	}
 	if err != nil {
 		// On a cluster, the mark may be set and its refunds not given back.
@@ -222,8 +234,8 @@ func (s *Store) run(ctx context.Context, mode string, ops []store.Op, res []stor
 	if len(ops) == 0 {
 		return nil
 	}
-	now := s.nowArg()
 	if s.cluster != nil {
+		now := s.nowArg()
 		groups := groupBySlot(len(ops), func(i int) string { return ops[i].Key })
 		if len(groups) > 1 {
 			if err := s.runSlots(ctx, mode, now, ops, res, groups); err != nil {
@@ -231,24 +243,39 @@ func (s *Store) run(ctx context.Context, mode string, ops []store.Op, res []stor
 			}
 			return nil
 		}
-	}
-	b := batches.Get().(*batch)
-	b.keys, b.args = appendOps(b.keys, b.args, mode, now, ops)
-	reply, err := doScript.Run(ctx, s.c, b.keys, b.args...).Result()
-	b.release()
-	if err == nil {
-		err = parseResults(reply, res)
+		if err := s.call(ctx, mode, ops, res); err != nil {
+			return fmt.Errorf("redisstore: %s: %w", mode, err)
+		}
 		readGuesses(ops, res)
+		return nil
 	}
-	if err != nil {
+	if err := s.group.run(ctx, mode, ops, res); err != nil {
 		return fmt.Errorf("redisstore: %s: %w", mode, err)
 	}
+	readGuesses(ops, res)
 	return nil
 }
 
+// call evaluates one batch in a script call of its own.
+func (s *Store) call(ctx context.Context, mode string, ops []store.Op, res []store.Result) error {
+	b := batches.Get().(*batch)
+	b.keys, b.args = appendOps(b.keys, appendDoHeader(b.args, s.nowArg(), 1), mode, ops)
+	reply, err := doScript.Run(ctx, s.c, b.keys, b.args...).Result()
+	b.release()
+	if err != nil {
+		return err
+	}
+	return parseResults(reply, res)
+}
+
 // giveBack runs the give-back script: one call on a single Redis, one call
-// per slot in one pipeline on a cluster.
-func (s *Store) giveBack(ctx context.Context, now any, entries []giveback) error {
+// per slot in one pipeline on a cluster. announce publishes the keys on
+// ResetChannel.
+func (s *Store) giveBack(ctx context.Context, now any, entries []giveback, announce bool) error {
+	var channel any = ""
+	if announce {
+		channel = ResetChannel
+	}
 	var groups [][]int
 	if s.cluster != nil {
 		groups = groupBySlot(len(entries), func(i int) string { return entries[i].key })
@@ -256,9 +283,9 @@ func (s *Store) giveBack(ctx context.Context, now any, entries []giveback) error
 	if len(groups) <= 1 {
 		b := batches.Get().(*batch)
 		defer b.release()
-		b.args = append(b.args, now)
+		b.args = append(b.args, now, channel)
 		b.keys, b.args = appendGiveback(b.keys, b.args, entries)
 		return givebackScript.Run(ctx, s.c, b.keys, b.args...).Err()
 	}
-	return s.giveBackSlots(ctx, now, entries, groups)
+	return s.giveBackSlots(ctx, now, entries, channel, groups)
 }

@@ -11,17 +11,40 @@ import (
 // spent, remaining, retry after (µs), reset after (µs), count.
 const replyWidth = 6
 
-// parseResults reads the do script's reply into res, one op per replyWidth
-// integers. Anything else (another type, another length, a flag that is not
-// 0 or 1, a spend that was not allowed, a negative value) is ErrBadReply.
+// errBadState reports a batch the do script could not read: a key of the
+// batch held a value that is not guardian's state. The batch spent nothing.
+var errBadState = fmt.Errorf("%w: a key holds something other than guardian's state", ErrBadReply)
+
+// parseResults reads the do script's reply to a call of one batch into res.
 func parseResults(reply any, res []store.Result) error {
+	vals, err := replyInts(reply, len(res))
+	if err != nil {
+		return err
+	}
+	return parseBatch(vals, res)
+}
+
+// replyInts checks that the do script's reply is an array of replyWidth
+// values for each of ops ops, and returns it.
+func replyInts(reply any, ops int) ([]any, error) {
 	vals, ok := reply.([]any)
 	if !ok {
-		return fmt.Errorf("%w: want an array, got %T", ErrBadReply, reply)
+		return nil, fmt.Errorf("%w: want an array, got %T", ErrBadReply, reply)
 	}
-	if len(vals) != replyWidth*len(res) {
-		return fmt.Errorf("%w: want %d integers for %d ops, got %d",
-			ErrBadReply, replyWidth*len(res), len(res), len(vals))
+	if len(vals) != replyWidth*ops {
+		return nil, fmt.Errorf("%w: want %d integers for %d ops, got %d",
+			ErrBadReply, replyWidth*ops, ops, len(vals))
+	}
+	return vals, nil
+}
+
+// parseBatch reads one batch's part of the do script's reply into res, one
+// op per replyWidth integers. Anything else (another type, a flag that is
+// not 0 or 1, a spend that was not allowed, a negative value) is
+// ErrBadReply; a batch of -1s is errBadState.
+func parseBatch(vals []any, res []store.Result) error {
+	if len(res) > 0 && vals[0] == int64(-1) {
+		return errBadState
 	}
 	var ints [replyWidth]int64
 	for i := range res {

@@ -48,7 +48,9 @@ const realWait = 5 * time.Second
 // t0 is the instant every test starts at.
 var t0 = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 
-// runID keeps this process's keys apart from any other run's.
+// runID keeps this process's keys apart from any other run's. Every key
+// is under guardian:, so the suite runs as a Redis user whose ACL allows
+// only guardian's keys.
 var runID = strings.ToLower(rand.Text()[:8])
 
 // testCase is one conformance test: its subtest name, "group/case", and
@@ -84,7 +86,7 @@ func Run(t *testing.T, newStore Factory) {
 					t:      t,
 					s:      newStore(t, clock.Now),
 					clock:  clock,
-					prefix: "storetest:" + runID + ":" + sanitize(t.Name()) + ":",
+					prefix: "guardian:storetest:" + runID + ":" + sanitize(t.Name()) + ":",
 				}
 				tc.run(h)
 			})

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/guardian-sec/guardian/internal/rules"
+)
+
+const explainHelp = `Usage: guardian rules explain [--format table|json] [FILE]
+
+Prints, for each enforced rule of FILE (the built-in rules without FILE),
+the most it lets one key spend in a day: for a rate rule
+burst + floor(24h × limit / per) units, for any other rule its limit.
+Shadow rules decide nothing and are left out. --format json prints
+{"rules": [{"rule", "key", "per_day", "what"}]}.
+`
+
+// explainCmd is `guardian rules explain`.
+func explainCmd(args []string, stdout, stderr io.Writer) int {
+	c := newCommand("guardian rules explain", explainHelp)
+	var format string
+	c.fs.StringVar(&format, "format", "table", "output: table (for people) or json (for machines)")
+	pos, code, ok := c.parse(args, func(string) string { return "" }, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if format != "table" && format != "json" {
+		c.fail(stderr, "--format: %q is not table or json", format)
+		return exitUsage
+	}
+	if len(pos) > 1 {
+		c.fail(stderr, "want at most one rules file")
+		return exitUsage
+	}
+	set := rules.Default()
+	if len(pos) == 1 {
+		if set = loadRulesFile(pos[0], stderr); set == nil {
+			return exitUsage
+		}
+	}
+	bounds := set.Explain()
+	if format == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(map[string][]rules.Bound{"rules": bounds}); err != nil {
+			fmt.Fprintln(stderr, "guardian rules explain:", err)
+			return exitFailure
+		}
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RULE\tKEY\tPER DAY\tWHAT")
+	for _, b := range bounds {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", b.Rule, b.Key, strconv.FormatInt(b.PerDay, 10), b.What)
+	}
+	if err := tw.Flush(); err != nil {
+		fmt.Fprintln(stderr, "guardian rules explain:", err)
+		return exitFailure
+	}
+	return exitOK
+}

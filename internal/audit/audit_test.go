@@ -1,0 +1,72 @@
+package audit_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/guardian-sec/guardian/internal/audit"
+	"github.com/guardian-sec/guardian/internal/engine"
+	"github.com/guardian-sec/guardian/internal/keys"
+	"github.com/guardian-sec/guardian/internal/metrics"
+	"github.com/guardian-sec/guardian/internal/secret"
+)
+
+func TestLinesAndPseudonyms(t *testing.T) {
+	var buf bytes.Buffer
+	key := secret.Generate()
+	m := metrics.New(prometheus.NewRegistry())
+	l := audit.New(audit.Config{Key: key, Metrics: m, Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	subject, err := engine.AccountSubject(keys.NewHasher(key), nil, "alice@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.HardStopStarted(subject)
+	l.Action(audit.ActionReset, "ops", audit.ResultOK, " ALICE@example.com")
+	l.Action(audit.ActionReset, "ops", audit.ResultError, "")
+	l.HardStopEnded(subject)
+
+	var lines []map[string]any
+	for _, s := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(s), &v); err != nil {
+			t.Fatal(err)
+		}
+		delete(v, "time")
+		lines = append(lines, v)
+	}
+	p := l.Pseudonym(subject)
+	want := []map[string]any{
+		{"level": "INFO", "msg": "hard stop started", "event": "hard_stop_started", "account": p},
+		{"level": "INFO", "msg": "admin action", "audit": true, "action": "reset", "subject": "ops", "result": "ok", "account": p},
+		{"level": "INFO", "msg": "admin action", "audit": true, "action": "reset", "subject": "ops", "result": "error"},
+		{"level": "INFO", "msg": "hard stop ended", "event": "hard_stop_ended", "account": p},
+	}
+	if got, w := mustJSON(t, lines), mustJSON(t, want); got != w {
+		t.Errorf("lines\n got %s\nwant %s", got, w)
+	}
+	if strings.Contains(strings.ToLower(buf.String()), "alice") || strings.Contains(buf.String(), subject) {
+		t.Errorf("the account, or its store subject, in the log:\n%s", buf.String())
+	}
+	if got := testutil.ToFloat64(m.AdminActions.WithLabelValues("reset", "ok")); got != 1 {
+		t.Errorf("admin actions reset ok = %v, want 1", got)
+	}
+	other := audit.New(audit.Config{Key: secret.Generate(), Metrics: m})
+	if other.Pseudonym(subject) == p {
+		t.Error("pseudonyms do not depend on the key")
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

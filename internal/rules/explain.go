@@ -1,0 +1,112 @@
+package rules
+
+import (
+	"fmt"
+	"math/big"
+	"time"
+)
+
+// Bound is what one enforced rule allows an attacker per key and day: the
+// figure a rule change moves, so that its effect reads before it ships.
+type Bound struct {
+	// Rule is the rule's name.
+	Rule string `json:"rule"`
+	// Key is what the rule counts by.
+	Key Key `json:"key"`
+	// PerDay is, for a rate rule, the most units one key can spend in a
+	// day, burst + floor(24h·limit/per); for any other rule its limit.
+	PerDay int64 `json:"per_day"`
+	// What says in words what PerDay means.
+	What string `json:"what"`
+}
+
+// Bound returns what r allows per key and day.
+func (r *Rule) Bound() Bound {
+	b := Bound{Rule: r.Name, Key: r.Key, PerDay: r.Limit}
+	subject := r.subject()
+	switch r.Type {
+	case Rate:
+		b.PerDay = r.Burst + perDay(r.Limit, r.Per)
+		b.What = fmt.Sprintf("at most %d %s per %s a day (%d back to back, then %s); past that, %s",
+			b.PerDay, r.units(), subject, r.Burst, rate(r.Limit, r.Per), r.Action)
+	case ConsecutiveFailures:
+		b.What = fmt.Sprintf("at most %d failures in a row per %s; then %s", r.Limit, subject, r.Action)
+		if r.Key == KeyAccount {
+			b.What += " until the account is reset"
+		}
+	case FailureRate:
+		b.What = fmt.Sprintf("at most %d failures of %s across every key per %s; past that, %s every check without a trusted device",
+			r.Limit, flowList(r.Flows), FormatDuration(r.Per), r.Action)
+	default:
+		b.What = fmt.Sprintf("at most %d per %s; past that, %s", r.Limit, subject, r.Action)
+	}
+	return b
+}
+
+// Explain returns the Bound of every enforced rule of s, in file order.
+// Shadow rules bound nothing, so they are left out.
+func (s *Set) Explain() []Bound {
+	out := []Bound{}
+	for i := range s.Rules {
+		if s.Rules[i].Mode == Enforce {
+			out = append(out, s.Rules[i].Bound())
+		}
+	}
+	return out
+}
+
+// perDay is floor(24h·limit/per), computed without overflow for any limit
+// and period a rules file accepts.
+func perDay(limit int64, per time.Duration) int64 {
+	if per <= 0 {
+		return 0
+	}
+	n := new(big.Int).Mul(big.NewInt(int64(day)), big.NewInt(limit))
+	n.Quo(n, big.NewInt(int64(per)))
+	if !n.IsInt64() {
+		return 1<<63 - 1
+	}
+	return n.Int64()
+}
+
+// units names what a rate rule spends.
+func (r *Rule) units() string {
+	if r.Count == Failures {
+		return "failed or unreported checks"
+	}
+	return "checks"
+}
+
+// subject names the key a rule counts by, in words.
+func (r *Rule) subject() string {
+	switch r.Key {
+	case KeyIP:
+		return fmt.Sprintf("IPv4 /%d or IPv6 /%d", r.IPv4Prefix, r.IPv6Prefix)
+	case KeyAccountIP:
+		return "account and address"
+	case KeySecret:
+		return "guessed secret (secret_fingerprint), across all accounts,"
+	}
+	return string(r.Key)
+}
+
+// rate writes limit per period, "1 per 1m" or "30 per 10m".
+func rate(limit int64, per time.Duration) string {
+	return fmt.Sprintf("%d per %s", limit, FormatDuration(per))
+}
+
+// flowList joins flows with "or": "login or password_reset".
+func flowList(fs []Flow) string {
+	s := ""
+	for i, f := range fs {
+		switch {
+		case i == 0:
+		case i == len(fs)-1:
+			s += " or "
+		default:
+			s += ", "
+		}
+		s += string(f)
+	}
+	return s
+}

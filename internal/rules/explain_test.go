@@ -1,0 +1,138 @@
+package rules_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/guardian-sec/guardian/internal/rules"
+)
+
+func TestBound(t *testing.T) {
+	tests := []struct {
+		name     string
+		rule     string
+		wantDay  int64
+		wantWhat string
+	}{
+		{
+			name:     "5 back to back then 1 a minute",
+			rule:     "key: account\n    type: rate\n    count: failures\n    limit: 1\n    per: 1m\n    burst: 5",
+			wantDay:  1445,
+			wantWhat: "at most 1445 failed or unreported checks per account a day (5 back to back, then 1 per 1m); past that, slow",
+		},
+		{
+			name:     "30 per 10 minutes",
+			rule:     "key: ip\n    type: rate\n    count: failures\n    limit: 30\n    per: 10m",
+			wantDay:  4350,
+			wantWhat: "at most 4350 failed or unreported checks per IPv4 /32 or IPv6 /64 a day (30 back to back, then 30 per 10m); past that, slow",
+		},
+		{
+			name:     "attempts, a period that does not divide a day",
+			rule:     "key: recipient\n    type: rate\n    limit: 3\n    per: 7m\n    burst: 2\n    action: block",
+			wantDay:  2 + 86400*3/420, // 617.1…, floored
+			wantWhat: "at most 619 checks per recipient a day (2 back to back, then 3 per 7m); past that, block",
+		},
+		{
+			name:     "slower than one a day",
+			rule:     "key: account+ip\n    type: rate\n    limit: 1\n    per: 2d\n    burst: 3",
+			wantDay:  3,
+			wantWhat: "at most 3 checks per account and address a day (3 back to back, then 1 per 2d); past that, slow",
+		},
+		{
+			name:     "the largest rate a file accepts does not overflow",
+			rule:     "key: account\n    type: rate\n    limit: 1000000\n    per: 1s\n    burst: 1",
+			wantDay:  1 + 86400*1000000, // 24h·limit in ns would overflow int64
+			wantWhat: "at most 86400000001 checks per account a day (1 back to back, then 1000000 per 1s); past that, slow",
+		},
+		{
+			name:     "hard stop",
+			rule:     "key: account\n    type: consecutive_failures\n    limit: 100",
+			wantDay:  100,
+			wantWhat: "at most 100 failures in a row per account; then block until the account is reset",
+		},
+		{
+			name:     "consecutive failures by address",
+			rule:     "key: ip\n    type: consecutive_failures\n    limit: 20\n    action: slow\n    ipv4_prefix: 24",
+			wantDay:  20,
+			wantWhat: "at most 20 failures in a row per IPv4 /24 or IPv6 /64; then slow",
+		},
+		{
+			name:     "failure rate",
+			rule:     "key: global\n    type: failure_rate\n    limit: 1000\n    per: 1m",
+			wantDay:  1000,
+			wantWhat: "at most 1000 failures of login or otp_verify across every key per 1m; past that, challenge every check without a trusted device",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := "version: 1\nrules:\n  - name: r\n    flows: [login, otp_verify]\n    " + tt.rule + "\n"
+			set, err := rules.Parse("rules.yaml", []byte(src), time.Time{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := set.Rules[0].Bound()
+			if got.Rule != "r" || got.Key != set.Rules[0].Key {
+				t.Errorf("rule, key = %q, %q; want r, %q", got.Rule, got.Key, set.Rules[0].Key)
+			}
+			if got.PerDay != tt.wantDay {
+				t.Errorf("per_day = %d, want %d", got.PerDay, tt.wantDay)
+			}
+			if got.What != tt.wantWhat {
+				t.Errorf("what = %q\nwant   %q", got.What, tt.wantWhat)
+			}
+		})
+	}
+}
+
+func TestExplainLeavesOutShadowRules(t *testing.T) {
+	src := `version: 1
+rules:
+  - name: enforced
+    flows: [login]
+    key: ip
+    type: rate
+    limit: 10
+    per: 1h
+  - name: trial
+    flows: [login]
+    key: ip
+    type: rate
+    limit: 1
+    per: 1h
+    mode: shadow
+`
+	set, err := rules.Parse("rules.yaml", []byte(src), time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := set.Explain()
+	if len(got) != 1 || got[0].Rule != "enforced" || got[0].PerDay != 10+240 {
+		t.Fatalf("Explain = %+v, want the enforced rule alone, 250 a day", got)
+	}
+}
+
+func TestExplainOfNoEnforcedRuleIsEmptyNotNil(t *testing.T) {
+	src := "version: 1\nrules:\n  - name: trial\n    flows: [login]\n    key: ip\n    type: rate\n    limit: 1\n    per: 1h\n    mode: shadow\n"
+	set, err := rules.Parse("rules.yaml", []byte(src), time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := set.Explain(); got == nil || len(got) != 0 {
+		t.Fatalf("Explain = %#v, want an empty slice", got)
+	}
+}
+
+func ExampleSet_Explain() {
+	for _, b := range rules.Default().Explain() {
+		fmt.Printf("%s: %d a day\n", b.Rule, b.PerDay)
+	}
+	// Output:
+	// login-account: 1445 a day
+	// login-ip: 4350 a day
+	// login-hard-stop: 100 a day
+	// login-secret-spray: 1450 a day
+	// otp-send-recipient: 291 a day
+	// otp-verify-recipient: 485 a day
+	// login-global-failures: 1000 a day
+}

@@ -1,0 +1,74 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/guardian-sec/guardian/internal/store"
+)
+
+// ErrAccess reports a Redis that refuses guardian's login (a wrong user or
+// password, no password given) or a command or key guardian needs
+// (NOPERM): a configuration error that no retry mends. docs/operations.md
+// gives the ACL guardian needs.
+var ErrAccess = errors.New("redisstore: Redis refused access (see the ACL in docs/operations.md)")
+
+// accessKey is the store key CheckAccess spends and deletes: under
+// guardian's key prefix, so the ACL's key pattern covers it, and apart from
+// every key a rule makes.
+const accessKey = "guardian:access-check:{access-check}"
+
+// CheckAccess sends every kind of call the Store makes, on a key of its own
+// that it removes again, and reports ErrAccess when Redis refuses the login
+// or any command or key they need. Another failure (Redis not answering) is
+// returned as it is. A server calls it at start, so that a missing
+// permission stops it there instead of turning every check over to the
+// fallback.
+func (s *Store) CheckAccess(ctx context.Context) error {
+	rate := store.Op{Key: accessKey, Kind: store.Rate, Cost: 1, Interval: time.Millisecond, Burst: 1}
+	res := make([]store.Result, 1)
+	steps := []struct {
+		name string
+		call func() error
+	}{
+		{"PING", func() error { return s.c.Ping(ctx).Err() }},
+		{"INFO server", func() error { return s.c.Info(ctx, "server").Err() }},
+		{"peek", func() error { return s.Peek(ctx, []store.Op{rate}, res) }},
+		{"do", func() error { return s.Do(ctx, []store.Op{rate}, res) }},
+		{"refund", func() error {
+			return s.Refund(ctx, []store.Refund{{Key: accessKey, Kind: store.Rate, Amount: time.Millisecond}})
+		}},
+		{"mark once", func() error { _, err := s.MarkOnce(ctx, accessKey+":once", time.Second); return err }},
+		{"delete", func() error { return s.Delete(ctx, accessKey, accessKey+":once") }},
+	}
+	for _, st := range steps {
+		if err := st.call(); err != nil {
+			if accessDenied(err) {
+				return fmt.Errorf("%w: %s: %w", ErrAccess, st.name, err)
+			}
+			return fmt.Errorf("redisstore: check access: %s: %w", st.name, err)
+		}
+	}
+	return nil
+}
+
+// accessDenied reports whether err is Redis refusing the login or a
+// permission: NOAUTH, WRONGPASS, NOPERM, or the same refusal met by a
+// command or key inside a script.
+func accessDenied(err error) bool {
+	if redis.IsAuthError(err) || redis.IsPermissionError(err) {
+		return true
+	}
+	var reply redis.Error
+	if !errors.As(err, &reply) {
+		return false
+	}
+	msg := reply.Error()
+	return strings.Contains(msg, "The user executing the script can't run this command") ||
+		strings.Contains(msg, "The user executing the script can't access")
+}
