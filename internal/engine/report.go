@@ -57,8 +57,8 @@ func (e *Engine) Report(ctx context.Context, attemptID string, outcome Outcome) 
 	first, err := e.store.MarkOnce(ctx, keys.StoreKey(at.ID, "reported"), e.attempts.OnceTTL(), refunds...)
 	if errors.Is(err, store.ErrFull) {
 		// The bounded table that remembers reports found nothing it may
-		// evict (the local fallback, full of marks and hard stops, under
-		// contention); the store applied the refunds all the same.
+		// evict (the local fallback, holding hard stops alone); the store
+		// applied the refunds all the same.
 		// Recording the report beats refusing it: a success repeated
 		// then gives back again, on keys that never go beyond full.
 		first, err = true, nil

@@ -28,9 +28,11 @@ func deadRedis(t *testing.T) string {
 }
 
 // TestSecondReportRefusedOnAFullFallback: with Redis unreachable and the
-// fallback's table of 64 keys filled with what it never gives up for an
-// unconfirmed key — hard stops and report marks — a first report of an
-// attempt is recorded and a second is refused with 409, through HTTP.
+// fallback's table of 64 keys flooded many times over by random accounts
+// whose failures are reported, until it holds little but report marks and
+// hard stops, fresh users are still allowed, every hard stop holds, and a
+// second report of an attempt is refused with 409 while its mark is there,
+// through HTTP.
 func TestSecondReportRefusedOnAFullFallback(t *testing.T) {
 	client, err := redisstore.Open(deadRedis(t))
 	if err != nil {
@@ -52,36 +54,54 @@ rules:
     flows: [login]
     key: account
     type: consecutive_failures
-    limit: 1
+    limit: 2
     on_store_error: local
 `, server.Config{Store: fc})
-
-	kept := in.check(t, map[string]any{"flow": "login", "account": "kept", "ip": "192.0.2.1"})
-	if kept.status != http.StatusOK || kept.body["degraded"] != true {
-		t.Fatalf("check with Redis unreachable: %d %s, want allowed by the fallback", kept.status, kept.raw)
+	login := func(account string) map[string]any {
+		return map[string]any{"flow": "login", "account": account, "ip": "192.0.2.2"}
 	}
-
-	// Each failure reported leaves a hard stop (limit 1) and a mark: the
-	// table fills with entries an unconfirmed key may not evict, until a new
-	// account's check finds no room.
-	full := false
-	for i := 0; i < 2*table && !full; i++ {
-		r := in.check(t, map[string]any{"flow": "login", "account": fmt.Sprintf("flood-%d", i), "ip": "192.0.2.2"})
-		switch r.status {
-		case http.StatusOK:
-			if rep := in.report(t, str(r.body["attempt_id"]), "failure"); rep.status != http.StatusOK {
-				t.Fatalf("failure report %d: %d %s", i, rep.status, rep.raw)
-			}
-		case http.StatusTooManyRequests:
-			full = true
-		default:
-			t.Fatalf("check %d: %d %s", i, r.status, r.raw)
+	// fail checks account and reports the attempt a failure.
+	fail := func(account string) {
+		t.Helper()
+		r := in.check(t, login(account))
+		if r.status != http.StatusOK || r.body["degraded"] != true {
+			t.Fatalf("check of %s with Redis unreachable: %d %s, want allowed by the fallback", account, r.status, r.raw)
+		}
+		if rep := in.report(t, str(r.body["attempt_id"]), "failure"); rep.status != http.StatusOK {
+			t.Fatalf("failure report of %s: %d %s", account, rep.status, rep.raw)
 		}
 	}
-	if !full {
-		t.Fatalf("the fallback's table of %d keys never filled", table)
+	blocked := func(account string) bool {
+		t.Helper()
+		r := in.check(t, login(account))
+		if r.status != http.StatusOK && r.status != http.StatusTooManyRequests {
+			t.Fatalf("check of %s: %d %s", account, r.status, r.raw)
+		}
+		return r.status == http.StatusTooManyRequests
 	}
 
+	// Two reported failures each: four hard stops, and their marks.
+	const stops = 4
+	for i := range stops {
+		fail(fmt.Sprintf("stopped-%d", i))
+		fail(fmt.Sprintf("stopped-%d", i))
+	}
+	// Each reported failure of a random account leaves a count and a mark;
+	// the marks push the counts out, so the table ends up holding marks
+	// and the hard stops alone.
+	for i := range 3 * table {
+		fail(fmt.Sprintf("flood-%d", i))
+	}
+
+	for i := range 8 {
+		if account := fmt.Sprintf("fresh-%d", i); blocked(account) {
+			t.Errorf("fresh user %s after the flood: slowed, want allowed", account)
+		}
+	}
+	kept := in.check(t, login("kept"))
+	if kept.status != http.StatusOK {
+		t.Fatalf("fresh user's check after the flood: %d %s, want allowed", kept.status, kept.raw)
+	}
 	id := str(kept.body["attempt_id"])
 	if r := in.report(t, id, "success"); r.status != http.StatusOK || str(r.body["device_token"]) == "" {
 		t.Fatalf("first report on a full fallback: %d %s, want recorded", r.status, r.raw)
@@ -89,6 +109,11 @@ rules:
 	for _, outcome := range []string{"success", "failure"} {
 		if r := in.report(t, id, outcome); r.status != http.StatusConflict || errorCode(t, r) != "already_reported" {
 			t.Fatalf("second report (%s) on a full fallback: %d %s, want 409 already_reported", outcome, r.status, r.raw)
+		}
+	}
+	for i := range stops {
+		if account := fmt.Sprintf("stopped-%d", i); !blocked(account) {
+			t.Errorf("hard-stopped %s after the flood: allowed, want still blocked", account)
 		}
 	}
 }

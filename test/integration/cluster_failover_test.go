@@ -37,6 +37,14 @@ const clusterRules = budgetRules + `  - name: per-account
 // must hold.
 const clusterStable = 5 * time.Second
 
+// failoverTimeout is the store deadline of the failover test's fleet. A
+// dead master is seen by its refused connections, not by the deadline; the
+// deadline only has to let a round of 50 checks sent at once through on a
+// small machine under the race detector, which 50 ms does not always do
+// (a round with one check the fallback decided is tried again, and a
+// machine loaded enough fails every round for its load, not the Cluster's).
+const failoverTimeout = 250 * time.Millisecond
+
 // exactRound sends 50 concurrent checks of accounts prefix0…49 from ip. A
 // round the shared store decided in full (ok) must allow exactly 20, and
 // the 30 denied must have given back what they spent on their accounts
@@ -133,7 +141,7 @@ func exactOn(t *testing.T, fleet []*instance, node, tag string, deadline time.Ti
 // replica, compensation included. About 15 s.
 func TestClusterMasterFailover(t *testing.T) {
 	cl := redistest.StartReplicatedCluster(t)
-	fleet := startFleet(t, 2, fleetConfig{redisURL: strings.Join(cl.Addrs(), ","), rulesYAML: clusterRules, storeTimeout: faultTimeout})
+	fleet := startFleet(t, 2, fleetConfig{redisURL: strings.Join(cl.Addrs(), ","), rulesYAML: clusterRules, storeTimeout: failoverTimeout})
 	for _, in := range fleet {
 		waitShared(t, in, 5*time.Second)
 	}

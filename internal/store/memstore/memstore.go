@@ -41,18 +41,21 @@
 // keeps its Guess until now + Amount at least.
 //
 // Eviction. When a key must be added and the store is full, the store evicts
-// the entry that expires soonest among a sample (evictSample entries from
-// each of evictShards shards, like Redis's volatile-ttl), counting expired
-// entries first. Two kinds of entry are kept: a Counter at its Limit (a hard
-// stop) and a MarkOnce mark. A kept entry is evicted only when nothing else
-// is left: a hard stop only to make room for another kept entry, a mark for
-// any new key, so that a flood of reported attempts cannot fill the store
-// with marks and refuse everyone. Since guardian's unconfirmed state is
+// one entry per key among a sample (evictSample entries from each of
+// evictShards shards, like Redis's volatile-ttl). Entries come in three
+// ranks: ordinary entries, MarkOnce marks, and hard stops (a Counter at its
+// Limit). Eviction takes an expired entry first; then an ordinary entry,
+// the one that expires soonest; then, while no ordinary entry is left, a
+// mark, the one that expires soonest, whatever the new key is; and never a
+// hard stop before it expires. Since guardian's unconfirmed state is
 // short-lived and confirmed state long-lived (a count is held longer the
-// higher it is), the soonest to expire is the least confirmed. Only a store
-// that holds nothing but hard stops denies an op on a new key: Allowed is
-// false, nothing is spent, RetryAfter and ResetAfter are the op's Interval
-// for a Rate and one second for a Counter.
+// higher it is), the soonest to expire is the least confirmed. So a flood of
+// marks (one per reported attempt) cannot lock out the users who come after
+// it: only a store that holds nothing but hard stops denies an op on a new
+// key: Allowed is false, nothing is spent, RetryAfter and ResetAfter are the
+// op's Interval for a Rate and one second for a Counter.
+// A mark evicted before its time no longer refuses a second MarkOnce of its
+// key.
 package memstore
 
 import (
@@ -115,15 +118,17 @@ type Store struct {
 	mask   uint64
 	shards []shard
 
-	// n counts entries and slots taken for entries about to be added; kept
-	// counts kept entries; cursor is the shard eviction looks at next. They
-	// change as keys come and go, so they have a cache line of their own,
-	// away from the fields every call reads.
+	// n counts entries and slots taken for entries about to be added; marks
+	// and stops count the entries ranked marked and hardStop (evict.go);
+	// cursor is the shard eviction looks at next. They change as keys come
+	// and go, so they have a cache line of their own, away from the fields
+	// every call reads.
 	_      [64]byte
 	n      atomic.Int64
-	kept   atomic.Int64
+	marks  atomic.Int64
+	stops  atomic.Int64
 	cursor atomic.Uint64
-	_      [40]byte
+	_      [32]byte
 }
 
 var _ store.Store = (*Store)(nil)
@@ -136,21 +141,19 @@ type shard struct {
 	// minExp is at most the expiry of every entry: until it passes, a
 	// sweep would find nothing.
 	minExp int64
-	// kept counts the entries of m that are kept, marks those that are
-	// marks.
-	kept, marks int64
-	_           [24]byte
+	// marks and stops count the entries of m ranked marked and hardStop.
+	marks, stops int64
+	_            [24]byte
 }
 
 // entry is the state of one key: a Rate's theoretical arrival time, a
 // Counter's count, or nothing for MarkOnce; exp is the instant (Unix µs) from
-// which it counts as absent. kept marks a hard stop or a mark, which
-// eviction takes last; mark tells a mark from a hard stop. A Guesses key
-// holds its memory instead (guesses.go).
+// which it counts as absent. rank is how much it holds against eviction
+// (evict.go). A Guesses key holds its memory instead (guesses.go).
 type entry struct {
-	v          int64
-	exp        int64
-	kept, mark bool
+	v    int64
+	exp  int64
+	rank rank
 	// mem is a Guesses key's memory; nil for every other kind.
 	mem *memory
 }
@@ -292,7 +295,9 @@ func (s *Store) run(ctx context.Context, ops []store.Op, res []store.Result, spe
 		}
 		if held < need && try < roomTries {
 			s.unlock(set)
-			held += s.makeRoom(need-held, now, false)
+			// A check never evicts a live hard stop, not even with a hard
+			// stop of its own: a table of hard stops alone keeps them all.
+			held += s.makeRoom(need-held, now)
 			continue
 		}
 		if held < need {
@@ -411,7 +416,7 @@ func (s *Store) spend(op *store.Op, ev *eval, now int64) {
 	switch op.Kind {
 	case store.Counter:
 		e.exp = counterExp(op, ev, now)
-		e.kept = ev.next >= op.Limit
+		e.rank = counterRank(ev.next, op.Limit)
 	case store.Guesses:
 		e = spendGuesses(op, ev, now)
 	}
@@ -470,15 +475,9 @@ func fill(op *store.Op, ev *eval, r *store.Result, now int64) {
 // have been taken.
 func (s *Store) set(sh *shard, key string, e entry) {
 	if old, found := sh.m[key]; found {
-		s.uncount(sh, old)
+		s.count(sh, old.rank, -1)
 	}
-	if e.kept {
-		sh.kept++
-		s.kept.Add(1)
-	}
-	if e.mark {
-		sh.marks++
-	}
+	s.count(sh, e.rank, 1)
 	sh.m[key] = e
 	sh.minExp = min(sh.minExp, e.exp)
 }
@@ -494,19 +493,7 @@ func (s *Store) remove(sh *shard, key string, e entry) {
 // keeps its slot taken: the caller frees it or fills it.
 func (s *Store) drop(sh *shard, key string, e entry) {
 	delete(sh.m, key)
-	s.uncount(sh, e)
-}
-
-// uncount takes e, an entry leaving sh, out of the counts of kept entries
-// and marks.
-func (s *Store) uncount(sh *shard, e entry) {
-	if e.kept {
-		sh.kept--
-		s.kept.Add(-1)
-	}
-	if e.mark {
-		sh.marks--
-	}
+	s.count(sh, e.rank, -1)
 }
 
 // take takes up to n slots under the bound and reports how many it took.
@@ -645,10 +632,11 @@ func (s *Store) Delete(ctx context.Context, keys ...string) error {
 }
 
 // MarkOnce sets key for ttl if it is not set, reports whether this call set
-// it and, when it did, applies refunds. A mark is kept: a full store evicts
-// anything else first to make room for it. Only a store full of other marks
-// and hard stops that eviction cannot reach sets nothing; it applies refunds
-// all the same and is store.ErrFull. An empty key, a ttl that is not
+// it and, when it did, applies refunds. A full store makes room for a mark
+// as for any new key: it evicts an ordinary entry, or while none is left the
+// mark that expires soonest, never a hard stop. Only a store that holds
+// nothing but hard stops sets nothing; it applies refunds all the same and
+// is store.ErrFull. An empty key, a ttl that is not
 // positive or a bad refund is store.ErrBadBatch.
 func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration, refunds ...store.Refund) (bool, error) {
 	if key == "" || ttl <= 0 {
@@ -690,13 +678,13 @@ func (s *Store) mark(key string, ttl time.Duration) (bool, error) {
 			if try == roomTries {
 				return false, fmt.Errorf("memstore: mark once: %w", store.ErrFull)
 			}
-			held = s.makeRoom(1, now, true)
+			held = s.makeRoom(1, now)
 			continue
 		}
 		if found {
 			s.n.Add(-held) // the expired mark's slot is reused
 		}
-		s.set(sh, key, entry{exp: now + min(micros(ttl), maxSpan), kept: true, mark: true})
+		s.set(sh, key, entry{exp: now + min(micros(ttl), maxSpan), rank: marked})
 		if !found {
 			s.sweepSome(sh, now)
 		}

@@ -216,9 +216,10 @@ func TestFullKeepsHardStops(t *testing.T) {
 	}
 }
 
-// TestFullOfKeptEntries: when everything left is kept, an op on a new key is
-// denied and nothing of its batch is spent, while a mark still finds room.
-func TestFullOfKeptEntries(t *testing.T) {
+// TestFullOfHardStops: when everything left is a hard stop, an op on a new
+// key is denied and nothing of its batch is spent, and a mark finds no room:
+// MarkOnce is store.ErrFull and applies its refunds all the same.
+func TestFullOfHardStops(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newTest(Config{MaxKeys: 2})
 	do(t, s, counterOp("stop-a", 1, 1, time.Hour))
@@ -240,10 +241,17 @@ func TestFullOfKeptEntries(t *testing.T) {
 	if got := do(t, s, rateOp("new", 0, time.Minute, 5))[0]; got != (store.Result{Allowed: true, Remaining: 5}) {
 		t.Errorf("cost zero on a new key: %+v, want allowed, nothing spent", got)
 	}
-	if ok, err := s.MarkOnce(ctx, "attempt", time.Hour); !ok || err != nil {
-		t.Errorf("MarkOnce in a store full of hard stops = %v, %v; want true", ok, err)
+	refund := store.Refund{Key: "stop-b", Kind: store.Counter}
+	if ok, err := s.MarkOnce(ctx, "attempt", time.Hour, refund); ok || !errors.Is(err, store.ErrFull) {
+		t.Errorf("MarkOnce in a store full of hard stops = %v, %v; want false, store.ErrFull", ok, err)
 	}
-	checkLen(t, s, "still full", 2)
+	if got := peek(t, s, counterOp("stop-b", 0, 1, time.Hour))[0]; got.Count != 0 {
+		t.Errorf("stop-b after MarkOnce's refund: %+v, want reset", got)
+	}
+	if got := peek(t, s, counterOp("stop-a", 0, 1, time.Hour))[0]; got.Count != 1 {
+		t.Errorf("stop-a after MarkOnce in a full store: %+v, want kept", got)
+	}
+	checkLen(t, s, "after the refund", 1)
 }
 
 // TestFullOfMarks: marks give way to new keys when nothing else is left,
@@ -701,8 +709,9 @@ func BenchmarkDoParallel(b *testing.B) {
 	})
 }
 
-// TestFullConcurrentFlood: concurrent floods of new keys stay within the
-// bound, never evict a hard stop, and are never refused.
+// TestFullConcurrentFlood: concurrent floods of new keys and of marks stay
+// within the bound, never evict a hard stop, are never refused, and leave
+// the store's counts exact.
 func TestFullConcurrentFlood(t *testing.T) {
 	s, _ := newTest(Config{MaxKeys: 64, Shards: 8})
 	const stops = 16
@@ -710,10 +719,18 @@ func TestFullConcurrentFlood(t *testing.T) {
 	for i := range stops {
 		do(t, s, stop(i))
 	}
-	var refused atomic.Int64
+	var refused, unset atomic.Int64
 	var wg sync.WaitGroup
-	for g := range 8 {
-		wg.Add(1)
+	for g := range 4 {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for i := range 500 {
+				if ok, err := s.MarkOnce(context.Background(), fmt.Sprintf("mark-%d-%d", g, i), time.Minute); err != nil || !ok {
+					unset.Add(1)
+				}
+			}
+		}()
 		go func() {
 			defer wg.Done()
 			for i := range 500 {
@@ -732,9 +749,14 @@ func TestFullConcurrentFlood(t *testing.T) {
 	if n := refused.Load(); n != 0 {
 		t.Errorf("%d flood checks refused, want none", n)
 	}
+	if n := unset.Load(); n != 0 {
+		t.Errorf("%d new marks not set, want none", n)
+	}
 	for i := range stops {
 		if got := peek(t, s, stop(i))[0]; got.Count != 1 {
 			t.Errorf("hard stop %d after the flood: %+v, want kept", i, got)
 		}
 	}
+	checkLen(t, s, "after the flood", 64)
+	checkCounts(t, s)
 }
