@@ -242,7 +242,7 @@ func (c *Client) Check(ctx context.Context, req CheckRequest) (Decision, error) 
 func (c *Client) check(ctx context.Context, req CheckRequest) (Decision, error) {
 	body, err := json.Marshal(wireCheck{
 		Flow: string(req.Flow), Account: req.Account, IP: req.IP, Recipient: req.Recipient,
-		DeviceToken: req.DeviceToken, Cost: req.Cost,
+		DeviceToken: req.DeviceToken, SecretFingerprint: req.SecretFingerprint, Cost: req.Cost,
 	})
 	if err != nil {
 		return Decision{}, fmt.Errorf("client: check: %w", err)
@@ -324,6 +324,7 @@ func parseDecision(a answer, now time.Time) (Decision, bool) {
 		RetryAfter:      time.Duration(w.RetryAfterMS) * time.Millisecond,
 		AttemptID:       w.AttemptID,
 		Degraded:        w.Degraded,
+		RepeatGuess:     w.RepeatGuess,
 		Limits:          limits(w.Limits),
 		Shadow:          make([]ShadowResult, len(w.Shadow)),
 		RateLimitPolicy: a.header.Get("RateLimit-Policy"),
@@ -443,6 +444,7 @@ func (c *Client) AccountStatus(ctx context.Context, account string) (AccountStat
 		Blocked:             w.Blocked,
 		NextAllowed:         time.Duration(w.NextAllowedMS) * time.Millisecond,
 		Limits:              limits(w.Limits),
+		RememberedGuesses:   w.RememberedGuesses,
 	}, nil
 }
 
@@ -630,6 +632,8 @@ type (
 		Recipient   string `json:"recipient,omitempty"`
 		DeviceToken string `json:"device_token,omitempty"`
 		Cost        int    `json:"cost,omitempty"`
+
+		SecretFingerprint string `json:"secret_fingerprint,omitempty"`
 	}
 	wireDecision struct {
 		Decision     *string      `json:"decision"`
@@ -637,6 +641,7 @@ type (
 		RetryAfterMS int64        `json:"retry_after_ms"`
 		AttemptID    string       `json:"attempt_id"`
 		Degraded     bool         `json:"degraded"`
+		RepeatGuess  bool         `json:"repeat_guess"`
 		Limits       []wireLimit  `json:"limits"`
 		Shadow       []wireShadow `json:"shadow"`
 	}
@@ -663,6 +668,7 @@ type (
 		Blocked             bool        `json:"blocked"`
 		NextAllowedMS       int64       `json:"next_allowed_ms"`
 		Limits              []wireLimit `json:"limits"`
+		RememberedGuesses   int64       `json:"remembered_guesses"`
 	}
 	wireReset struct {
 		Account string `json:"account"`

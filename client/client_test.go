@@ -142,6 +142,7 @@ func TestCheckSendsTheContractsRequest(t *testing.T) {
 	reqs := []client.CheckRequest{
 		login,
 		{Flow: client.FlowOTPSend, IP: "2001:db8::1", Recipient: "+15550100000", DeviceToken: "dev", Cost: 3},
+		{Flow: client.FlowLogin, Account: "bob", IP: "203.0.113.8", SecretFingerprint: client.Fingerprint([]byte("k"), []byte("hunter2"))},
 	}
 	for _, r := range reqs {
 		if _, err := c.Check(t.Context(), r); err != nil {
@@ -154,6 +155,8 @@ func TestCheckSendsTheContractsRequest(t *testing.T) {
 			body: map[string]any{"flow": "login", "account": "alice@example.com", "ip": "203.0.113.7"}},
 		{method: "POST", path: "/v1/check", auth: "Bearer secret-token",
 			body: map[string]any{"flow": "otp_send", "ip": "2001:db8::1", "recipient": "+15550100000", "device_token": "dev", "cost": 3.0}},
+		{method: "POST", path: "/v1/check", auth: "Bearer secret-token",
+			body: map[string]any{"flow": "login", "account": "bob", "ip": "203.0.113.8", "secret_fingerprint": client.Fingerprint([]byte("k"), []byte("hunter2"))}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("guardian received\n%+v\nwant\n%+v", got, want)
@@ -168,10 +171,10 @@ func TestCheckReadsGuardiansDecision(t *testing.T) {
 	}{
 		{
 			name: "allow",
-			handler: answer(200, `{"decision":"allow","retry_after_ms":0,"attempt_id":"att-1","degraded":false,
+			handler: answer(200, `{"decision":"allow","retry_after_ms":0,"attempt_id":"att-1","degraded":false,"repeat_guess":true,
 				"limits":[{"rule":"login-account","remaining":4,"reset_ms":60000}],"shadow":[]}`,
 				"RateLimit-Policy", `"login-account";q=5;w=300`, "RateLimit", `"login-account";r=4;t=60`),
-			want: client.Decision{Action: client.Allow, AttemptID: "att-1",
+			want: client.Decision{Action: client.Allow, AttemptID: "att-1", RepeatGuess: true,
 				Limits:          []client.Limit{{Rule: "login-account", Remaining: 4, Reset: time.Minute}},
 				Shadow:          []client.ShadowResult{},
 				RateLimitPolicy: `"login-account";q=5;w=300`, RateLimit: `"login-account";r=4;t=60`},
@@ -594,7 +597,7 @@ func TestAccountStatusAndReset(t *testing.T) {
 	g := newFakeGuardian(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/v1/accounts/status":
-			answer(200, `{"consecutive_failures":100,"blocked":true,"next_allowed_ms":1500,
+			answer(200, `{"consecutive_failures":100,"blocked":true,"next_allowed_ms":1500,"remembered_guesses":2,
 				"limits":[{"rule":"login-hard-stop","remaining":0,"reset_ms":7776000000}]}`)(w, r)
 		case "/v1/accounts/reset":
 			answer(200, `{"reset":true}`)(w, r)
@@ -605,7 +608,7 @@ func TestAccountStatusAndReset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := client.AccountStatus{ConsecutiveFailures: 100, Blocked: true, NextAllowed: 1500 * time.Millisecond,
+	want := client.AccountStatus{ConsecutiveFailures: 100, Blocked: true, NextAllowed: 1500 * time.Millisecond, RememberedGuesses: 2,
 		Limits: []client.Limit{{Rule: "login-hard-stop", Remaining: 0, Reset: 90 * 24 * time.Hour}}}
 	if !reflect.DeepEqual(st, want) {
 		t.Fatalf("AccountStatus() = %+v, want %+v", st, want)

@@ -32,6 +32,12 @@ type CheckRequest struct {
 	// DeviceToken is the token an earlier successful Report returned for
 	// this account on this device.
 	DeviceToken string
+	// SecretFingerprint is Fingerprint(key, secret) of the secret about
+	// to be verified (the password typed). With it guardian charges one
+	// wrong password repeated once, not at every try, and counts one
+	// password sprayed across accounts; the secret itself never leaves
+	// the auth service.
+	SecretFingerprint string
 	// Cost is how many units the check spends on attempt-counting rules;
 	// zero leaves it to guardian, which counts 1.
 	Cost int
@@ -85,6 +91,10 @@ type Decision struct {
 	// Degraded reports that guardian decided at least one rule from its
 	// own store fallback.
 	Degraded bool
+	// RepeatGuess reports that the check's SecretFingerprint was one of
+	// the account's last failed ones: the check cost the account nothing.
+	// The secret must be verified all the same.
+	RepeatGuess bool
 	// Limits are where guardian's enforced rules stand after the check.
 	// They are for the auth service's logs and metrics, never for the end
 	// user.
@@ -158,4 +168,7 @@ type AccountStatus struct {
 	NextAllowed time.Duration
 	// Limits are where the account's rules stand.
 	Limits []Limit
+	// RememberedGuesses is how many failed secret fingerprints guardian
+	// remembers for the account (at most 3, for 24 hours each).
+	RememberedGuesses int64
 }

@@ -77,6 +77,8 @@ export interface AccountStatus {
   blocked: boolean;
   nextAllowedMs: number;
   limits: Limit[];
+  /** Failed secret fingerprints guardian remembers for the account (at most 3, 24 h each). */
+  rememberedGuesses: number;
 }
 
 export interface Rate { burst: number; everyMs: number }

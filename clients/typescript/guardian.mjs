@@ -344,7 +344,8 @@ export class Client {
   /** Where an account stands (admin scope). */
   async accountStatus(account) {
     const w = await this.#admin("GET", "/v1/accounts/status?account=" + encodeURIComponent(account));
-    return { consecutiveFailures: w.consecutive_failures ?? 0, blocked: !!w.blocked, nextAllowedMs: w.next_allowed_ms ?? 0, limits: limits(w.limits) };
+    return { consecutiveFailures: w.consecutive_failures ?? 0, blocked: !!w.blocked, nextAllowedMs: w.next_allowed_ms ?? 0, limits: limits(w.limits),
+      rememberedGuesses: w.remembered_guesses ?? 0 };
   }
 
   /** Lifts the account's hard stop after a verified reset (admin scope). */

@@ -59,6 +59,7 @@ rules:
 				{Rule: "login-account", Key: "account", PerDay: 1445},
 				{Rule: "login-ip", Key: "ip", PerDay: 4350},
 				{Rule: "login-hard-stop", Key: "account", PerDay: 100},
+				{Rule: "login-secret-spray", Key: "secret", PerDay: 1450},
 				{Rule: "otp-send-recipient", Key: "recipient", PerDay: 291},
 				{Rule: "otp-verify-recipient", Key: "recipient", PerDay: 485},
 				{Rule: "login-global-failures", Key: "global", PerDay: 1000},

@@ -14,6 +14,7 @@
 package main
 
 import (
+	"crypto/rand"
 	"crypto/tls"
 	"errors"
 	"flag"
@@ -33,6 +34,22 @@ func main() {
 		fmt.Fprintln(os.Stderr, "loginservice:", err)
 		os.Exit(1)
 	}
+}
+
+// fingerprintKey returns the key of the service's secret fingerprints:
+// $LOGINSERVICE_FINGERPRINT_KEY (at least 32 bytes), or for a demo without
+// it a random key, which changes at every start and so forgets the guesses
+// guardian remembers.
+func fingerprintKey() ([]byte, error) {
+	if k := os.Getenv("LOGINSERVICE_FINGERPRINT_KEY"); k != "" {
+		if len(k) < minFingerprintKey {
+			return nil, fmt.Errorf("LOGINSERVICE_FINGERPRINT_KEY: want %d bytes at least", minFingerprintKey)
+		}
+		return []byte(k), nil
+	}
+	k := make([]byte, minFingerprintKey)
+	_, _ = rand.Read(k) // never fails: crypto/rand crashes the program instead
+	return k, nil
 }
 
 func run(args []string) error {
@@ -73,8 +90,12 @@ func run(args []string) error {
 	if err := users.Add("alice", "correct horse battery staple", "424242", "reset-alice"); err != nil {
 		return err
 	}
+	fpKey, err := fingerprintKey()
+	if err != nil {
+		return err
+	}
 	svc, err := New(Config{
-		Guardian: check, Admin: admin, Users: users,
+		Guardian: check, Admin: admin, Users: users, FingerprintKey: fpKey,
 		Responder: client.Responder{SlowAsInvalid: *uniform},
 	})
 	if err != nil {

@@ -97,7 +97,7 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	svc, err := New(Config{
-		Guardian: check, Admin: admin, Users: users, Logger: quiet,
+		Guardian: check, Admin: admin, Users: users, Logger: quiet, FingerprintKey: testFingerprintKey,
 		ClientIP: func(r *http.Request) string { return r.Header.Get(testIPHeader) },
 	})
 	if err != nil {
@@ -305,4 +305,19 @@ func deviceCookie(t *testing.T, h http.Header) *http.Cookie {
 	}
 	t.Fatalf("no %s cookie in %v", DeviceCookie, h["Set-Cookie"])
 	return nil
+}
+
+// A phone holding last year's password retries it ten times in a row:
+// guardian charges the account once for it, so the owner is not slowed at
+// the sixth try as a guesser would be, and logs in with the right password
+// at once. Each retry is still verified, and still wrong. (The retries do
+// count on login-secret-spray: a device retrying faster than once a minute
+// past ten tries would meet a challenge.)
+func TestStalePasswordIsChargedOnce(t *testing.T) {
+	w := newWorld(t)
+	phone := w.browser(t, "198.51.100.9")
+	for i := range 10 {
+		phone.login("last year's password").want(t, fmt.Sprintf("stale retry %d", i+1), http.StatusUnauthorized, wrong)
+	}
+	phone.login(ownerSecret).want(t, "the owner with the right password", http.StatusOK, loggedIn)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -12,6 +13,9 @@ import (
 
 	"github.com/guardian-sec/guardian/client"
 )
+
+// minFingerprintKey is the shortest Config.FingerprintKey.
+const minFingerprintKey = 32
 
 // DeviceCookie is the cookie holding guardian's device token. It is
 // HttpOnly (no script reads it), Secure and SameSite=Strict.
@@ -31,6 +35,11 @@ type Config struct {
 	Admin *client.Client
 	// Users is the user table. Required.
 	Users *Users
+	// FingerprintKey keys the secret fingerprints sent with each login
+	// (client.Fingerprint): the service's own secret, at least 32 random
+	// bytes, the same on every instance, never guardian's signing key.
+	// Required.
+	FingerprintKey []byte
 	// ClientIP returns the end user's address. Nil means the host of the
 	// request's RemoteAddr: right for a service reached directly. Behind a
 	// proxy, read the address the proxy sets, and only from that proxy: an
@@ -56,6 +65,9 @@ type Service struct {
 func New(cfg Config) (*Service, error) {
 	if cfg.Guardian == nil || cfg.Admin == nil || cfg.Users == nil {
 		return nil, errors.New("loginservice: Guardian, Admin and Users are required")
+	}
+	if len(cfg.FingerprintKey) < minFingerprintKey {
+		return nil, fmt.Errorf("loginservice: FingerprintKey: want %d bytes at least, got %d", minFingerprintKey, len(cfg.FingerprintKey))
 	}
 	if cfg.ClientIP == nil {
 		cfg.ClientIP = remoteHost
@@ -115,6 +127,10 @@ func (s *Service) login(c *gin.Context) {
 		Account:     req.Username,
 		IP:          s.cfg.ClientIP(c.Request),
 		DeviceToken: device,
+		// The password never leaves the service: guardian sees only
+		// whether this guess was tried before, on this account or on
+		// others. It must be verified all the same, repeat or not.
+		SecretFingerprint: client.Fingerprint(s.cfg.FingerprintKey, []byte(req.Password)),
 	})
 	if err != nil {
 		// guardian refused the request itself (a bug here, a bad token):

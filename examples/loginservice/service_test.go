@@ -75,6 +75,9 @@ const (
 	invalidBody   = `{"error":"invalid_credentials","next":"retry"}`
 )
 
+// testFingerprintKey is the service's fingerprint key in tests.
+var testFingerprintKey = []byte("the login service's test fingerprint key")
+
 func newTestService(t *testing.T, g *scriptedGuardian, policy client.Policy, r client.Responder) *Service {
 	t.Helper()
 	c, err := client.New(client.Config{BaseURL: g.URL, Tokens: client.StaticToken("check"), OnUnavailable: policy, Timeout: 5 * time.Second})
@@ -92,7 +95,7 @@ func newTestService(t *testing.T, g *scriptedGuardian, policy client.Policy, r c
 	if err := users.Add("alice", "right", "424242", "reset-alice"); err != nil {
 		t.Fatal(err)
 	}
-	svc, err := New(Config{Guardian: c, Admin: admin, Users: users, Responder: r, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	svc, err := New(Config{Guardian: c, Admin: admin, Users: users, Responder: r, FingerprintKey: testFingerprintKey, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +181,8 @@ func TestLogin(t *testing.T) {
 				if err := json.Unmarshal([]byte(tt.body), &sent); err != nil {
 					t.Fatal(err)
 				}
-				want := []map[string]any{{"flow": "login", "account": sent.Username, "ip": "203.0.113.7", "device_token": "dev-old"}}
+				want := []map[string]any{{"flow": "login", "account": sent.Username, "ip": "203.0.113.7", "device_token": "dev-old",
+					"secret_fingerprint": client.Fingerprint(testFingerprintKey, []byte(sent.Password))}}
 				if !reflect.DeepEqual(checks, want) {
 					t.Errorf("checks = %v, want %v", checks, want)
 				}

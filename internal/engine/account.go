@@ -22,6 +22,10 @@ type AccountStatus struct {
 	// Limits are the account's enforced rate and consecutive-failure rules,
 	// in file order, as a check would find them.
 	Limits []Limit
+	// RememberedGuesses is how many failed guesses the account
+	// remembers (guess.go): a check repeating one of them spends nothing
+	// on the account's rules.
+	RememberedGuesses int64
 }
 
 // Status reports where account stands, without spending anything: the rules
@@ -35,13 +39,13 @@ func (e *Engine) Status(ctx context.Context, account string) (AccountStatus, err
 	}
 	rs := loginlimits.StatusRules(e.rules.Load())
 	st := AccountStatus{Limits: make([]Limit, 0, len(rs))}
-	if len(rs) == 0 {
-		return st, nil
-	}
-	ops := make([]store.Op, len(rs))
+	ops := make([]store.Op, len(rs), len(rs)+1)
 	for i, r := range rs {
 		ops[i] = opFor(r, subject, 1)
 	}
+	// The memory of guesses is read with a guess of its own: only how
+	// many it holds matters.
+	ops = append(ops, guessesOp(subject, 1, 0))
 	res := make([]store.Result, len(ops))
 	if err := e.store.Peek(ctx, ops, res); err != nil {
 		return AccountStatus{}, fmt.Errorf("engine: store: %w", err)
@@ -49,23 +53,21 @@ func (e *Engine) Status(ctx context.Context, account string) (AccountStatus, err
 	for i, r := range rs {
 		st.Limits = append(st.Limits, Limit{Rule: r.Name, Remaining: res[i].Remaining, Reset: res[i].ResetAfter})
 	}
-	ls := loginlimits.ReadStatus(rs, res)
+	st.RememberedGuesses = res[len(rs)].Count
+	ls := loginlimits.ReadStatus(rs, res[:len(rs)])
 	st.ConsecutiveFailures, st.Blocked, st.NextAllowed = ls.ConsecutiveFailures, ls.Blocked, ls.NextAllowed
 	return st, nil
 }
 
 // Reset clears the account's hard stop and its account counters
-// (loginlimits.ResetKeys), after the account's owner proved themselves
-// through a verified channel.
+// (loginlimits.ResetKeys), and forgets its remembered guesses, after the
+// account's owner proved themselves through a verified channel.
 func (e *Engine) Reset(ctx context.Context, account string) error {
 	subject, err := e.accountSubject(account)
 	if err != nil {
 		return err
 	}
-	ks := loginlimits.ResetKeys(e.rules.Load(), subject)
-	if len(ks) == 0 {
-		return nil
-	}
+	ks := append(loginlimits.ResetKeys(e.rules.Load(), subject), guessesKey(subject))
 	// Whether the reset ends a hard stop, for Events: one more store call,
 	// on an admin call.
 	var blocked bool

@@ -21,6 +21,9 @@ type CheckRequest struct {
 	IP          string
 	Recipient   string
 	DeviceToken string
+	// SecretFingerprint is the auth service's keyed hash of the secret
+	// the check guesses (CheckFingerprint); it is never stored or logged.
+	SecretFingerprint string
 	// Cost is the units the check spends on rate rules, 1 to MaxCost;
 	// 0 means 1.
 	Cost int64
@@ -46,6 +49,10 @@ type Decision struct {
 	// Quota is the most constraining enforced rate rule, for the RateLimit
 	// headers; nil when no rate rule applied.
 	Quota *Quota
+	// RepeatGuess reports that the account remembered the check's guess
+	// as one of its last failed ones: the check spent nothing on the
+	// account's own rules (guess.go).
+	RepeatGuess bool
 }
 
 // Limit is where one rule stands after a check.
@@ -87,7 +94,13 @@ func (e *Engine) Check(ctx context.Context, req CheckRequest) (Decision, error) 
 		cost = 1
 	}
 	now := e.now()
+	if req.SecretFingerprint != "" {
+		ids.Guess = e.guesser.Guess(req.SecretFingerprint)
+	}
 	subj := e.resolve(ids, req.DeviceToken, now)
+	if ids.Guess != 0 && subj.account != "" {
+		subj.guess = e.guesser.AccountGuess(subj.account, ids.Guess)
+	}
 
 	p := getPlan()
 	defer p.release()
@@ -104,6 +117,7 @@ func (e *Engine) Check(ctx context.Context, req CheckRequest) (Decision, error) 
 			p.add(r, subject, cost)
 		}
 	}
+	addGuess(p, req.Flow, &subj)
 	e.holdUnconfirmed(p.ops)
 	res := p.results()
 	if len(p.ops) > 0 {
@@ -112,6 +126,9 @@ func (e *Engine) Check(ctx context.Context, req CheckRequest) (Decision, error) 
 		}
 	}
 	e.decide(p, res, &d)
+	if g := guessOf(p, res); g != nil {
+		d.RepeatGuess = g.Repeat
+	}
 	if d.Action.Severity() < rules.Slow.Severity() {
 		at := tokens.Attempt{
 			Issued:  now,
@@ -128,6 +145,7 @@ func (e *Engine) Check(ctx context.Context, req CheckRequest) (Decision, error) 
 			}
 		}
 		p.refunds = reservations(p.refunds[:0], req.Flow, p, res)
+		p.refunds = guessRefund(p.refunds, p)
 		at.Refunds = p.refunds
 		id, err := e.attempts.Seal(at)
 		if err != nil {
@@ -144,7 +162,8 @@ func (e *Engine) Check(ctx context.Context, req CheckRequest) (Decision, error) 
 }
 
 // plan is the batch of store ops one check evaluates, with the rule and
-// subject behind each op, and room for the store's results and the check's
+// subject behind each op (the ops may end with one more, on the account's
+// memory of guesses, which no rule is behind: addGuess), and room for the store's results and the check's
 // reservations. Plans are reused through a pool, so a check allocates none:
 // nothing a check returns points into its plan, and a store keeps neither
 // ops nor results once its call has returned.

@@ -111,6 +111,7 @@ type Engine struct {
 	rules     *rules.Holder
 	store     store.Store
 	hasher    *keys.Hasher
+	guesser   *keys.Guesser
 	norm      *keys.Normalizer
 	attempts  *tokens.Attempts
 	login     *loginlimits.Policy
@@ -135,6 +136,7 @@ func New(cfg Config) *Engine {
 		rules:     cfg.Rules,
 		store:     cfg.Store,
 		hasher:    keys.NewHasher(hashKey),
+		guesser:   keys.NewGuesser(hashKey),
 		norm:      cfg.Normalizer,
 		attempts:  tokens.NewAttempts(cfg.Key, cfg.PreviousKeys...).WithTTL(cfg.AttemptTTL),
 		aggregate: cfg.Aggregate,

@@ -87,14 +87,14 @@ func (e *Engine) Report(ctx context.Context, attemptID string, outcome Outcome) 
 	return ReportResult{DeviceToken: tok}, nil
 }
 
-// holdUnconfirmed caps each Counter op's Hold at twice the attempt TTL: a
-// count that only unreported checks made is kept that long past the last of
-// them, and a failure report confirms it for longer
-// (loginlimits.ConfirmedHold).
+// holdUnconfirmed caps each Counter and Guesses op's Hold at twice the
+// attempt TTL: a count or a guess that only unreported checks made is kept
+// that long past the last of them, and a failure report confirms it for
+// longer (loginlimits.ConfirmedHold, guessHold).
 func (e *Engine) holdUnconfirmed(ops []store.Op) {
 	most := 2 * e.attempts.TTL()
 	for i := range ops {
-		if ops[i].Kind == store.Counter {
+		if ops[i].Kind == store.Counter || ops[i].Kind == store.Guesses {
 			ops[i].Hold = min(ops[i].Hold, most)
 		}
 	}

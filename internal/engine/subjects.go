@@ -25,6 +25,11 @@ type Identifiers struct {
 	// Recipient is the normalised recipient (keys.Normalizer.Recipient),
 	// "" when absent.
 	Recipient string
+	// Guess is 64 bits of guardian's keyed hash of the check's
+	// secret_fingerprint (keys.Guesser), 0 when absent. Normalise only
+	// validates the fingerprint: the engine hashes it, and nothing else
+	// ever sees it.
+	Guess uint64
 }
 
 // The account+ip pair counts an IPv4 client by its address and an IPv6
@@ -60,6 +65,10 @@ func (ids *Identifiers) Key(r *rules.Rule) keys.Key {
 		}
 	case rules.KeyGlobal:
 		return keys.Key{Kind: kind}
+	case rules.KeySecret:
+		if ids.Guess != 0 {
+			return keys.GuessKey(ids.Guess)
+		}
 	}
 	return keys.Key{}
 }
@@ -121,6 +130,11 @@ func (req *CheckRequest) Normalise(n *keys.Normalizer) (Identifiers, error) {
 	case otp.NeedsRecipient(req.Flow):
 		return ids, fmt.Errorf("%w: recipient: required for flow %s", ErrMissingField, req.Flow)
 	}
+	if req.SecretFingerprint != "" {
+		if err := CheckFingerprint(req.SecretFingerprint); err != nil {
+			return ids, err
+		}
+	}
 	return ids, nil
 }
 
@@ -164,8 +178,11 @@ type subjects struct {
 	// the attempt and device tokens are bound to. device is the id of a
 	// valid device token for it, "" when the check is untrusted.
 	account, device string
-	hashed          [planCap]hashedKey
-	n               int
+	// guess is what the account's memory holds for the check's guess
+	// (keys.Guesser.AccountGuess); 0 without an account or a guess.
+	guess  uint64
+	hashed [planCap]hashedKey
+	n      int
 }
 
 // hashedKey is a key and its subject.

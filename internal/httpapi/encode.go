@@ -57,6 +57,8 @@ func appendCheck(b []byte, d *engine.Decision) []byte {
 	}
 	b = append(b, `,"degraded":`...)
 	b = strconv.AppendBool(b, d.Degraded)
+	b = append(b, `,"repeat_guess":`...)
+	b = strconv.AppendBool(b, d.RepeatGuess)
 	b = append(b, `,"limits":[`...)
 	for i, l := range d.Limits {
 		if i > 0 {

@@ -29,6 +29,7 @@ type refCheck struct {
 	RetryAfterMS int64       `json:"retry_after_ms"`
 	AttemptID    string      `json:"attempt_id,omitempty"`
 	Degraded     bool        `json:"degraded"`
+	RepeatGuess  bool        `json:"repeat_guess"`
 	Limits       []refLimit  `json:"limits"`
 	Shadow       []refShadow `json:"shadow"`
 }
@@ -42,6 +43,7 @@ func refCheckJSON(tb testing.TB, d *engine.Decision) string {
 		RetryAfterMS: millis(d.RetryAfter),
 		AttemptID:    d.AttemptID,
 		Degraded:     d.Degraded,
+		RepeatGuess:  d.RepeatGuess,
 		Limits:       make([]refLimit, len(d.Limits)),
 		Shadow:       make([]refShadow, len(d.Shadow)),
 	}
@@ -61,7 +63,7 @@ func refCheckJSON(tb testing.TB, d *engine.Decision) string {
 func TestAppendCheckMatchesEncodingJSON(t *testing.T) {
 	for _, d := range []engine.Decision{
 		{Action: rules.Allow},
-		{Action: rules.Allow, AttemptID: "AQID_-x", Limits: []engine.Limit{{Rule: "login-account", Remaining: 4, Reset: 12*time.Second + time.Microsecond}}},
+		{Action: rules.Allow, AttemptID: "AQID_-x", RepeatGuess: true, Limits: []engine.Limit{{Rule: "login-account", Remaining: 4, Reset: 12*time.Second + time.Microsecond}}},
 		{
 			Action: rules.Slow, Rule: "login-account", RetryAfter: 41 * time.Second, Degraded: true,
 			Limits: []engine.Limit{{Rule: "login-account", Reset: 41 * time.Second}, {Rule: "login-ip", Remaining: 29, Reset: -time.Second}},

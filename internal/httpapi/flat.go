@@ -178,6 +178,8 @@ func (r *checkRequest) set(key, val string, str bool) bool {
 		return setString(&r.Recipient, &r.slots[3], val, str)
 	case "device_token":
 		return setString(&r.DeviceToken, &r.slots[4], val, str)
+	case "secret_fingerprint":
+		return setString(&r.SecretFingerprint, &r.slots[5], val, str)
 	case "cost":
 		return setInt(&r.Cost, &r.cost, val, str)
 	}

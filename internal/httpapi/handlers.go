@@ -23,9 +23,11 @@ type checkRequest struct {
 	DeviceToken *string `json:"device_token"`
 	Cost        *int64  `json:"cost"`
 
+	SecretFingerprint *string `json:"secret_fingerprint"`
+
 	// slots and cost hold what the fields point at when parseFlat read the
 	// body.
-	slots [5]string
+	slots [6]string
 	cost  int64
 }
 
@@ -153,6 +155,9 @@ func checkFromBody(c *gin.Context, n *keys.Normalizer) (engine.CheckRequest, err
 	if body.DeviceToken != nil {
 		req.DeviceToken = *body.DeviceToken
 	}
+	if req.SecretFingerprint, err = optional(body.SecretFingerprint, "secret_fingerprint"); err != nil {
+		return req, err
+	}
 	if body.Cost != nil {
 		// Only an absent cost is the default: a cost given is 1 to
 		// MaxCost, 0 included.
@@ -268,6 +273,7 @@ func (a *API) accountStatus(c *gin.Context) {
 		"blocked":              st.Blocked,
 		"next_allowed_ms":      millis(st.NextAllowed),
 		"limits":               limitsJSON(st.Limits),
+		"remembered_guesses":   st.RememberedGuesses,
 	})
 }
 

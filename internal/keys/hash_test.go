@@ -164,3 +164,28 @@ func TestStoreKey(t *testing.T) {
 		t.Errorf("StoreKey %q does not start with KeyPrefix %q", got, KeyPrefix)
 	}
 }
+
+func TestGuess(t *testing.T) {
+	g := NewGuesser(testKey(t, 1))
+	other := NewGuesser(testKey(t, 2))
+	a, b := "fingerprint-of-winter2026", "fingerprint-of-summer2026"
+	if first, again := g.Guess(a), g.Guess(a); first != again {
+		t.Error("one fingerprint, two guesses")
+	}
+	if g.Guess(a) == g.Guess(b) {
+		t.Error("two fingerprints, one guess")
+	}
+	if g.Guess(a) == other.Guess(a) {
+		t.Error("one guess under two keys: the key does not reach the hash")
+	}
+	if g.Guess(a) == 0 {
+		t.Error("guess 0")
+	}
+	if x, y := g.AccountGuess("alice", g.Guess(a)), g.AccountGuess("bob", g.Guess(a)); x == y || x == g.Guess(a) || x != g.AccountGuess("alice", g.Guess(a)) {
+		t.Errorf("AccountGuess: alice %x, bob %x, shared %x: want one per account, stable, unlike the shared one", x, y, g.Guess(a))
+	}
+	k := GuessKey(g.Guess(a))
+	if k.Kind != KindSecret || strings.Contains(k.ID, a[:9]) {
+		t.Errorf("GuessKey = %+v", k)
+	}
+}

@@ -54,12 +54,12 @@ func ConfirmedHold(hold time.Duration, limit, count int64) time.Duration {
 
 // Confirmations returns the store refunds of a failure report of at: each
 // consecutive-failure count its check spent, confirmed and so kept for its
-// ConfirmedHold, on the store that took it. It returns nil when the check
-// counted none.
+// ConfirmedHold, and the guess it made, kept as a failed guess, on the store
+// that took them. It returns nil when the check counted none.
 func Confirmations(at *tokens.Attempt) []store.Refund {
 	var out []store.Refund
 	for _, r := range at.Refunds {
-		if r.Kind == store.Counter {
+		if r.Kind == store.Counter || r.Kind == store.Guesses {
 			r.Confirm = true
 			out = append(out, r)
 		}

@@ -84,6 +84,8 @@ func (r *Rule) subject() string {
 		return fmt.Sprintf("IPv4 /%d or IPv6 /%d", r.IPv4Prefix, r.IPv6Prefix)
 	case KeyAccountIP:
 		return "account and address"
+	case KeySecret:
+		return "guessed secret (secret_fingerprint), across all accounts,"
 	}
 	return string(r.Key)
 }

@@ -131,6 +131,7 @@ func ExampleSet_Explain() {
 	// login-account: 1445 a day
 	// login-ip: 4350 a day
 	// login-hard-stop: 100 a day
+	// login-secret-spray: 1450 a day
 	// otp-send-recipient: 291 a day
 	// otp-verify-recipient: 485 a day
 	// login-global-failures: 1000 a day

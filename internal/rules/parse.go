@@ -485,7 +485,7 @@ func (p *parser) flows(f field) []Flow {
 
 // The values of the enumerated fields, in the contract's order.
 var (
-	keys        = []Key{KeyAccount, KeyIP, KeyAccountIP, KeyRecipient, KeyGlobal}
+	keys        = []Key{KeyAccount, KeyIP, KeyAccountIP, KeyRecipient, KeyGlobal, KeySecret}
 	types       = []Type{Rate, ConsecutiveFailures, FailureRate}
 	counts      = []Count{Failures, Attempts}
 	actions     = []Action{Slow, Block, Challenge}

@@ -116,9 +116,9 @@ func TestParseErrors(t *testing.T) {
 		{"flows nested list", ruleFile(with(rateFields, "flows: [[login]]")...), []string{"f.yaml:4: flows: got a list, want login, password_reset, otp_send or otp_verify"}},
 		{"flows duplicate", ruleFile(with(rateFields, "flows:\n      - login\n      - otp_send\n      - login")...), []string{"f.yaml:7: flows: login is listed twice"}},
 
-		{"key missing", ruleFile(without(rateFields, "key")...), []string{"f.yaml:3: key: required, want one of account, ip, account+ip, recipient or global"}},
-		{"key unknown", ruleFile(with(rateFields, "key: email")...), []string{`f.yaml:5: key: got "email", want account, ip, account+ip, recipient or global`}},
-		{"key empty", ruleFile(with(rateFields, "key:")...), []string{"f.yaml:5: key: got nothing, want account, ip, account+ip, recipient or global"}},
+		{"key missing", ruleFile(without(rateFields, "key")...), []string{"f.yaml:3: key: required, want one of account, ip, account+ip, recipient, global or secret"}},
+		{"key unknown", ruleFile(with(rateFields, "key: email")...), []string{`f.yaml:5: key: got "email", want account, ip, account+ip, recipient, global or secret`}},
+		{"key empty", ruleFile(with(rateFields, "key:")...), []string{"f.yaml:5: key: got nothing, want account, ip, account+ip, recipient, global or secret"}},
 		{"type missing", ruleFile(without(rateFields, "type")...), []string{
 			"f.yaml:3: type: required, want one of rate, consecutive_failures or failure_rate",
 		}},
@@ -392,6 +392,8 @@ func TestDefault(t *testing.T) {
 			IPv4Prefix: 32, IPv6Prefix: 64},
 		{Name: "login-hard-stop", Flows: []Flow{Login}, Key: KeyAccount, Type: ConsecutiveFailures,
 			Limit: 100, Action: Block, Mode: Enforce, OnStoreError: Local, Hold: 90 * day},
+		{Name: "login-secret-spray", Flows: []Flow{Login}, Key: KeySecret, Type: Rate, Count: Failures,
+			Limit: 10, Per: 10 * minute, Burst: 10, Action: Challenge, Mode: Enforce, OnStoreError: Local},
 		{Name: "otp-send-recipient", Flows: []Flow{OTPSend}, Key: KeyRecipient, Type: Rate, Count: Attempts,
 			Limit: 3, Per: 15 * minute, Burst: 3, Action: Slow, Mode: Enforce, OnStoreError: Local},
 		{Name: "otp-verify-recipient", Flows: []Flow{OTPVerify}, Key: KeyRecipient, Type: Rate, Count: Failures,

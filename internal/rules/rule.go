@@ -43,6 +43,10 @@ const (
 	KeyAccountIP Key = "account+ip"
 	KeyRecipient Key = "recipient"
 	KeyGlobal    Key = "global"
+	// KeySecret counts a guessed secret across every account: the
+	// check's secret_fingerprint. A rule keyed by it applies only to
+	// checks that carry one.
+	KeySecret Key = "secret"
 )
 
 // Type is a rule's algorithm.

@@ -229,6 +229,8 @@ func TestOpenAPIRealAnswersWithDefaultRules(t *testing.T) {
 		{name: "missing_field recipient", method: "POST", path: "/v1/check", body: text(`{"flow": "otp_send", "ip": "203.0.113.7"}`), bearer: withCheck, wantStatus: 400, wantCode: "missing_field"},
 		{name: "invalid_field cost", method: "POST", path: "/v1/check", body: text(`{"flow": "login", "ip": "203.0.113.7", "cost": 1001}`), bearer: withCheck, wantStatus: 400, wantCode: "invalid_field"},
 		{name: "invalid_field empty account", method: "POST", path: "/v1/check", body: text(`{"flow": "login", "ip": "203.0.113.7", "account": ""}`), bearer: withCheck, wantStatus: 400, wantCode: "invalid_field"},
+		{name: "invalid_field short secret_fingerprint", method: "POST", path: "/v1/check", body: text(`{"flow": "login", "ip": "203.0.113.7", "account": "a", "secret_fingerprint": "too-short"}`), bearer: withCheck, wantStatus: 400, wantCode: "invalid_field"},
+		{name: "invalid_field secret_fingerprint not base64url", method: "POST", path: "/v1/check", body: text(`{"flow": "login", "ip": "203.0.113.7", "account": "a", "secret_fingerprint": "aaaaaaaaaaaaaaaa+/=="}`), bearer: withCheck, wantStatus: 400, wantCode: "invalid_field"},
 		{name: "unknown_flow", method: "POST", path: "/v1/check", body: text(`{"flow": "signup", "ip": "203.0.113.7"}`), bearer: withCheck, wantStatus: 400, wantCode: "unknown_flow"},
 		{name: "invalid_ip", method: "POST", path: "/v1/check", body: text(`{"flow": "login", "ip": "300.1.1.1"}`), bearer: withCheck, wantStatus: 400, wantCode: "invalid_ip"},
 		{name: "invalid_recipient", method: "POST", path: "/v1/check", body: text(`{"flow": "otp_send", "ip": "203.0.113.7", "recipient": "12"}`), bearer: withCheck, wantStatus: 400, wantCode: "invalid_recipient"},
@@ -249,8 +251,8 @@ func TestOpenAPIRealAnswersWithDefaultRules(t *testing.T) {
 			wantStatus: 200,
 			then: func(t *testing.T, _ *httptest.ResponseRecorder, body map[string]any) {
 				rs, _ := body["rules"].([]any)
-				if body["source"] != "builtin" || len(rs) != 6 {
-					t.Errorf("got source %v with %d rules, want builtin with 6", body["source"], len(rs))
+				if body["source"] != "builtin" || len(rs) != 7 {
+					t.Errorf("got source %v with %d rules, want builtin with 7", body["source"], len(rs))
 				}
 			},
 		},

@@ -30,7 +30,20 @@ const (
 	// plus Cost stays at or below Limit. Each spend keeps the key for Hold
 	// at least; a confirming Refund keeps it longer.
 	Counter
+	// Guesses is an account's memory of its last failed guesses: up to
+	// Limit guesses (Guess values), each remembered for Hold at least from
+	// the last check that made it, and longer once a confirming Refund
+	// keeps it. An op finds whether its Guess is remembered
+	// (Result.Repeat) and never denies the batch. When the batch is spent,
+	// a Cost of 1 records the guess as the most recent, forgetting the
+	// oldest beyond Limit. When it finds its guess remembered, every
+	// FreeOnRepeat op of the batch is evaluated and not spent. A batch
+	// holds at most one Guesses op.
+	Guesses
 )
+
+// MaxGuesses is the most guesses a Guesses op may remember (its Limit).
+const MaxGuesses = 8
 
 // Op is one limit to evaluate for a check. The zero value is not a valid Op.
 type Op struct {
@@ -64,6 +77,15 @@ type Op struct {
 	// fail-closed wrapper (package failclosed) decides by them.
 	Rule    string
 	OnError OnError
+
+	// Guess is the guess a Guesses op looks for and records: a keyed hash
+	// of a guessed secret, never the secret. Guesses only; never 0.
+	Guess uint64
+	// FreeOnRepeat ops are what a repeated guess does not pay for: when
+	// the batch's Guesses op finds its guess remembered, the op is
+	// evaluated as usual (it still denies when its cost does not fit) and
+	// not spent.
+	FreeOnRepeat bool
 }
 
 // OnError is what the fail-closed wrapper does with an op when the store
@@ -101,6 +123,11 @@ type Result struct {
 	// Degraded reports that the op was decided by the fail-closed
 	// fallback, not by the store itself.
 	Degraded bool
+	// Repeat reports that a Guesses op found its guess remembered. For a
+	// Guesses op, Count is how many guesses it found remembered and
+	// ResetAfter how long until the last of those is forgotten: what a
+	// Peek of the account's memory reads.
+	Repeat bool
 }
 
 // Refund gives back what a check spent, once its attempt proved legitimate.
@@ -110,12 +137,17 @@ type Refund struct {
 	// Amount is given back from a Rate key's arrival time (Cost×Interval);
 	// the key never goes below full. A Counter is reset, unless Confirm is
 	// set: then its count stays and it is kept for at least Amount from now.
+	// A Guesses key is forgotten, every guess of it, unless Confirm is
+	// set: then its Guess is remembered for at least Amount from now.
 	Amount time.Duration
 	// Confirm, on a Counter, records that the failures it counts were
 	// reported: the key keeps its count and lives for Amount at least, so
 	// that confirmed state outlasts what only unreported checks left.
+	// On a Guesses key, it records that Guess failed: kept for Amount.
 	// Ignored for a Rate.
 	Confirm bool
+	// Guess is the guess a confirming Guesses refund keeps. Guesses only.
+	Guess uint64
 	// Local reports that the fail-closed fallback made the spend, so the
 	// wrapper gives it back there. Stores ignore it.
 	Local bool
@@ -147,8 +179,9 @@ type Store interface {
 }
 
 // ErrBadBatch reports ops that no store can evaluate: an unknown kind, a
-// non-positive interval, burst or limit, a negative cost, or len(res) !=
-// len(ops). It is a programming error in the caller, never a store failure.
+// non-positive interval, burst or limit, a negative cost, a Guesses op with
+// a cost above 1, a zero guess, a limit above MaxGuesses or a second one in
+// its batch, or len(res) != len(ops). It is a programming error in the caller, never a store failure.
 var ErrBadBatch = errors.New("store: bad batch")
 
 // ErrFull reports that a bounded store has no room for a new key, even after
@@ -163,11 +196,13 @@ var ErrFull = errors.New("store: full")
 var ErrBadReply = errors.New("store: bad reply")
 
 // ValidateRefunds checks refunds for what ErrBadBatch names: an empty key,
-// a negative amount or an unknown kind.
+// a negative amount, an unknown kind or a confirming Guesses refund without
+// a guess.
 func ValidateRefunds(refunds []Refund) error {
 	for i := range refunds {
 		r := &refunds[i]
-		if r.Key == "" || r.Amount < 0 || (r.Kind != Rate && r.Kind != Counter) {
+		if r.Key == "" || r.Amount < 0 || (r.Kind != Rate && r.Kind != Counter && r.Kind != Guesses) ||
+			(r.Kind == Guesses && r.Confirm && r.Guess == 0) {
 			return fmt.Errorf("refund %d: %w", i, ErrBadBatch)
 		}
 	}
@@ -180,6 +215,7 @@ func Validate(ops []Op, res []Result) error {
 	if len(ops) != len(res) {
 		return ErrBadBatch
 	}
+	guesses := 0
 	for i := range ops {
 		op := &ops[i]
 		if op.Key == "" || op.Cost < 0 {
@@ -194,9 +230,26 @@ func Validate(ops []Op, res []Result) error {
 			if op.Limit <= 0 || op.Hold <= 0 {
 				return ErrBadBatch
 			}
+		case Guesses:
+			guesses++
+			if op.Limit <= 0 || op.Limit > MaxGuesses || op.Hold <= 0 || op.Cost > 1 || op.Guess == 0 || guesses > 1 {
+				return ErrBadBatch
+			}
 		default:
 			return ErrBadBatch
 		}
 	}
 	return nil
+}
+
+// RepeatOf returns the index of the Guesses op of ops and whether res says
+// it found its guess remembered; -1 when ops has none. Stores call it to
+// know which FreeOnRepeat ops a batch spends.
+func RepeatOf(ops []Op, res []Result) (int, bool) {
+	for i := range ops {
+		if ops[i].Kind == Guesses {
+			return i, res[i].Repeat
+		}
+	}
+	return -1, false
 }

@@ -82,9 +82,11 @@ type Attempt struct {
 	// consecutive-failure count to its limit: a failure report of it puts
 	// the account in a hard stop.
 	HardStop bool
-	// Refunds are given back on a success report: Rate and Counter
-	// refunds only. Local is not sealed: Open sets it to Fallback, since
-	// the store that took a check's spends is the one to give them back.
+	// Refunds are given back on a success report: Rate, Counter and
+	// Guesses refunds (a Guesses refund with its Guess, which a failure
+	// report confirms). Confirm is not sealed either. Local is not sealed:
+	// Open sets it to Fallback, since the store that took a check's spends
+	// is the one to give them back.
 	Refunds []store.Refund
 }
 
@@ -198,7 +200,7 @@ func (a *Attempts) Seal(at Attempt) (string, error) {
 		if r.Amount < 0 {
 			return "", errAttemptAmount
 		}
-		if r.Kind != store.Rate && r.Kind != store.Counter {
+		if _, ok := refundKinds[r.Kind]; !ok {
 			return "", errAttemptKind
 		}
 	}
@@ -222,12 +224,11 @@ func (a *Attempts) Seal(at Attempt) (string, error) {
 	b = binary.AppendUvarint(b, uint64(len(at.Refunds)))
 	for _, r := range at.Refunds {
 		b = appendString(b, r.Key)
-		var counter byte
-		if r.Kind == store.Counter {
-			counter = 1
-		}
-		b = append(b, counter)
+		b = append(b, refundKinds[r.Kind])
 		b = binary.AppendUvarint(b, uint64(r.Amount))
+		if r.Kind == store.Guesses {
+			b = binary.BigEndian.AppendUint64(b, r.Guess)
+		}
 	}
 	if len(b) > maxRawAttempt-attemptTagLen {
 		st.keep(b, nil)
@@ -314,10 +315,15 @@ func parseAttempt(p, scratch []byte) (Attempt, error) {
 				f.Kind = store.Rate
 			case 1:
 				f.Kind = store.Counter
+			case 2:
+				f.Kind = store.Guesses
 			default:
 				r.bad = true
 			}
 			f.Amount = time.Duration(r.uvarint(math.MaxInt64))
+			if f.Kind == store.Guesses {
+				f.Guess = r.uint64()
+			}
 		}
 	}
 	if r.bad || len(r.b) != 0 {
@@ -325,6 +331,10 @@ func parseAttempt(p, scratch []byte) (Attempt, error) {
 	}
 	return at, nil
 }
+
+// refundKinds are the kinds of refund an attempt carries, and the byte
+// each is sealed as.
+var refundKinds = map[store.Kind]byte{store.Rate: 0, store.Counter: 1, store.Guesses: 2}
 
 // reader reads the fields of a payload. The first problem sets bad, and
 // every later read returns a zero value.
@@ -347,6 +357,17 @@ func (r *reader) byte() byte {
 	c := r.b[0]
 	r.skip(1)
 	return c
+}
+
+// uint64 reads 8 bytes, big-endian.
+func (r *reader) uint64() uint64 {
+	if r.bad || len(r.b) < 8 {
+		r.bad = true
+		return 0
+	}
+	v := binary.BigEndian.Uint64(r.b)
+	r.skip(8)
+	return v
 }
 
 // uvarint reads a minimally encoded uvarint of at most limit.

@@ -59,6 +59,8 @@ type fleetConfig struct {
 	logger *slog.Logger
 	// redis holds the Redis connection files (TLS, password).
 	redis redisstore.Options
+	// decisionLog, when set, receives every instance's decision log.
+	decisionLog io.Writer
 }
 
 // startFleet starts n instances on cfg, stopped when the test ends.
@@ -93,6 +95,7 @@ func startFleet(t *testing.T, n int, cfg fleetConfig) []*instance {
 		if cfg.now != nil {
 			sc.Now = cfg.now(i)
 		}
+		sc.DecisionLog = cfg.decisionLog
 		srv, err := server.New(sc)
 		if err != nil {
 			t.Fatalf("instance %d: %v", i, err)

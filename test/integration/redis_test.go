@@ -3,12 +3,16 @@ package integration
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	guardianclient "github.com/guardian-sec/guardian/client"
 	"github.com/guardian-sec/guardian/internal/redistest"
 )
 
@@ -185,23 +189,49 @@ rules:
 	})
 }
 
+// TestNoPersonalDataInRedis: no account, address, recipient or secret
+// fingerprint reaches Redis, guardian's log or its decision log; of a
+// fingerprint, not even 9 characters in a row.
 func TestNoPersonalDataInRedis(t *testing.T) {
 	redis := redistest.Start(t)
-	fleet := startFleet(t, 1, fleetConfig{redisURL: redis.URL()})
+	dir := t.TempDir()
+	logs, decisions := createFile(t, filepath.Join(dir, "log")), createFile(t, filepath.Join(dir, "decisions"))
+	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	fleet := startFleet(t, 1, fleetConfig{redisURL: redis.URL(), logger: logger, decisionLog: decisions})
 	in := fleet[0]
 	const (
 		account = "Pii.Person@Example.COM"
 		ip      = "2001:db8:dead:beef::77"
 		phone   = "+1 (555) 012-3456"
 	)
-	r := in.check(t, map[string]any{"flow": "login", "account": account, "ip": ip})
+	fpKey := []byte("the auth service's own fingerprint key")
+	wrong := guardianclient.Fingerprint(fpKey, []byte("Winter2026!"))
+	right := guardianclient.Fingerprint(fpKey, []byte("correct horse battery staple"))
+	r := in.check(t, map[string]any{"flow": "login", "account": account, "ip": ip, "secret_fingerprint": wrong})
 	in.report(t, r.str("attempt_id"), "failure")
-	r = in.check(t, map[string]any{"flow": "login", "account": account, "ip": ip})
+	r = in.check(t, map[string]any{"flow": "login", "account": account, "ip": ip, "secret_fingerprint": wrong})
+	if r.body["repeat_guess"] != true {
+		t.Fatalf("second try of one wrong password: %s, want repeat_guess", r.raw)
+	}
+	in.report(t, r.str("attempt_id"), "failure")
+	// A guess left unreported stays remembered in Redis.
+	in.check(t, map[string]any{"flow": "login", "account": "another.person@example.com", "ip": ip, "secret_fingerprint": wrong})
+	r = in.check(t, map[string]any{"flow": "login", "account": account, "ip": ip, "secret_fingerprint": right})
 	in.report(t, r.str("attempt_id"), "success")
 	in.check(t, map[string]any{"flow": "otp_send", "recipient": phone, "ip": "203.0.113.77"})
 	in.check(t, map[string]any{"flow": "otp_verify", "recipient": "pii.person@example.com", "ip": "203.0.113.77"})
+	// A refused fingerprint is not echoed either.
+	if bad := in.check(t, map[string]any{"flow": "login", "account": account, "ip": ip, "secret_fingerprint": wrong + "!"}); bad.status != 400 {
+		t.Fatalf("a fingerprint with '!': %d, want 400", bad.status)
+	}
 
 	forbidden := []string{"pii", "person", "example", "2001:db8", "dead:beef", "203.0.113", "5550123456", "+1555"}
+	// No piece of a fingerprint longer than 8 characters.
+	for _, fp := range []string{wrong, right} {
+		for i := 0; i+9 <= len(fp); i++ {
+			forbidden = append(forbidden, strings.ToLower(fp[i:i+9]))
+		}
+	}
 	ctx := context.Background()
 	rc := redis.Client(t)
 	keys, err := rc.Keys(ctx, "*").Result()
@@ -225,6 +255,42 @@ func TestNoPersonalDataInRedis(t *testing.T) {
 			t.Errorf("key %q has no expiry (PTTL %v)", k, ttl)
 		}
 	}
+	// The decision log is written every second: wait for the checks'
+	// lines (replay needs none of the fingerprint).
+	read := func(f *os.File) string {
+		b, err := os.ReadFile(f.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for strings.Count(read(decisions), "\n") < 7 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := strings.Count(read(decisions), "\n"); n < 7 {
+		t.Fatalf("%d decision log lines, want the 7 checks' at least", n)
+	}
+	for name, out := range map[string]string{"log": read(logs), "decision log": read(decisions)} {
+		low := strings.ToLower(out)
+		for _, f := range forbidden[8:] {
+			if strings.Contains(low, f) {
+				t.Errorf("the %s holds %q, a piece of a fingerprint:\n%s", name, f, out)
+			}
+		}
+	}
+}
+
+// createFile creates the file at path, closed when t ends: a writer each
+// write of which is whole, whatever goroutine makes it.
+func createFile(t *testing.T, path string) *os.File {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	return f
 }
 
 func TestSkewedInstancesAgree(t *testing.T) {

@@ -114,6 +114,9 @@ type attempt struct {
 	IP          string `json:"ip"`
 	Recipient   string `json:"recipient,omitempty"`
 	DeviceToken string `json:"device_token,omitempty"`
+	// SecretFingerprint is the auth service's keyed hash of the password
+	// tried (client.Fingerprint).
+	SecretFingerprint string `json:"secret_fingerprint,omitempty"`
 }
 
 // limit is one entry of a check's or a status's limits.
@@ -132,6 +135,7 @@ type decision struct {
 	RetryAfterMS int64   `json:"retry_after_ms"`
 	AttemptID    string  `json:"attempt_id"`
 	Degraded     bool    `json:"degraded"`
+	RepeatGuess  bool    `json:"repeat_guess"`
 	Limits       []limit `json:"limits"`
 }
 
@@ -158,6 +162,7 @@ type status struct {
 	Blocked             bool    `json:"blocked"`
 	NextAllowedMS       int64   `json:"next_allowed_ms"`
 	Limits              []limit `json:"limits"`
+	RememberedGuesses   int64   `json:"remembered_guesses"`
 }
 
 // apiError is the contract's error body.

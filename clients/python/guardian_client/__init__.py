@@ -172,6 +172,9 @@ class AccountStatus:
     blocked: bool
     next_allowed_ms: int
     limits: tuple
+    #: How many failed secret fingerprints guardian remembers for the
+    #: account (at most 3, for 24 hours each).
+    remembered_guesses: int = 0
 
 
 @dataclass(frozen=True)
@@ -545,7 +548,8 @@ class Client:
         """Where ``account`` stands (admin scope)."""
         w = self._admin("GET", "/v1/accounts/status?account=" + urllib.parse.quote(account, safe=""), None)
         return AccountStatus(int(w.get("consecutive_failures", 0)), bool(w.get("blocked")),
-                             int(w.get("next_allowed_ms", 0)), _limits(w.get("limits")))
+                             int(w.get("next_allowed_ms", 0)), _limits(w.get("limits")),
+                             int(w.get("remembered_guesses", 0)))
 
     def reset_account(self, account: str) -> None:
         """Lifts the account's hard stop and clears its counters (admin

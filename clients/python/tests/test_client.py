@@ -70,6 +70,18 @@ class AgainstGuardian(unittest.TestCase):
         admin.reset_account(user)
         self.assertEqual(c.check("login", ip="203.0.113.7", account=user).decision, "allow")
 
+    def test_repeat_guess(self):
+        c, user = self.client(), account()
+        fp = fingerprint(b"the auth service's fingerprint key", b"last year's password")
+        d = c.check("login", ip="203.0.113.7", account=user, secret_fingerprint=fp)
+        self.assertFalse(d.repeat_guess)
+        c.report(d.attempt_id, "failure")
+        d = c.check("login", ip="203.0.113.7", account=user, secret_fingerprint=fp)
+        self.assertTrue(d.repeat_guess)
+        self.assertEqual([(l.rule, l.remaining) for l in d.limits], [("ct-account", 1)])
+        admin = self.client(tokens=self.fleet.admin_token)
+        self.assertEqual(admin.account_status(user).remembered_guesses, 1)
+
     def test_report_twice(self):
         c, user = self.client(), account()
         d = c.check("login", ip="203.0.113.7", account=user)

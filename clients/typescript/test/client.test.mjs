@@ -33,6 +33,18 @@ describe("against guardian", () => {
     assert.equal(new Responder().refuse(d), null);
   });
 
+  test("a repeated wrong password costs the account once", async () => {
+    const c = client(), user = account();
+    const fp = fingerprint("the auth service's fingerprint key", "last year's password");
+    let d = await c.check({ flow: "login", ip: IP, account: user, secretFingerprint: fp });
+    assert.equal(d.repeatGuess, false);
+    await c.report(d.attemptId, "failure");
+    d = await c.check({ flow: "login", ip: IP, account: user, secretFingerprint: fp });
+    assert.equal(d.repeatGuess, true);
+    assert.deepEqual(d.limits.map((l) => [l.rule, l.remaining]), [["ct-account", 1]]);
+    assert.equal((await client(fleet.adminToken).accountStatus(user)).rememberedGuesses, 1);
+  });
+
   test("slow with Retry-After", async () => {
     const c = client(), user = account();
     for (let i = 0; i < 2; i++) assert.equal((await c.check({ flow: "login", ip: IP, account: user })).decision, "allow");

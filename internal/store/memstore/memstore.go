@@ -31,6 +31,15 @@
 //
 // Cost 0 evaluates and never spends, refreshes or adds a key.
 //
+// A Guesses key holds up to Limit guesses, oldest first, each with the
+// instant it is forgotten; the key expires with its most recent one. The op
+// always fits; it finds whether its Guess is remembered (Repeat), and how
+// many are (Count). When the batch is spent, the guess becomes the most
+// recent, remembered for Hold, and the oldest beyond Limit is forgotten.
+// When it finds its guess, the batch's FreeOnRepeat ops are evaluated and
+// not spent. A Refund of a Guesses key removes it, or when it confirms,
+// keeps its Guess until now + Amount at least.
+//
 // Eviction. When a key must be added and the store is full, the store evicts
 // one entry per key among a sample (evictSample entries from each of
 // evictShards shards, like Redis's volatile-ttl). Entries come in three
@@ -140,11 +149,13 @@ type shard struct {
 // entry is the state of one key: a Rate's theoretical arrival time, a
 // Counter's count, or nothing for MarkOnce; exp is the instant (Unix µs) from
 // which it counts as absent. rank is how much it holds against eviction
-// (evict.go).
+// (evict.go). A Guesses key holds its memory instead (guesses.go).
 type entry struct {
 	v    int64
 	exp  int64
 	rank rank
+	// mem is a Guesses key's memory; nil for every other kind.
+	mem *memory
 }
 
 // New returns an empty Store configured by cfg.
@@ -221,11 +232,16 @@ type eval struct {
 	next int64
 	// retry is the GCRA retry span in µs when the op does not fit.
 	retry int64
+	// mem is what a Guesses op found, and after a spend what it left;
+	// repeat reports that it found its guess. waived marks a FreeOnRepeat
+	// op of a batch whose guess is a repeat: evaluated, never spent.
+	mem            *memory
+	repeat, waived bool
 }
 
 // needsKey reports whether spending the op would add a key.
 func (ev *eval) needsKey(op *store.Op) bool {
-	return ev.ok && !ev.live && op.Cost > 0
+	return ev.ok && !ev.live && op.Cost > 0 && !ev.waived
 }
 
 // Do evaluates ops at one instant and fills res: the enforced ops are spent
@@ -293,7 +309,7 @@ func (s *Store) run(ctx context.Context, ops []store.Op, res []store.Result, spe
 		s.n.Add(need - held)
 		for i := range ops {
 			op, ev := &ops[i], &evs[i]
-			if spend && ev.ok && op.Cost > 0 && (op.Shadow || allOK) {
+			if spend && ev.ok && op.Cost > 0 && !ev.waived && (op.Shadow || allOK) {
 				s.spend(op, ev, now)
 			}
 			fill(op, ev, &res[i], now)
@@ -308,11 +324,14 @@ func (s *Store) run(ctx context.Context, ops []store.Op, res []store.Result, spe
 // spend is false).
 func (s *Store) evaluateAll(ops []store.Op, evs []eval, now int64, spend bool) (allOK bool, need int64) {
 	allOK = true
+	for i := range ops {
+		evs[i] = eval{shard: evs[i].shard}
+		s.evaluate(&ops[i], &evs[i], now)
+	}
+	waive(ops, evs)
 	var enforcedNew, shadowNew int64
 	for i := range ops {
 		op, ev := &ops[i], &evs[i]
-		*ev = eval{shard: ev.shard}
-		s.evaluate(op, ev, now)
 		switch {
 		case op.Shadow:
 			if ev.needsKey(op) {
@@ -343,7 +362,7 @@ func denyNew(ops []store.Op, evs []eval) bool {
 		if ev.needsKey(op) {
 			ev.ok, ev.full = false, true
 		}
-		if !op.Shadow && !ev.ok && !op.Soft {
+		if !op.Shadow && !ev.ok && !op.Soft && op.Kind != store.Guesses {
 			allOK = false
 		}
 	}
@@ -380,6 +399,8 @@ func (s *Store) evaluate(op *store.Op, ev *eval, now int64) {
 			ev.cur, ev.curExp = e.v, e.exp
 		}
 		ev.next, ev.ok = count(ev.cur, op.Limit, op.Cost)
+	case store.Guesses:
+		evaluateGuesses(op, ev, e, found, now)
 	}
 }
 
@@ -392,9 +413,12 @@ func counterExp(op *store.Op, ev *eval, now int64) int64 {
 // spend writes op's new state. Room for a new key must have been taken.
 func (s *Store) spend(op *store.Op, ev *eval, now int64) {
 	e := entry{v: ev.next, exp: ev.next}
-	if op.Kind == store.Counter {
+	switch op.Kind {
+	case store.Counter:
 		e.exp = counterExp(op, ev, now)
 		e.rank = counterRank(ev.next, op.Limit)
+	case store.Guesses:
+		e = spendGuesses(op, ev, now)
 	}
 	sh := &s.shards[ev.shard]
 	s.set(sh, op.Key, e)
@@ -442,6 +466,8 @@ func fill(op *store.Op, ev *eval, r *store.Result, now int64) {
 			ResetAfter: duration(max(exp-now, 0)),
 			Count:      c,
 		}
+	case store.Guesses:
+		fillGuesses(ev, r, now)
 	}
 }
 
@@ -542,7 +568,8 @@ func addShard(set []uint32, i uint32) []uint32 {
 // Refund applies refunds: a Rate key's arrival time moves back by Amount
 // (rounded down to whole µs), and the key is removed once that makes it full;
 // a Counter key is removed, or kept until at least Amount from now when the
-// refund confirms it. Absent keys are left alone. An empty key, an unknown
+// refund confirms it; a Guesses key is removed, or keeps the refund's guess
+// until at least Amount from now when the refund confirms it. Absent keys are left alone. An empty key, an unknown
 // kind or a negative amount is store.ErrBadBatch, and then no refund is
 // applied.
 func (s *Store) Refund(ctx context.Context, refunds []store.Refund) error {
@@ -570,13 +597,16 @@ func (s *Store) refund(r *store.Refund) {
 	}
 	if e.exp > now {
 		switch {
+		case r.Kind == store.Guesses:
+			s.refundGuesses(sh, r, e, now)
+			return
 		case r.Kind == store.Rate:
 			tat := e.v - min(int64(r.Amount/time.Microsecond), maxSpan)
 			if tat > now {
 				s.set(sh, r.Key, entry{v: tat, exp: tat})
 				return
 			}
-		case r.Confirm:
+		case r.Confirm && r.Kind == store.Counter:
 			e.exp = max(e.exp, now+min(micros(r.Amount), maxSpan))
 			s.set(sh, r.Key, e)
 			return

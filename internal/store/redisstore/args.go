@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"strconv"
 	"sync"
 	"time"
 
@@ -18,12 +19,15 @@ const maxSpan = 1 << 50
 // variable costs an allocation each time it is made.
 var (
 	argDo, argPeek any = "do", "peek"
+	// A Guesses op's code: it never denies its batch.
+	argGuesses any = "gs"
 	// An op's code: its kind (rate, counter) and its role (enforce, soft,
 	// shadow), indexed by opCode.
 	opCodes = [2][3]any{{"re", "rs", "rh"}, {"ce", "cs", "ch"}}
 	// The give-back entries: microseconds off a rate key, units off a
-	// counter, keep a counter longer, forget.
-	argRefundRate, argRefundCounter, argConfirm, argForget any = "r", "c", "k", "x"
+	// counter, keep a counter longer, forget, forget one guess, keep one
+	// guess longer.
+	argRefundRate, argRefundCounter, argConfirm, argForget, argForgetGuess, argConfirmGuess any = "r", "c", "k", "x", "g", "G"
 )
 
 // opCode is the do script's code of op.
@@ -46,12 +50,14 @@ func opCode(op *store.Op) any {
 const doArgsPerOp, doArgsPerBatch = 4, 2
 
 // giveback is one entry of the give-back step: how is argRefundRate,
-// argRefundCounter, argConfirm or argForget, amount its microseconds or
-// units.
+// argRefundCounter, argConfirm, argForget, argForgetGuess or
+// argConfirmGuess, amount its microseconds or units, guess the guess the
+// last two are about.
 type giveback struct {
 	key    string
 	how    any
 	amount int64
+	guess  string
 }
 
 // refundEntries converts refunds to give-back entries.
@@ -66,8 +72,10 @@ func refundEntries(refunds []store.Refund) ([]giveback, error) {
 		case r.Kind == store.Rate:
 			// Truncated: a refund never gives back more than was spent.
 			e.how, e.amount = argRefundRate, min(r.Amount.Microseconds(), maxSpan)
-		case r.Confirm:
+		case r.Confirm && r.Kind == store.Counter:
 			e.how, e.amount = argConfirm, micros(r.Amount)
+		case r.Confirm && r.Kind == store.Guesses:
+			e.how, e.amount, e.guess = argConfirmGuess, micros(r.Amount), guessText(r.Guess)
 		}
 		entries[i] = e
 	}
@@ -79,6 +87,14 @@ func refundEntries(refunds []store.Refund) ([]giveback, error) {
 func appendGiveback(keys []string, args []any, entries []giveback) ([]string, []any) {
 	for _, e := range entries {
 		keys = append(keys, e.key)
+		switch e.how {
+		case argForgetGuess:
+			args = append(args, e.how, e.guess)
+			continue
+		case argConfirmGuess:
+			args = append(args, e.how, e.guess+":"+strconv.FormatInt(e.amount, 10))
+			continue
+		}
 		args = append(args, e.how, e.amount)
 	}
 	return keys, args
@@ -107,6 +123,10 @@ func appendOps(keys []string, args []any, mode string, ops []store.Op) ([]string
 	for i := range ops {
 		op := &ops[i]
 		keys = append(keys, op.Key)
+		if op.Kind == store.Guesses {
+			args = appendGuessOp(args, op, ops)
+			continue
+		}
 		p := paramsOf(op)
 		a, b := p.interval, p.burst
 		if op.Kind == store.Counter {

@@ -31,6 +31,7 @@ func (s *Store) runSlots(ctx context.Context, mode string, now any, ops []store.
 			res[i] = part[j]
 		}
 	}
+	readGuesses(ops, res)
 
 	denied := firstErr != nil
 	for i := range ops {
@@ -38,11 +39,13 @@ func (s *Store) runSlots(ctx context.Context, mode string, now any, ops []store.
 			denied = true
 		}
 	}
-	if !denied {
+	_, repeat := store.RepeatOf(ops, res)
+	if !denied && !repeat {
 		return nil
 	}
 
-	// Give back the enforced ops that slots which did answer spent.
+	// Give back what slots which did answer spent and the batch does not
+	// keep (slotGiveback).
 	var entries []giveback
 	var spent []int
 	for gi, g := range groups {
@@ -50,16 +53,11 @@ func (s *Store) runSlots(ctx context.Context, mode string, now any, ops []store.
 			continue
 		}
 		for _, i := range g {
-			op, r := &ops[i], &res[i]
-			if op.Shadow || !r.Spent {
+			e, ok := slotGiveback(&ops[i], &res[i], denied, repeat)
+			if !ok {
 				continue
 			}
 			spent = append(spent, i)
-			p := paramsOf(op)
-			e := giveback{key: op.Key, how: argRefundCounter, amount: p.cost}
-			if op.Kind == store.Rate {
-				e.how, e.amount = argRefundRate, p.cost*p.interval
-			}
 			entries = append(entries, e)
 		}
 	}
@@ -111,6 +109,8 @@ func unspend(op *store.Op, r *store.Result) {
 	case store.Rate:
 		r.Remaining = min(r.Remaining+p.cost, p.burst)
 		r.ResetAfter = max(r.ResetAfter-time.Duration(p.cost*p.interval)*time.Microsecond, 0)
+	case store.Guesses:
+		// Its Count and ResetAfter are what it found already.
 	case store.Counter:
 		r.Count -= p.cost
 		r.Remaining = max(p.limit-r.Count, 0)

@@ -14,26 +14,90 @@
 --   4 per op   code (kind and role: "r" rate or "c" counter, then "e"
 --              enforce, "s" soft or "h" shadow), cost, then the kind's two
 --              numbers x and y: a rate's interval and burst, a counter's
---              limit and hold
+--              limit and hold; a guesses op ("gs", at most one a batch)
+--              has its guess (16 hex digits) as x and
+--              "limit:hold:indexes" as y, the indexes (in the batch,
+--              comma-separated) of the ops a repeat of it does not spend
 --
 -- A rate key holds its theoretical arrival time (TAT). A counter key holds
 -- "count:deadline", the deadline being when the count is forgotten; a spend
 -- keeps the later of that deadline and now + hold.
 --
+-- A guesses key holds an account's remembered guesses (see prelude.lua).
+--
 -- Reply: six integers per op, batch after batch: allowed, spent, remaining,
--- retry after, reset after, count. A batch with a key whose value is not
+-- retry after, reset after, count. A guesses op replies 1 as remaining when
+-- it found its guess remembered, the guesses it found as count, and when the
+-- last of them is forgotten as reset after. A batch with a key whose value is not
 -- guardian's state spends nothing and replies -1 for each of its integers,
 -- so that the other batches of the call stand.
 
 -- An op is a table: kind and role (the bytes of its code), cost, and the
 -- kind's numbers x and y. Each kind is one branch of read, write and settle.
-local RATE, COUNTER = string.byte('r'), string.byte('c')
+local RATE, COUNTER, GUESSES = string.byte('r'), string.byte('c'), string.byte('g')
 local ENFORCE, SHADOW = string.byte('e'), string.byte('h')
+
+-- readGuess fills a guesses op o from its key's value v: its list, whether
+-- it found its guess, and the ops a repeat waives. It always fits; it
+-- returns nil when v is not a guesses value.
+local function readGuess(o, v)
+  o.list = guessList(v)
+  if not o.list then
+    return nil
+  end
+  local limit, hold, free = string.match(o.ys, '^(%d+):(%d+):([%d,]*)$')
+  if not limit then
+    return nil
+  end
+  o.x, o.y = tonumber(limit), tonumber(hold)
+  o.found = guessIndex(o.list, o.xs, o.x) ~= nil
+  -- what the op replies: what it found, before any write
+  o.count, o.reset = math.min(#o.list, o.x), 0
+  for _, e in ipairs(o.list) do
+    if e.d - now > o.reset then
+      o.reset = e.d - now
+    end
+  end
+  o.waives = {}
+  if o.found then
+    for j in string.gmatch(free, '%d+') do
+      o.waives[tonumber(j)] = true
+    end
+  end
+  return true
+end
+
+-- writeGuess records a guesses op's guess at key i as the most recent,
+-- remembered for its hold at least (a later deadline it had stays),
+-- keeping its limit of guesses and one more.
+local function writeGuess(o, i)
+  local d = now + o.y
+  local j = guessIndex(o.list, o.xs, #o.list)
+  if j then
+    if o.list[j].d > d then
+      d = o.list[j].d
+    end
+    table.remove(o.list, j)
+  end
+  while #o.list > o.x do
+    table.remove(o.list, 1)
+  end
+  o.list[#o.list + 1] = {g = o.xs, d = d}
+  putGuesses(i, o.list)
+end
+
+-- settleGuess returns what a guesses op found: 1 for its guess, how long
+-- until the last guess is forgotten, and how many.
+local function settleGuess(o)
+  return o.found and 1 or 0, 0, o.reset, o.count
+end
 
 -- read fills o from its key's value v (false when absent) and returns
 -- whether o's cost fits, or nil when v is not o's kind of state.
 local function read(o, v)
-  if o.kind == RATE then
+  if o.kind == GUESSES then
+    return readGuess(o, v)
+  elseif o.kind == RATE then
     o.tau = o.x * o.y
     o.tat = now
     if v then
@@ -65,7 +129,9 @@ end
 
 -- write spends o on key i.
 local function write(o, i)
-  if o.kind == RATE then
+  if o.kind == GUESSES then
+    writeGuess(o, i)
+  elseif o.kind == RATE then
     o.tat = o.new
     put(i, int(o.tat), o.tat)
   else
@@ -79,7 +145,9 @@ end
 
 -- settle returns o's remaining units, retry after, reset after and count.
 local function settle(o)
-  if o.kind == RATE then
+  if o.kind == GUESSES then
+    return settleGuess(o)
+  elseif o.kind == RATE then
     local remaining = math.floor((now + o.tau - o.tat) / o.x)
     if remaining < 0 then
       remaining = 0
@@ -108,9 +176,14 @@ local out = {}
 local function batch(spend, first, a, n)
   local ops = {}
   local all = true
+  -- the ops a remembered guess does not spend
+  local waived = {}
   for j = 1, n do
     local kind, role = string.byte(ARGV[a], 1, 2)
     local o = {kind = kind, role = role, cost = tonumber(ARGV[a + 1]), x = tonumber(ARGV[a + 2]), y = tonumber(ARGV[a + 3])}
+    if kind == GUESSES then
+      o.xs, o.ys = ARGV[a + 2], ARGV[a + 3]
+    end
     local fits = read(o, get(first + j - 1))
     if fits == nil then
       return false
@@ -119,12 +192,15 @@ local function batch(spend, first, a, n)
     if role == ENFORCE and not fits then
       all = false
     end
+    if o.waives then
+      waived = o.waives
+    end
     ops[j] = o
     a = a + 4
   end
   for j = 1, n do
     local o = ops[j]
-    local spent = spend and o.fits and o.cost > 0 and (o.role == SHADOW or all)
+    local spent = spend and o.fits and o.cost > 0 and not waived[j] and (o.role == SHADOW or all)
     if spent then
       write(o, first + j - 1)
     end

@@ -56,11 +56,69 @@ local function counterState(v)
   return tonumber(c), tonumber(d)
 end
 
+-- Guesses. A Guesses key holds an account's remembered guesses, oldest
+-- first: "guess:deadline guess:deadline ...", each guess 16 hex digits (a
+-- keyed hash, never a secret), each deadline when it is forgotten. The
+-- latest deadline is the key's own. A key remembers its op's limit of guesses, the
+-- most recent, and keeps one more: on a Redis Cluster, a guess that another
+-- slot's rule denied is forgotten again ("g" below), and the one it pushed
+-- out is remembered again as if it had never been.
+
+-- guessList parses a Guesses value (false: none) into the guesses still
+-- remembered at now, oldest first, or nil when it is not one.
+local function guessList(v)
+  local list = {}
+  if not v then
+    return list
+  end
+  for item in string.gmatch(v, '[^ ]+') do
+    local g, d = string.match(item, '^(%x+):(%d+)$')
+    if not g then
+      return nil
+    end
+    d = tonumber(d)
+    if d > now then
+      list[#list + 1] = {g = g, d = d}
+    end
+  end
+  return list
+end
+
+-- guessIndex returns the index of guess g among the last n of list, or
+-- nil.
+local function guessIndex(list, g, n)
+  for j = math.max(#list - n + 1, 1), #list do
+    if list[j].g == g then
+      return j
+    end
+  end
+  return nil
+end
+
+-- putGuesses stores list at key i, or forgets the key when it is empty.
+local function putGuesses(i, list)
+  if #list == 0 then
+    forget(i)
+    return
+  end
+  local parts = {}
+  local last = now
+  for j, e in ipairs(list) do
+    parts[j] = e.g .. ':' .. int(e.d)
+    if e.d > last then
+      last = e.d
+    end
+  end
+  put(i, table.concat(parts, ' '), last)
+end
+
 -- giveBack applies give-back entries to keys first..#KEYS, entry i's how and
 -- amount at ARGV[at+2(i-first)] and the one after: "r" takes microseconds
 -- off a rate key's arrival time, "c" takes units off a counter, "k" keeps a
 -- counter until at least amount microseconds from now (a confirmed count),
--- "x" forgets. A key that no longer exists is left alone; state never goes
+-- "x" forgets, "g" forgets one guess of a Guesses key (amount is the
+-- guess), "G" keeps one until at least a span from now (amount is
+-- "guess:span"). A key that no longer exists is left alone; state never goes
 -- below empty. It returns how many keys changed, or nil and an error.
 local function giveBack(first, at)
   local changed = 0
@@ -69,6 +127,32 @@ local function giveBack(first, at)
     local amount = tonumber(ARGV[at + 2 * (i - first) + 1])
     if how == 'x' then
       changed = changed + forget(i)
+    elseif how == 'g' then
+      local list = guessList(get(i))
+      if not list then
+        return nil, 'guardian: bad guesses state'
+      end
+      local j = guessIndex(list, ARGV[at + 2 * (i - first) + 1], #list)
+      if j then
+        table.remove(list, j)
+        putGuesses(i, list)
+        changed = changed + 1
+      end
+    elseif how == 'G' then
+      local list = guessList(get(i))
+      if not list then
+        return nil, 'guardian: bad guesses state'
+      end
+      local g, span = string.match(ARGV[at + 2 * (i - first) + 1], '^(%x+):(%d+)$')
+      local j = g and guessIndex(list, g, #list)
+      if j then
+        local d = now + tonumber(span)
+        if d > list[j].d then
+          list[j].d = d
+          putGuesses(i, list)
+        end
+        changed = changed + 1
+      end
     else
       local v = get(i)
       if v then

@@ -246,11 +246,13 @@ func (s *Store) run(ctx context.Context, mode string, ops []store.Op, res []stor
 		if err := s.call(ctx, mode, ops, res); err != nil {
 			return fmt.Errorf("redisstore: %s: %w", mode, err)
 		}
+		readGuesses(ops, res)
 		return nil
 	}
 	if err := s.group.run(ctx, mode, ops, res); err != nil {
 		return fmt.Errorf("redisstore: %s: %w", mode, err)
 	}
+	readGuesses(ops, res)
 	return nil
 }
 

@@ -33,3 +33,15 @@ func ops(o ...store.Op) []store.Op { return o }
 
 // rs shortens a results literal.
 func rs(r ...store.Result) []store.Result { return r }
+
+// Guesses returns a Guesses op on key recording guess g, remembering 3
+// guesses for hold, for the tests of a store.
+func Guesses(key string, g uint64, hold time.Duration) store.Op {
+	return store.Op{Key: key, Kind: store.Guesses, Cost: 1, Guess: g, Limit: 3, Hold: hold}
+}
+
+// FreeOnRepeat returns op as one a repeated guess does not spend.
+func FreeOnRepeat(op store.Op) store.Op {
+	op.FreeOnRepeat = true
+	return op
+}

@@ -72,6 +72,7 @@ var groups = [][]testCase{
 	errorCases,
 	concurrentCases,
 	holdCases,
+	guessCases,
 }
 
 // Run runs every conformance test against stores made by newStore, as

@@ -1,0 +1,131 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/guardian-sec/guardian/internal/keys"
+	"github.com/guardian-sec/guardian/internal/rules"
+	"github.com/guardian-sec/guardian/internal/store"
+)
+
+// Repeat guesses. A check may carry a secret_fingerprint, the auth
+// service's keyed hash of the secret it is about to verify; guardian keeps
+// 64 bits of its own keyed hash of it, the check's guess
+// (keys.Guesser). Each account remembers its last rememberedGuesses failed
+// guesses in a store key of its own beside its rules' keys, evaluated in
+// the check's own store call: a reported failure for guessHold, a check not
+// (yet) reported, like any state only unreported checks leave, for twice
+// the attempt TTL. A check whose guess the account remembers teaches an
+// attacker nothing new, so it spends nothing on the rules freeOnRepeat
+// names; it still counts on ip, recipient and secret rules, and a rule
+// whose cost does not fit still denies it. A new guess is remembered when
+// its check is spent, before it is reported: a check never reported stays
+// a failed guess. A success report, or an account reset, forgets them all.
+//
+// Two concurrent first tries of one new guess spend the account once: the
+// memory and the account's own keys (its key: account rules and hard stop)
+// share the account's subject, so they are evaluated in one atomic step
+// (one script on Redis, in one slot of a Cluster; the shards locked
+// together in the embedded store), and one try records the guess while
+// every other finds it. An account+ip pair or a trusted device's bucket has
+// a subject of its own: on a single Redis or the embedded store it is in
+// the same step too; on a Redis Cluster it lives in another slot, where
+// every try spends it and the tries that found the guess give that back in
+// the same call, so it also ends up spent once, though while the tries are
+// in flight a pair with less room than them may slow some. A check that
+// another rule denies records nothing: a guess no one verified never
+// becomes free. On a Cluster, where the memory cannot see that denial, the
+// guess is forgotten again, which may forget one that concurrent tries
+// found; it then costs again, the strict side.
+const (
+	rememberedGuesses = 3
+	guessHold         = 24 * time.Hour
+	// guessesName names the memory's store key beside the account's
+	// rules, and its op in metrics: '_' is in no rule name.
+	guessesName = "_guesses"
+)
+
+// Fingerprint bounds: a secret_fingerprint is 16 to 128 characters of
+// base64url.
+const (
+	minFingerprint = 16
+	maxFingerprint = 128
+)
+
+// CheckFingerprint reports whether fp is a secret_fingerprint a check may
+// carry: 16 to 128 of [A-Za-z0-9_-]. The error wraps ErrInvalidField and
+// never echoes fp.
+func CheckFingerprint(fp string) error {
+	if len(fp) < minFingerprint || len(fp) > maxFingerprint {
+		return fmt.Errorf("%w: secret_fingerprint: want %d to %d characters, got %d", ErrInvalidField, minFingerprint, maxFingerprint, len(fp))
+	}
+	for i := 0; i < len(fp); i++ {
+		c := fp[i]
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return fmt.Errorf("%w: secret_fingerprint: character %d is not one of A-Z, a-z, 0-9, '-' and '_'", ErrInvalidField, i+1)
+		}
+	}
+	return nil
+}
+
+// freeOnRepeat reports whether a repeated guess spends nothing on rule r:
+// key: account and key: account+ip rules, and consecutive_failures rules.
+func freeOnRepeat(r *rules.Rule) bool {
+	return r.Key == rules.KeyAccount || r.Key == rules.KeyAccountIP || r.Type == rules.ConsecutiveFailures
+}
+
+// guessesKey is the store key of the memory of the account with subject.
+func guessesKey(account string) string { return keys.StoreKey(account, guessesName) }
+
+// guessesOp is the op on an account's memory looking for guess, recording
+// it when cost is 1.
+func guessesOp(account string, guess uint64, cost int64) store.Op {
+	return store.Op{
+		Key:   guessesKey(account),
+		Kind:  store.Guesses,
+		Soft:  true,
+		Cost:  cost,
+		Guess: guess,
+		Limit: rememberedGuesses,
+		Hold:  guessHold,
+		Rule:  guessesName,
+	}
+}
+
+// addGuess appends to p the op on the account's memory of the check's
+// guess, and marks the ops a repeat of it does not spend. A check without
+// an account or a guess, or of a flow whose success settles nothing (an
+// OTP send), remembers nothing.
+func addGuess(p *plan, flow rules.Flow, s *subjects) {
+	if s.guess == 0 || !settles(flow) {
+		return
+	}
+	for i, r := range p.rules {
+		if freeOnRepeat(r) {
+			p.ops[i].FreeOnRepeat = true
+		}
+	}
+	p.ops = append(p.ops, guessesOp(s.account, s.guess, 1))
+}
+
+// guessOf returns the result of p's guess op, nil when it has none: the
+// op after the rules' own.
+func guessOf(p *plan, res []store.Result) *store.Result {
+	if len(p.ops) > len(p.rules) {
+		return &res[len(p.rules)]
+	}
+	return nil
+}
+
+// guessRefund appends to dst the refund the attempt of the check behind p
+// carries for the account's memory: a success report forgets every guess;
+// a failure report confirms the check's own (loginlimits.Confirmations),
+// kept then for guessHold.
+func guessRefund(dst []store.Refund, p *plan) []store.Refund {
+	if len(p.ops) > len(p.rules) {
+		op := &p.ops[len(p.rules)]
+		dst = append(dst, store.Refund{Key: op.Key, Kind: store.Guesses, Guess: op.Guess, Amount: guessHold})
+	}
+	return dst
+}

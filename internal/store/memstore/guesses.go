@@ -1,0 +1,148 @@
+package memstore
+
+import "github.com/guardian-sec/guardian/internal/store"
+
+// memory is the state of a Guesses key: its remembered guesses, oldest
+// first, each with the instant (Unix µs) it is forgotten. An entry's memory
+// is never changed in place: a spend makes a new one, so that an evaluation
+// may keep what it found while its shard is locked.
+type memory struct {
+	n     int
+	guess [store.MaxGuesses]uint64
+	exp   [store.MaxGuesses]int64
+}
+
+// live returns what m still remembers at now.
+func (m *memory) live(now int64) *memory {
+	out := &memory{}
+	for i := range m.n {
+		if m.exp[i] > now {
+			out.guess[out.n], out.exp[out.n] = m.guess[i], m.exp[i]
+			out.n++
+		}
+	}
+	return out
+}
+
+// has reports whether m remembers g.
+func (m *memory) has(g uint64) bool {
+	for i := range m.n {
+		if m.guess[i] == g {
+			return true
+		}
+	}
+	return false
+}
+
+// last is when m forgets the last of its guesses, the key's expiry; now
+// when it remembers none.
+func (m *memory) last(now int64) int64 {
+	last := now
+	for i := range m.n {
+		last = max(last, m.exp[i])
+	}
+	return last
+}
+
+// record returns m with g as its most recent guess, remembered until exp at
+// least, and at most limit guesses: g moves to the end if m had it, keeping
+// a later deadline it had, and the oldest go.
+func (m *memory) record(g uint64, exp int64, limit int64) *memory {
+	out := &memory{}
+	for i := range m.n {
+		if m.guess[i] != g {
+			out.guess[out.n], out.exp[out.n] = m.guess[i], m.exp[i]
+			out.n++
+		} else {
+			exp = max(exp, m.exp[i])
+		}
+	}
+	if int64(out.n) >= limit {
+		drop := out.n - int(limit) + 1
+		copy(out.guess[:], out.guess[drop:out.n])
+		copy(out.exp[:], out.exp[drop:out.n])
+		out.n -= drop
+	}
+	out.guess[out.n], out.exp[out.n] = g, exp
+	out.n++
+	return out
+}
+
+// confirm returns m with g, if m has it, remembered until exp at least.
+func (m *memory) confirm(g uint64, exp int64) *memory {
+	out := *m
+	for i := range out.n {
+		if out.guess[i] == g {
+			out.exp[i] = max(out.exp[i], exp)
+		}
+	}
+	return &out
+}
+
+// refundGuesses applies refund r to the Guesses entry e of sh, which must
+// be locked: a confirming refund keeps its guess for r.Amount from now, any
+// other forgets the key.
+func (s *Store) refundGuesses(sh *shard, r *store.Refund, e entry, now int64) {
+	if !r.Confirm || e.mem == nil {
+		s.remove(sh, r.Key, e)
+		return
+	}
+	m := e.mem.live(now).confirm(r.Guess, now+min(micros(r.Amount), maxSpan))
+	if m.n == 0 {
+		s.remove(sh, r.Key, e)
+		return
+	}
+	s.set(sh, r.Key, entry{mem: m, exp: m.last(now)})
+}
+
+// evaluateGuesses reads a Guesses op's memory from e (found unexpired or
+// not): the op always fits, and finds whether its guess is remembered.
+func evaluateGuesses(op *store.Op, ev *eval, e entry, found bool, now int64) {
+	ev.ok = true
+	ev.mem = &memory{}
+	if found && e.mem != nil {
+		ev.mem = e.mem.live(now)
+	}
+	ev.repeat = ev.mem.has(op.Guess)
+}
+
+// waive marks the FreeOnRepeat ops of a batch whose Guesses op found its
+// guess remembered: they are evaluated, and not spent.
+func waive(ops []store.Op, evs []eval) {
+	repeat := false
+	for i := range ops {
+		if ops[i].Kind == store.Guesses {
+			repeat = evs[i].repeat
+		}
+	}
+	if !repeat {
+		return
+	}
+	for i := range ops {
+		if ops[i].FreeOnRepeat {
+			evs[i].waived = true
+		}
+	}
+}
+
+// spendGuesses is the entry a spent Guesses op leaves: its guess recorded
+// as the most recent, remembered for the op's Hold.
+func spendGuesses(op *store.Op, ev *eval, now int64) entry {
+	m := ev.mem.record(op.Guess, now+min(micros(op.Hold), maxSpan), op.Limit)
+	return entry{mem: m, exp: m.last(now)}
+}
+
+// fillGuesses writes what a Guesses op found into r.
+func fillGuesses(ev *eval, r *store.Result, now int64) {
+	if ev.full {
+		*r = store.Result{}
+		return
+	}
+	*r = store.Result{
+		Allowed:    true,
+		Spent:      ev.spent,
+		Repeat:     ev.repeat,
+		Count:      int64(ev.mem.n),
+		ResetAfter: duration(ev.mem.last(now) - now),
+	}
+}

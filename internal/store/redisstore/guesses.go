@@ -1,0 +1,77 @@
+package redisstore
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/guardian-sec/guardian/internal/store"
+)
+
+// guessText is a guess as the scripts hold it: 16 lower-case hex digits.
+func guessText(g uint64) string {
+	const digits = 16
+	s := strconv.FormatUint(g, 16)
+	return strings.Repeat("0", digits-len(s)) + s
+}
+
+// appendGuessOp appends the do script's arguments for the Guesses op op of
+// the batch ops: its code, its cost, its guess as the first number, and as
+// the second "limit:hold:" then the 1-based indexes, within the batch, of
+// the FreeOnRepeat ops a repeat of the guess does not spend,
+// comma-separated.
+func appendGuessOp(args []any, op *store.Op, ops []store.Op) []any {
+	p := paramsOf(op)
+	var y strings.Builder
+	y.WriteString(strconv.FormatInt(p.limit, 10))
+	y.WriteByte(':')
+	y.WriteString(strconv.FormatInt(p.hold, 10))
+	y.WriteByte(':')
+	sep := ""
+	for j := range ops {
+		if ops[j].FreeOnRepeat {
+			y.WriteString(sep)
+			y.WriteString(strconv.Itoa(j + 1))
+			sep = ","
+		}
+	}
+	return append(args, argGuesses, p.cost, guessText(op.Guess), y.String())
+}
+
+// readGuesses turns what the do script replied for each Guesses op of ops
+// into its Result: a remaining of 1 is a remembered guess.
+func readGuesses(ops []store.Op, res []store.Result) {
+	for i := range ops {
+		if ops[i].Kind == store.Guesses {
+			res[i].Repeat = res[i].Remaining == 1
+			res[i].Remaining = 0
+		}
+	}
+}
+
+// slotGiveback is what a batch spread over cluster slots gives back of op,
+// which r says was spent, and whether it gives back anything. A batch that
+// some enforced op denied gives back its enforced ops, and forgets the
+// guess its Guesses op recorded (a guess it only found stays remembered:
+// an earlier check made it). A batch whose guess was remembered gives back
+// the FreeOnRepeat ops that slots other than the guess's own spent, so
+// that a repeat costs them nothing, as in one script.
+func slotGiveback(op *store.Op, r *store.Result, denied, repeat bool) (giveback, bool) {
+	if !r.Spent {
+		return giveback{}, false
+	}
+	switch {
+	case repeat && op.FreeOnRepeat:
+	case !denied || op.Shadow:
+		return giveback{}, false
+	case op.Kind == store.Guesses:
+		if r.Repeat {
+			return giveback{}, false
+		}
+		return giveback{key: op.Key, how: argForgetGuess, guess: guessText(op.Guess)}, true
+	}
+	p := paramsOf(op)
+	if op.Kind == store.Rate {
+		return giveback{key: op.Key, how: argRefundRate, amount: p.cost * p.interval}, true
+	}
+	return giveback{key: op.Key, how: argRefundCounter, amount: p.cost}, true
+}
