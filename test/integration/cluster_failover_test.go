@@ -37,12 +37,13 @@ const clusterRules = budgetRules + `  - name: per-account
 // must hold.
 const clusterStable = 5 * time.Second
 
-// failoverTimeout is the store deadline of the failover test's fleet. A
-// dead master is seen by its refused connections, not by the deadline; the
-// deadline only has to let a round of 50 checks sent at once through on a
-// small machine under the race detector, which 50 ms does not always do
-// (a round with one check the fallback decided is tried again, and a
-// machine loaded enough fails every round for its load, not the Cluster's).
+// failoverTimeout is the store deadline of the Sentinel and Cluster
+// failover tests' fleets. A dead master is seen by its refused connections
+// and a paused one by this deadline; it has to let a round of 50 checks sent
+// at once, and the recovery probe on a fresh connection, through on a small
+// machine under the race detector, which 50 ms does not always do (a
+// machine loaded enough then fails the test for its load, not the
+// failover's).
 const failoverTimeout = 250 * time.Millisecond
 
 // exactRound sends 50 concurrent checks of accounts prefix0…49 from ip. A

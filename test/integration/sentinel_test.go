@@ -159,8 +159,8 @@ func TestSentinelFailover(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			// The TLS case runs alone, before the others: with four other
 			// setups starting on a shared machine its first TLS
-			// connections missed the 50 ms store deadline for longer
-			// than the test waits.
+			// connections missed the store deadline for longer than the
+			// test waits.
 			if !tt.tls {
 				t.Parallel()
 			}
@@ -173,7 +173,7 @@ func TestSentinelFailover(t *testing.T) {
 				sn = redistest.StartSentinel(t)
 			}
 			switched := sn.WatchSwitch(t)
-			fleet := startFleet(t, 2, fleetConfig{redisURL: sn.URL(), rulesYAML: sentinelRules, storeTimeout: faultTimeout, redis: files})
+			fleet := startFleet(t, 2, fleetConfig{redisURL: sn.URL(), rulesYAML: sentinelRules, storeTimeout: failoverTimeout, redis: files})
 			// Generous: five setups start at once on a shared machine, and
 			// over TLS each first connection is two handshakes.
 			for _, in := range fleet {
@@ -195,7 +195,7 @@ func TestSentinelFailover(t *testing.T) {
 			within := failoverWithin
 			if tt.tls && raceEnabled {
 				// Each new connection is two TLS handshakes, which the race
-				// detector slows past the recovery probe's 50 ms.
+				// detector slows past the recovery probe's deadline.
 				within = 15 * time.Second
 			}
 			for i, in := range fleet {
