@@ -380,7 +380,7 @@ func TestStatusRulesOfTheBuiltInRules(t *testing.T) {
 	for _, r := range loginlimits.StatusRules(rules.Default()) {
 		got = append(got, r.Name)
 	}
-	if want := []string{"login-account", "login-hard-stop"}; !slices.Equal(got, want) {
+	if want := []string{"login-account", "password-reset-account", "login-hard-stop"}; !slices.Equal(got, want) {
 		t.Fatalf("StatusRules(built-in) = %v, want %v", got, want)
 	}
 }

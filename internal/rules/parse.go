@@ -67,13 +67,16 @@ func Parse(source string, data []byte, loadedAt time.Time) (*Set, error) {
 		slices.SortStableFunc(p.errs, func(a, b Error) int { return cmp.Compare(a.Line, b.Line) })
 		return nil, p.errs
 	}
-	return newSet(source, loadedAt, rs), nil
+	s := newSet(source, loadedAt, rs)
+	s.Familiar = p.familiar
+	return s, nil
 }
 
 // parser walks the YAML node tree of one file, collecting every problem.
 type parser struct {
-	file string
-	errs Errors
+	file     string
+	errs     Errors
+	familiar FamiliarNetworks
 }
 
 func (p *parser) errorf(line int, format string, args ...any) {
@@ -130,7 +133,10 @@ func (p *parser) document(data []byte) []Rule {
 		p.errorf(root.Line, "top level: got %s, want a mapping with version and rules", describe(root))
 		return nil
 	}
-	fs := p.fields(root, []string{"version", "rules"}, " at top level (want version and rules)")
+	fs := p.fields(root, []string{"version", "rules", "familiar_networks"}, " at top level (want version, rules and familiar_networks)")
+	if f, ok := fs["familiar_networks"]; ok {
+		p.familiarNetworks(f)
+	}
 
 	if f, ok := fs["version"]; !ok {
 		p.errorf(root.Line, "version: required, want version: 1")
@@ -164,6 +170,40 @@ func (p *parser) document(data []byte) []Rule {
 		}
 	}
 	return rs
+}
+
+// familiarNetworks reads the top-level familiar_networks mapping: all three
+// of ipv4_prefix, ipv6_prefix and hold are required, so that a file says
+// exactly which networks it trusts for how long.
+func (p *parser) familiarNetworks(f field) {
+	if f.value.Kind != yaml.MappingNode {
+		p.errorf(f.key.Line, "familiar_networks: got %s, want a mapping like {ipv4_prefix: 24, ipv6_prefix: 48, hold: 90d}", describe(f.value))
+		return
+	}
+	names := []string{"ipv4_prefix", "ipv6_prefix", "hold"}
+	fs := p.fields(f.value, names, " in familiar_networks (want ipv4_prefix, ipv6_prefix and hold)")
+	for _, name := range names {
+		if _, ok := fs[name]; !ok {
+			p.errorf(f.key.Line, "familiar_networks: %s: required", name)
+		}
+	}
+	var fam FamiliarNetworks
+	ok := len(fs) == len(names)
+	if v, has := fs["ipv4_prefix"]; has {
+		n, good := p.integer(v, "familiar_networks: ipv4_prefix", 8, 32)
+		fam.IPv4Prefix, ok = int(n), ok && good
+	}
+	if v, has := fs["ipv6_prefix"]; has {
+		n, good := p.integer(v, "familiar_networks: ipv6_prefix", 16, 128)
+		fam.IPv6Prefix, ok = int(n), ok && good
+	}
+	if v, has := fs["hold"]; has {
+		d, good := p.duration(v, "familiar_networks: hold", true)
+		fam.Hold, ok = d, ok && good
+	}
+	if ok {
+		p.familiar = fam
+	}
 }
 
 // field is one key: value pair of a mapping, its value's aliases resolved.

@@ -80,7 +80,7 @@ func TestParseErrors(t *testing.T) {
 		{"second document", ruleFile(rateFields...) + "---\nversion: 1\n", []string{"f.yaml:9: a second YAML document; a rules file holds one"}},
 		{"top level list", "- version: 1\n", []string{"f.yaml:1: top level: got a list, want a mapping with version and rules"}},
 		{"top level scalar", "rules\n", []string{`f.yaml:1: top level: got "rules", want a mapping with version and rules`}},
-		{"unknown top-level field", ruleFile(rateFields...) + "rule: []\n", []string{`f.yaml:9: unknown field "rule" at top level (want version and rules)`}},
+		{"unknown top-level field", ruleFile(rateFields...) + "rule: []\n", []string{`f.yaml:9: unknown field "rule" at top level (want version, rules and familiar_networks)`}},
 		{"duplicate top-level field", ruleFile(rateFields...) + "version: 1\n", []string{`f.yaml:9: duplicate field "version" (first at line 1)`}},
 		{"version missing", strings.TrimPrefix(ruleFile(rateFields...), "version: 1\n"), []string{"f.yaml:1: version: required, want version: 1"}},
 		{"version 2", "version: 2\n" + strings.TrimPrefix(ruleFile(rateFields...), "version: 1\n"), []string{"f.yaml:1: version: got 2, want 1"}},
@@ -94,7 +94,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown rule field", ruleFile(with(rateFields, "limt: 5")...), []string{`f.yaml:9: unknown field "limt" in a rule`}},
 		{"duplicate rule field", ruleFile(append(slices.Clone(rateFields), "limit: 6")...), []string{`f.yaml:9: duplicate field "limit" (first at line 7)`}},
 		{"merge key", "base: &b {key: account}\n" + ruleFile(with(rateFields, "<<: *b")...), []string{
-			`f.yaml:1: unknown field "base" at top level (want version and rules)`,
+			`f.yaml:1: unknown field "base" at top level (want version, rules and familiar_networks)`,
 			"f.yaml:10: merge keys (<<) are not supported; write each field out",
 		}},
 		{"field name a list", ruleFile(with(rateFields, "? [a]\n    : b")...), []string{"f.yaml:9: got a list as a field name, want a plain word"}},
@@ -175,6 +175,15 @@ func TestParseErrors(t *testing.T) {
 		{"key global for rate", ruleFile(with(rateFields, "key: global")...), []string{"f.yaml:5: key: global is only for type failure_rate"}},
 		{"key global for consecutive_failures", ruleFile(with(consecutiveFields, "key: global")...), []string{"f.yaml:5: key: global is only for type failure_rate"}},
 		{"failure_rate by account", ruleFile(with(failureRateFields, "key: account")...), []string{"f.yaml:5: key: type failure_rate needs key global, got account"}},
+
+		{"familiar_networks a list", ruleFile(rateFields...) + "familiar_networks: [24]\n", []string{"f.yaml:9: familiar_networks: got a list, want a mapping like {ipv4_prefix: 24, ipv6_prefix: 48, hold: 90d}"}},
+		{"familiar_networks without hold", ruleFile(rateFields...) + "familiar_networks: {ipv4_prefix: 24, ipv6_prefix: 48}\n", []string{"f.yaml:9: familiar_networks: hold: required"}},
+		{"familiar_networks unknown field", ruleFile(rateFields...) + "familiar_networks:\n  ipv4_prefix: 24\n  ipv6_prefix: 48\n  hold: 90d\n  ipv6: 64\n", []string{`f.yaml:13: unknown field "ipv6" in familiar_networks (want ipv4_prefix, ipv6_prefix and hold)`}},
+		{"familiar_networks bad values", ruleFile(rateFields...) + "familiar_networks:\n  ipv4_prefix: 33\n  ipv6_prefix: 8\n  hold: 0s\n", []string{
+			"f.yaml:10: familiar_networks: ipv4_prefix: got 33, want an integer from 8 to 32",
+			"f.yaml:11: familiar_networks: ipv6_prefix: got 8, want an integer from 16 to 128",
+			`f.yaml:12: familiar_networks: hold: got "0s", want more than 0s`,
+		}},
 
 		{"interval below 1µs", ruleFile(with(with(rateFields, "limit: 1000000"), "per: 999ms")...), []string{"f.yaml:7: limit: per/limit is 999ns, want at least 1µs: lower limit or raise per"}},
 		{"tolerance above 366d", ruleFile(with(with(with(rateFields, "limit: 1"), "per: 183d"), "burst: 3")...), []string{"f.yaml:9: burst: burst×per/limit exceeds 366d, the longest tolerance guardian keeps: lower burst or per"}},
@@ -344,7 +353,7 @@ rules:
     per: 1m
 `
 	_, err := Parse("f.yaml", []byte(src), t0)
-	if got, want := errorLines(t, err), []string{`f.yaml:2: unknown field "common" at top level (want version and rules)`}; !slices.Equal(got, want) {
+	if got, want := errorLines(t, err), []string{`f.yaml:2: unknown field "common" at top level (want version, rules and familiar_networks)`}; !slices.Equal(got, want) {
 		t.Errorf("Parse errors: got %q, want %q", got, want)
 	}
 
@@ -385,11 +394,16 @@ func TestDefault(t *testing.T) {
 	}
 	minute, day := time.Minute, 24*time.Hour
 	want := []Rule{
-		{Name: "login-account", Flows: []Flow{Login, PasswordReset}, Key: KeyAccount, Type: Rate, Count: Failures,
+		{Name: "login-account", Flows: []Flow{Login}, Key: KeyAccount, Type: Rate, Count: Failures,
 			Limit: 1, Per: minute, Burst: 5, Action: Slow, Mode: Enforce, OnStoreError: Local},
+		{Name: "password-reset-account", Flows: []Flow{PasswordReset}, Key: KeyAccount, Type: Rate, Count: Failures,
+			Limit: 6, Per: time.Hour, Burst: 10, Action: Slow, Mode: Enforce, OnStoreError: Local},
 		{Name: "login-ip", Flows: []Flow{Login, PasswordReset}, Key: KeyIP, Type: Rate, Count: Failures,
 			Limit: 30, Per: 10 * minute, Burst: 30, Action: Slow, Mode: Enforce, OnStoreError: Local,
 			IPv4Prefix: 32, IPv6Prefix: 64},
+		{Name: "login-ip6-48", Flows: []Flow{Login, PasswordReset}, Key: KeyIP, Type: Rate, Count: Failures,
+			Limit: 4050, Per: day, Burst: 300, Action: Slow, Mode: Enforce, OnStoreError: Local,
+			IPv4Prefix: 32, IPv6Prefix: 48},
 		{Name: "login-hard-stop", Flows: []Flow{Login}, Key: KeyAccount, Type: ConsecutiveFailures,
 			Limit: 100, Action: Block, Mode: Enforce, OnStoreError: Local, Hold: 90 * day},
 		{Name: "otp-send-recipient", Flows: []Flow{OTPSend}, Key: KeyRecipient, Type: Rate, Count: Attempts,
@@ -399,6 +413,9 @@ func TestDefault(t *testing.T) {
 		{Name: "login-global-failures", Flows: []Flow{Login}, Key: KeyGlobal, Type: FailureRate,
 			Limit: 1000, Per: minute, Action: Challenge, Mode: Enforce, OnStoreError: Local,
 			Hysteresis: 30 * time.Second},
+	}
+	if got, want := set.Familiar, (FamiliarNetworks{IPv4Prefix: 24, IPv6Prefix: 48, Hold: 90 * day}); got != want {
+		t.Errorf("Default().Familiar = %+v, want %+v", got, want)
 	}
 	if len(set.Rules) != len(want) {
 		t.Fatalf("Default() has %d rules, want %d", len(set.Rules), len(want))
@@ -411,6 +428,27 @@ func TestDefault(t *testing.T) {
 		if !reflect.DeepEqual(got, want[i]) {
 			t.Errorf("Default() rule %d:\n got %+v\nwant %+v", i, got, want[i])
 		}
+	}
+}
+
+func TestFamiliarNetworks(t *testing.T) {
+	set, err := Parse("f.yaml", []byte(ruleFile(rateFields...)+"familiar_networks: {ipv4_prefix: 16, ipv6_prefix: 56, hold: 30d}\n"), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := FamiliarNetworks{IPv4Prefix: 16, IPv6Prefix: 56, Hold: 30 * 24 * time.Hour}
+	if set.Familiar != want || !set.Familiar.On() {
+		t.Fatalf("Familiar = %+v, want %+v", set.Familiar, want)
+	}
+	if got := set.InMode(Shadow).Familiar; got != want {
+		t.Errorf("InMode(Shadow).Familiar = %+v, want %+v", got, want)
+	}
+	set, err = Parse("f.yaml", []byte(ruleFile(rateFields...)), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set.Familiar.On() {
+		t.Errorf("a file without familiar_networks learns networks: %+v", set.Familiar)
 	}
 }
 

@@ -158,9 +158,25 @@ type Set struct {
 	// LoadedAt is when the set was built.
 	LoadedAt time.Time
 	// Rules are every rule in file order.
-	Rules  []Rule
-	byFlow map[Flow][]*Rule
+	Rules []Rule
+	// Familiar is the file's familiar_networks; its zero value (the file
+	// has none) learns no network.
+	Familiar FamiliarNetworks
+	byFlow   map[Flow][]*Rule
 }
+
+// FamiliarNetworks is how guardian learns an account's own networks: a
+// success report of a login or password_reset check makes the check's
+// network, its address cut to IPv4Prefix or IPv6Prefix bits, familiar to
+// the account for Hold. The zero value learns none.
+type FamiliarNetworks struct {
+	IPv4Prefix int
+	IPv6Prefix int
+	Hold       time.Duration
+}
+
+// On reports whether f learns networks at all.
+func (f FamiliarNetworks) On() bool { return f.Hold > 0 }
 
 // For returns the rules that apply to flow, in file order. The slice is
 // shared: callers must not modify it.
@@ -199,7 +215,9 @@ func (s *Set) InMode(m Mode) *Set {
 	for i := range rs {
 		rs[i].Mode = m
 	}
-	return newSet(s.Source, s.LoadedAt, rs)
+	out := newSet(s.Source, s.LoadedAt, rs)
+	out.Familiar = s.Familiar
+	return out
 }
 
 // newSet indexes rules by flow.
