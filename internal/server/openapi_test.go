@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"encoding/json"
-	"github.com/guardian-sec/guardian/internal/rules"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/guardian-sec/guardian/internal/apitest"
+	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/server"
 	"github.com/guardian-sec/guardian/internal/tokens"
