@@ -30,6 +30,10 @@ const (
 	// plus Cost stays at or below Limit. Each spend keeps the key for Hold
 	// at least; a confirming Refund keeps it longer.
 	Counter
+	// Familiar reads an account's familiar networks (familiar.go): it never
+	// spends or denies, and decides which of the batch's conditional ops
+	// count.
+	Familiar
 )
 
 // Op is one limit to evaluate for a check. The zero value is not a valid Op.
@@ -58,6 +62,17 @@ type Op struct {
 	// Hold is how long a spend keeps the count at least: the key lives
 	// until the later of its deadline and now + Hold. Counter only.
 	Hold time.Duration
+
+	// Member is the network a Familiar op looks for. Familiar only.
+	Member string
+	// When makes an op conditional on the batch's Familiar op
+	// (familiar.go); the zero value counts always.
+	When When
+	// Toll ops are enforced ops spent whenever they fit, even when another
+	// op denies the batch: what a check that keeps knocking while slowed
+	// pays, so that polling a drained key is not free. A Toll op is never
+	// Soft or Shadow.
+	Toll bool
 
 	// Rule names the rule the op belongs to, and OnError says what to do
 	// with the op when the store cannot answer. Stores ignore both; the
@@ -119,6 +134,9 @@ type Refund struct {
 	// Local reports that the fail-closed fallback made the spend, so the
 	// wrapper gives it back there. Stores ignore it.
 	Local bool
+	// Member is the network a Familiar refund makes familiar to its key's
+	// account for Amount (familiar.go). Familiar only.
+	Member string
 }
 
 // Store is guardian's security store. Implementations are safe for
@@ -167,7 +185,10 @@ var ErrBadReply = errors.New("store: bad reply")
 func ValidateRefunds(refunds []Refund) error {
 	for i := range refunds {
 		r := &refunds[i]
-		if r.Key == "" || r.Amount < 0 || (r.Kind != Rate && r.Kind != Counter) {
+		if r.Key == "" || r.Amount < 0 || (r.Kind != Rate && r.Kind != Counter && r.Kind != Familiar) {
+			return fmt.Errorf("refund %d: %w", i, ErrBadBatch)
+		}
+		if r.Kind == Familiar && !ValidMember(r.Member) {
 			return fmt.Errorf("refund %d: %w", i, ErrBadBatch)
 		}
 	}
@@ -180,12 +201,16 @@ func Validate(ops []Op, res []Result) error {
 	if len(ops) != len(res) {
 		return ErrBadBatch
 	}
+	if err := validateFamiliar(ops); err != nil {
+		return err
+	}
 	for i := range ops {
 		op := &ops[i]
 		if op.Key == "" || op.Cost < 0 {
 			return ErrBadBatch
 		}
 		switch op.Kind {
+		case Familiar:
 		case Rate:
 			if op.Interval <= 0 || op.Burst <= 0 {
 				return ErrBadBatch

@@ -138,6 +138,8 @@ type entry struct {
 	v    int64
 	exp  int64
 	kept bool
+	// fam is a Familiar key's list (familiar.go); nil for other keys.
+	fam *famList
 }
 
 // New returns an empty Store configured by cfg.
@@ -214,6 +216,8 @@ type eval struct {
 	next int64
 	// retry is the GCRA retry span in µs when the op does not fit.
 	retry int64
+	// skip reports a conditional op that does not count (familiar.go).
+	skip bool
 }
 
 // needsKey reports whether spending the op would add a key.
@@ -284,7 +288,7 @@ func (s *Store) run(ctx context.Context, ops []store.Op, res []store.Result, spe
 		s.n.Add(need - held)
 		for i := range ops {
 			op, ev := &ops[i], &evs[i]
-			if spend && ev.ok && op.Cost > 0 && (op.Shadow || allOK) {
+			if spend && ev.ok && !ev.skip && op.Cost > 0 && (op.Shadow || op.Toll || allOK) {
 				s.spend(op, ev, now)
 			}
 			fill(op, ev, &res[i], now)
@@ -300,12 +304,21 @@ func (s *Store) run(ctx context.Context, ops []store.Op, res []store.Result, spe
 func (s *Store) evaluateAll(ops []store.Op, evs []eval, now int64, spend bool) (allOK bool, need int64) {
 	allOK = true
 	var enforcedNew, shadowNew int64
+	familiar := s.evaluateFamiliar(ops, evs, now)
 	for i := range ops {
 		op, ev := &ops[i], &evs[i]
+		if op.Kind == store.Familiar {
+			continue
+		}
 		*ev = eval{shard: ev.shard}
+		if !op.When.Counts(familiar) {
+			ev.ok, ev.skip = true, true
+			continue
+		}
 		s.evaluate(op, ev, now)
 		switch {
-		case op.Shadow:
+		case op.Shadow, op.Toll && ev.ok:
+			// Spent whenever it fits, whatever the batch.
 			if ev.needsKey(op) {
 				shadowNew++
 			}
@@ -397,7 +410,13 @@ func (s *Store) spend(op *store.Op, ev *eval, now int64) {
 
 // fill writes what op found, and left behind, into r.
 func fill(op *store.Op, ev *eval, r *store.Result, now int64) {
+	if ev.skip {
+		*r = store.Result{Allowed: true}
+		return
+	}
 	switch op.Kind {
+	case store.Familiar:
+		*r = store.Result{Allowed: ev.ok, ResetAfter: duration(max(ev.curExp-now, 0)), Count: ev.cur}
 	case store.Rate:
 		if ev.full {
 			*r = store.Result{RetryAfter: op.Interval, ResetAfter: op.Interval}
@@ -558,6 +577,10 @@ func (s *Store) Refund(ctx context.Context, refunds []store.Refund) error {
 
 // refund applies one refund.
 func (s *Store) refund(r *store.Refund) {
+	if r.Kind == store.Familiar {
+		s.addFamiliar(r)
+		return
+	}
 	sh := &s.shards[s.shardOf(r.Key)]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"strconv"
 	"sync"
 	"time"
 
@@ -17,21 +18,27 @@ const maxSpan = 1 << 50
 // The scripts' string arguments, boxed once: an interface holding a string
 // variable costs an allocation each time it is made.
 var (
-	argDo, argPeek                 any = "do", "peek"
-	argRate, argCounter            any = "r", "c"
-	argEnforce, argSoft, argShadow any = "enforce", "soft", "shadow"
+	argDo, argPeek                          any = "do", "peek"
+	argRate, argCounter, argFamiliar        any = "r", "c", "f"
+	argEnforce, argToll, argSoft, argShadow any = "enforce", "toll", "soft", "shadow"
+	// kindArgs are the kinds of conditional ops, by Kind and When.
+	kindArgs = [...][3]any{
+		store.Rate:    {argRate, "r+", "r-"},
+		store.Counter: {argCounter, "c+", "c-"},
+	}
 	// The give-back entries: microseconds off a rate key, units off a
-	// counter, keep a counter longer, forget.
-	argRefundRate, argRefundCounter, argConfirm, argForget any = "r", "c", "k", "x"
+	// counter, keep a counter longer, forget, put on a familiar list.
+	argRefundRate, argRefundCounter, argConfirm, argForget, argAddFamiliar any = "r", "c", "k", "x", "f"
 )
 
 // giveback is one entry of the give-back step: how is argRefundRate,
-// argRefundCounter, argConfirm or argForget, amount its microseconds or
-// units.
+// argRefundCounter, argConfirm, argForget or argAddFamiliar, amount its
+// microseconds or units, spec argAddFamiliar's "hold:member" instead.
 type giveback struct {
 	key    string
 	how    any
 	amount int64
+	spec   string
 }
 
 // refundEntries converts refunds to give-back entries.
@@ -46,6 +53,8 @@ func refundEntries(refunds []store.Refund) ([]giveback, error) {
 		case r.Kind == store.Rate:
 			// Truncated: a refund never gives back more than was spent.
 			e.how, e.amount = argRefundRate, min(r.Amount.Microseconds(), maxSpan)
+		case r.Kind == store.Familiar:
+			e.how, e.spec = argAddFamiliar, strconv.FormatInt(micros(r.Amount), 10)+":"+r.Member
 		case r.Confirm:
 			e.how, e.amount = argConfirm, micros(r.Amount)
 		}
@@ -59,6 +68,10 @@ func refundEntries(refunds []store.Refund) ([]giveback, error) {
 func appendGiveback(keys []string, args []any, entries []giveback) ([]string, []any) {
 	for _, e := range entries {
 		keys = append(keys, e.key)
+		if e.how == argAddFamiliar {
+			args = append(args, e.how, e.spec)
+			continue
+		}
 		args = append(args, e.how, e.amount)
 	}
 	return keys, args
@@ -79,16 +92,20 @@ func appendOps(keys []string, args []any, mode string, now any, ops []store.Op) 
 	for i := range ops {
 		op := &ops[i]
 		keys = append(keys, op.Key)
-		kind, role := argCounter, argEnforce
-		if op.Kind == store.Rate {
-			kind = argRate
-		}
+		role := argEnforce
 		switch {
 		case op.Shadow:
 			role = argShadow
 		case op.Soft:
 			role = argSoft
+		case op.Toll:
+			role = argToll
 		}
+		if op.Kind == store.Familiar {
+			args = append(args, argFamiliar, role, int64(0), int64(0), op.Member, int64(0), int64(0))
+			continue
+		}
+		kind := kindArgs[op.Kind][op.When]
 		p := paramsOf(op)
 		args = append(args, kind, role, p.cost, p.interval, p.burst, p.limit, p.hold)
 	}

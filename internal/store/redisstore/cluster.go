@@ -51,7 +51,8 @@ func (s *Store) runSlots(ctx context.Context, mode string, now any, ops []store.
 		}
 		for _, i := range g {
 			op, r := &ops[i], &res[i]
-			if op.Shadow || !r.Spent {
+			if op.Shadow || op.Toll || !r.Spent {
+				// A toll stays paid whatever the batch.
 				continue
 			}
 			spent = append(spent, i)

@@ -7,9 +7,16 @@
 -- KEYS[i]      the key of op i (all share one cluster slot); ARGV[1] is the
 --              time (see prelude.lua)
 -- ARGV[base+1] "do" spends, "peek" only evaluates
--- ARGV[base+2+7(i-1)..]  op i: kind ("r" rate, "c" counter), role
---              ("enforce", "soft" or "shadow"), cost, interval, burst,
---              limit, hold
+-- ARGV[base+2+7(i-1)..]  op i: kind ("r" rate, "c" counter, "f"
+--              familiar, see familiar.lua; a rate or counter kind followed
+--              by "+" counts only when the batch's familiar op found its
+--              member, by "-" only when it did not), role ("enforce",
+--              "toll", "soft" or "shadow"), cost, interval, burst (a
+--              familiar op's member), limit, hold
+--
+-- A toll op is enforced and also spent whenever it fits, even when the
+-- batch is denied. A conditional op that does not count is skipped: it
+-- fits, spends nothing and replies allowed alone.
 --
 -- A rate key holds its theoretical arrival time (TAT). A counter key holds
 -- "count:deadline", the deadline being when the count is forgotten; a spend
@@ -20,17 +27,37 @@
 
 local spend = ARGV[base + 1] == 'do'
 
+-- The batch's familiar op, if it has one, decides its conditional ops.
+local familiar, fams = false, {}
+for i = 1, #KEYS do
+  local a = base + 1 + (i - 1) * 7
+  if ARGV[a + 1] == 'f' then
+    fams[i] = familiarOp(i, ARGV[a + 5])
+    familiar = fams[i].found
+  end
+end
+
 local ops = {}
 local all = true
 for i = 1, #KEYS do
   local a = base + 1 + (i - 1) * 7
+  local kind, cond = string.sub(ARGV[a + 1], 1, 1), string.sub(ARGV[a + 1], 2, 2)
   local o = {
-    rate = ARGV[a + 1] == 'r',
+    rate = kind == 'r',
     role = ARGV[a + 2],
     cost = tonumber(ARGV[a + 3]),
   }
-  local v = get(i)
-  if o.rate then
+  local v = false
+  if kind == 'f' then
+    o.fam = fams[i]
+  elseif (cond == '+' and not familiar) or (cond == '-' and familiar) then
+    o.skip = true
+  else
+    v = get(i)
+  end
+  if o.fam or o.skip then
+    o.fits = true
+  elseif o.rate then
     o.t = tonumber(ARGV[a + 4])
     o.burst = tonumber(ARGV[a + 5])
     o.tau = o.t * o.burst
@@ -62,7 +89,7 @@ for i = 1, #KEYS do
     end
     o.fits = o.count + o.cost <= o.limit
   end
-  if o.role == 'enforce' and not o.fits then
+  if (o.role == 'enforce' or o.role == 'toll') and not o.fits then
     all = false
   end
   ops[i] = o
@@ -70,9 +97,16 @@ end
 
 local out = {}
 for i, o in ipairs(ops) do
-  local spent = spend and o.fits and o.cost > 0 and (o.role == 'shadow' or all)
+  local spent = spend and o.fits and o.cost > 0 and not o.skip and not o.fam and
+    (o.role == 'shadow' or o.role == 'toll' or all)
+  local fits = o.fits
   local remaining, retry, reset, count = 0, 0, 0, 0
-  if o.rate then
+  if o.fam then
+    fits = o.fam.found
+    reset, count = o.fam.reset, o.fam.count
+  elseif o.skip then
+    -- skipped: allowed alone
+  elseif o.rate then
     local tat = o.tat
     if spent then
       tat = o.new
@@ -105,7 +139,7 @@ for i, o in ipairs(ops) do
     end
   end
   local n = #out
-  out[n + 1] = o.fits and 1 or 0
+  out[n + 1] = fits and 1 or 0
   out[n + 2] = spent and 1 or 0
   out[n + 3] = remaining
   out[n + 4] = retry

@@ -55,10 +55,12 @@ var (
 	givebackLua string
 	//go:embed once.lua
 	onceLua string
+	//go:embed familiar.lua
+	familiarLua string
 
-	doScript       = redis.NewScript(preludeLua + doLua)
-	givebackScript = redis.NewScript(preludeLua + givebackLua)
-	onceScript     = redis.NewScript(preludeLua + onceLua)
+	doScript       = redis.NewScript(preludeLua + familiarLua + doLua)
+	givebackScript = redis.NewScript(preludeLua + familiarLua + givebackLua)
+	onceScript     = redis.NewScript(preludeLua + familiarLua + onceLua)
 )
 
 // ErrBadReply reports a script reply that does not have the shape the

@@ -70,6 +70,7 @@ var groups = [][]testCase{
 	errorCases,
 	concurrentCases,
 	holdCases,
+	familiarCases,
 }
 
 // Run runs every conformance test against stores made by newStore, as
