@@ -24,6 +24,9 @@ type CheckRequest struct {
 	// Cost is the units the check spends on rate rules, 1 to MaxCost;
 	// 0 means 1.
 	Cost int64
+	// ChallengePassed is the auth service's word that the end user solved
+	// a CAPTCHA or second factor for this attempt (trust.go).
+	ChallengePassed bool
 }
 
 // Decision is the answer to a check.
@@ -36,6 +39,8 @@ type Decision struct {
 	RetryAfter time.Duration
 	// Degraded reports that the fallback decided at least one rule.
 	Degraded bool
+	// Trust is the bucket the check's key: account rules counted it in.
+	Trust Trust
 	// Limits are the enforced rate and consecutive-failure rules that applied.
 	Limits []Limit
 	// Shadow lists the shadow rules that would have slowed, blocked or
@@ -87,19 +92,18 @@ func (e *Engine) Check(ctx context.Context, req CheckRequest) (Decision, error) 
 		cost = 1
 	}
 	now := e.now()
-	subj := e.resolve(ids, req.DeviceToken, now)
+	set := e.rules.Load()
+	subj := e.resolve(ids, &req, set.Familiar, now)
 
 	p := getPlan()
 	defer p.release()
 	var d Decision
-	for _, r := range e.rules.Load().For(req.Flow) {
+	for _, r := range set.For(req.Flow) {
 		if r.Type == rules.FailureRate {
-			e.globalRule(r, subj.trusted(), &d)
+			e.globalRule(r, subj.exempt(&req), &d)
 			continue
 		}
-		if subject := subj.subject(e.hasher, r); subject != "" {
-			p.add(r, subject, cost)
-		}
+		subj.add(p, e.hasher, r, cost)
 	}
 	e.holdUnconfirmed(p.ops)
 	res := p.results()
@@ -109,6 +113,7 @@ func (e *Engine) Check(ctx context.Context, req CheckRequest) (Decision, error) 
 		}
 	}
 	e.decide(p, res, &d)
+	d.Trust = subj.trust(p, res)
 	if d.Action.Severity() < rules.Slow.Severity() {
 		at := tokens.Attempt{
 			Issued:  now,
@@ -122,6 +127,7 @@ func (e *Engine) Check(ctx context.Context, req CheckRequest) (Decision, error) 
 			}
 		}
 		p.refunds = reservations(p.refunds[:0], req.Flow, p, res)
+		p.refunds = subj.learn(p.refunds, req.Flow, set)
 		at.Refunds = p.refunds
 		id, err := e.attempts.Seal(at)
 		if err != nil {
@@ -150,8 +156,9 @@ type plan struct {
 	refunds  []store.Refund
 }
 
-// planCap is how many ops a new plan has room for.
-const planCap = 8
+// planCap is how many ops a new plan has room for: the built-in login
+// rules with a familiar network's buckets take 7.
+const planCap = 12
 
 var plans = sync.Pool{New: func() any {
 	return &plan{
@@ -183,6 +190,23 @@ func (p *plan) add(r *rules.Rule, subject string, cost int64) {
 	p.subjects = append(p.subjects, subject)
 }
 
+// addAt appends the op for rule r on subject with store key key, counting
+// as when says.
+func (p *plan) addAt(r *rules.Rule, subject, key string, cost int64, when store.When) {
+	op := opFor(r, subject, cost)
+	op.Key, op.When = key, when
+	p.ops = append(p.ops, op)
+	p.rules = append(p.rules, r)
+	p.subjects = append(p.subjects, subject)
+}
+
+// counts reports whether op i of p counted, given what the batch's
+// Familiar op found: the Familiar op itself (which has no rule) and the
+// conditional ops it skipped did not.
+func (p *plan) counts(i int, familiar bool) bool {
+	return p.rules[i] != nil && p.ops[i].When.Counts(familiar)
+}
+
 // results returns zeroed room for the results of p's ops.
 func (p *plan) results() []store.Result {
 	p.res = slices.Grow(p.res[:0], len(p.ops))[:len(p.ops)]
@@ -204,6 +228,7 @@ func opFor(r *rules.Rule, subject string, cost int64) store.Op {
 	case rules.Rate:
 		op.Kind = store.Rate
 		op.Cost = cost
+		op.Toll = tolls(r)
 		op.Interval = r.Interval()
 		op.Burst = r.Burst
 	case rules.ConsecutiveFailures:
@@ -226,9 +251,10 @@ func onError(o rules.OnStoreError) store.OnError {
 }
 
 // globalRule applies a failure_rate rule, which the aggregate decides from
-// its cached view without a store call. Trusted devices are exempt.
-func (e *Engine) globalRule(r *rules.Rule, trusted bool, d *Decision) {
-	if trusted {
+// its cached view without a store call. Trusted devices and passed
+// challenges are exempt.
+func (e *Engine) globalRule(r *rules.Rule, exempt bool, d *Decision) {
+	if exempt {
 		return
 	}
 	var buf [4]string
@@ -267,9 +293,10 @@ func (e *Engine) globalRule(r *rules.Rule, trusted bool, d *Decision) {
 
 // decide folds the store's results into d.
 func (e *Engine) decide(p *plan, res []store.Result, d *Decision) {
+	familiar := store.FamiliarFound(p.ops, res)
 	enforced := 0
-	for _, r := range p.rules {
-		if r.Mode == rules.Enforce {
+	for i, r := range p.rules {
+		if p.counts(i, familiar) && r.Mode == rules.Enforce {
 			enforced++
 		}
 	}
@@ -281,6 +308,9 @@ func (e *Engine) decide(p *plan, res []store.Result, d *Decision) {
 		rs := &res[i]
 		if rs.Degraded {
 			d.Degraded = true
+		}
+		if !p.counts(i, familiar) {
+			continue
 		}
 		action := r.Action
 		switch {

@@ -20,6 +20,9 @@ type checkRequest struct {
 	Recipient   *string `json:"recipient"`
 	DeviceToken *string `json:"device_token"`
 	Cost        *int64  `json:"cost"`
+	// ChallengePassed is a boolean, so a body with it is always decoded by
+	// encoding/json (parseFlat takes strings and integers only).
+	ChallengePassed *bool `json:"challenge_passed"`
 
 	// slots and cost hold what the fields point at when parseFlat read the
 	// body.
@@ -148,6 +151,9 @@ func checkFromBody(c *gin.Context) (engine.CheckRequest, error) {
 	}
 	if body.DeviceToken != nil {
 		req.DeviceToken = *body.DeviceToken
+	}
+	if body.ChallengePassed != nil {
+		req.ChallengePassed = *body.ChallengePassed
 	}
 	if body.Cost != nil {
 		// Only an absent cost is the default: a cost given is 1 to

@@ -367,8 +367,11 @@ func TestStatusRulesAndResetKeys(t *testing.T) {
 	got = loginlimits.ResetKeys(set, subject)
 	want := []string{
 		keys.StoreKey(subject, "per-account"),
+		keys.StoreKey(subject, "per-account:challenged"),
 		keys.StoreKey(subject, "hard-stop"),
 		keys.StoreKey(subject, "per-account-next"),
+		keys.StoreKey(subject, "per-account-next:challenged"),
+		keys.StoreKey(subject, "familiar"),
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("ResetKeys = %v, want %v", got, want)

@@ -105,3 +105,13 @@ func FamiliarFound(ops []Op, res []Result) bool {
 	}
 	return false
 }
+
+// HasFamiliar reports whether ops hold a Familiar op.
+func HasFamiliar(ops []Op) bool {
+	for i := range ops {
+		if ops[i].Kind == Familiar {
+			return true
+		}
+	}
+	return false
+}

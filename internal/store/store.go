@@ -68,10 +68,11 @@ type Op struct {
 	// When makes an op conditional on the batch's Familiar op
 	// (familiar.go); the zero value counts always.
 	When When
-	// Toll ops are enforced ops spent whenever they fit, even when another
-	// op denies the batch: what a check that keeps knocking while slowed
-	// pays, so that polling a drained key is not free. A Toll op is never
-	// Soft or Shadow.
+	// Toll ops are enforced ops that are spent, when every Toll op of the
+	// batch fits, even if another op denies the batch: what a check that
+	// keeps knocking on a slowed key pays, so that polling a drained key is
+	// not free. A batch that a Toll op denies spends no Toll. A Toll op is
+	// never Soft or Shadow.
 	Toll bool
 
 	// Rule names the rule the op belongs to, and OnError says what to do

@@ -77,11 +77,19 @@ type Attempt struct {
 	// Fallback reports that the check spent on the local fallback store
 	// rather than the primary.
 	Fallback bool
-	// Refunds are given back on a success report: Rate and Counter
-	// refunds only. Local is not sealed: Open sets it to Fallback, since
+	// Refunds are given back on a success report: Rate, Counter and
+	// Familiar refunds only. Local is not sealed: Open sets it to Fallback, since
 	// the store that took a check's spends is the one to give them back.
 	Refunds []store.Refund
 }
+
+// The kinds of refund an attempt id carries: a Rate's give-back, a
+// Counter's reset, and a Familiar's network (followed by its member).
+const (
+	refundRate byte = iota
+	refundCounter
+	refundFamiliar
+)
 
 // Attempts seals Attempts into attempt ids and opens them again. An id is a
 // compact binary record with a truncated HMAC-SHA256 tag, in unpadded
@@ -193,7 +201,10 @@ func (a *Attempts) Seal(at Attempt) (string, error) {
 		if r.Amount < 0 {
 			return "", errAttemptAmount
 		}
-		if r.Kind != store.Rate && r.Kind != store.Counter {
+		if r.Kind != store.Rate && r.Kind != store.Counter && r.Kind != store.Familiar {
+			return "", errAttemptKind
+		}
+		if r.Kind == store.Familiar && !store.ValidMember(r.Member) {
 			return "", errAttemptKind
 		}
 	}
@@ -214,11 +225,15 @@ func (a *Attempts) Seal(at Attempt) (string, error) {
 	b = binary.AppendUvarint(b, uint64(len(at.Refunds)))
 	for _, r := range at.Refunds {
 		b = appendString(b, r.Key)
-		var counter byte
-		if r.Kind == store.Counter {
-			counter = 1
+		switch r.Kind {
+		case store.Counter:
+			b = append(b, refundCounter)
+		case store.Familiar:
+			b = append(b, refundFamiliar)
+			b = appendString(b, r.Member)
+		default:
+			b = append(b, refundRate)
 		}
-		b = append(b, counter)
 		b = binary.AppendUvarint(b, uint64(r.Amount))
 	}
 	if len(b) > maxRawAttempt-attemptTagLen {
@@ -304,10 +319,14 @@ func parseAttempt(p, scratch []byte) (Attempt, error) {
 			f.Key = r.string(MaxRefundKeyLen)
 			f.Local = at.Fallback
 			switch r.byte() {
-			case 0:
+			case refundRate:
 				f.Kind = store.Rate
-			case 1:
+			case refundCounter:
 				f.Kind = store.Counter
+			case refundFamiliar:
+				f.Kind = store.Familiar
+				f.Member = r.string(store.MaxMemberLen)
+				r.bad = r.bad || !store.ValidMember(f.Member)
 			default:
 				r.bad = true
 			}

@@ -53,6 +53,10 @@ func TestAttemptRoundTrip(t *testing.T) {
 		{"minimal", Attempt{Issued: t0}},
 		{"given id", Attempt{ID: "AAECAwQFBgcICQoLDA0ODw", Issued: t0, Flow: "otp_send"}},
 		{"counter only", Attempt{Issued: t0, Flow: "login", Refunds: []store.Refund{{Key: "k", Kind: store.Counter}}}},
+		{"a familiar network", Attempt{Issued: t0, Flow: "login", Refunds: []store.Refund{
+			{Key: "k", Kind: store.Counter},
+			{Key: "f", Kind: store.Familiar, Member: "AbCdEfGhIjKlMnOp", Amount: 90 * 24 * time.Hour},
+		}}},
 		{"bounds", Attempt{
 			Issued: t0, Flow: strings.Repeat("f", MaxAttemptFieldLen), Account: strings.Repeat("a", MaxAttemptFieldLen),
 			Device:  strings.Repeat("d", MaxAttemptFieldLen),
@@ -294,6 +298,7 @@ func TestAttemptSealRejects(t *testing.T) {
 		{"refund key too long", Attempt{Issued: t0, Refunds: refunds(1, MaxRefundKeyLen+1)}},
 		{"negative amount", Attempt{Issued: t0, Refunds: []store.Refund{{Key: "k", Kind: store.Rate, Amount: -time.Second}}}},
 		{"unknown kind", Attempt{Issued: t0, Refunds: []store.Refund{{Key: "k"}}}},
+		{"familiar without a member", Attempt{Issued: t0, Refunds: []store.Refund{{Key: "k", Kind: store.Familiar}}}},
 		{"over 4 KiB in all", Attempt{Issued: t0, Refunds: refunds(MaxRefunds, MaxRefundKeyLen)}},
 	}
 	for _, tt := range tests {

@@ -270,7 +270,7 @@ func (s *Store) run(ctx context.Context, ops []store.Op, res []store.Result, spe
 			s.shards[i].mu.Lock()
 		}
 		now := s.now().UnixMicro()
-		allOK, need := s.evaluateAll(ops, evs, now, spend)
+		allOK, tollsOK, need := s.evaluateAll(ops, evs, now, spend)
 		if held < need {
 			held += s.take(need - held)
 		}
@@ -282,13 +282,13 @@ func (s *Store) run(ctx context.Context, ops []store.Op, res []store.Result, spe
 		if held < need {
 			// Nothing left to evict: every op that needs a new key is
 			// denied, and so the batch.
-			allOK = denyNew(ops, evs)
+			allOK, tollsOK = denyNew(ops, evs)
 			need = 0
 		}
 		s.n.Add(need - held)
 		for i := range ops {
 			op, ev := &ops[i], &evs[i]
-			if spend && ev.ok && !ev.skip && op.Cost > 0 && (op.Shadow || op.Toll || allOK) {
+			if spend && ev.ok && !ev.skip && op.Cost > 0 && (op.Shadow || op.Toll && tollsOK || allOK) {
 				s.spend(op, ev, now)
 			}
 			fill(op, ev, &res[i], now)
@@ -299,11 +299,11 @@ func (s *Store) run(ctx context.Context, ops []store.Op, res []store.Result, spe
 }
 
 // evaluateAll evaluates every op at now, and reports whether the enforced
-// ops fit together and how many new keys spending the batch adds (none when
-// spend is false).
-func (s *Store) evaluateAll(ops []store.Op, evs []eval, now int64, spend bool) (allOK bool, need int64) {
-	allOK = true
-	var enforcedNew, shadowNew int64
+// ops fit together, whether the Toll ops do, and how many new keys spending
+// the batch adds (none when spend is false).
+func (s *Store) evaluateAll(ops []store.Op, evs []eval, now int64, spend bool) (allOK, tollsOK bool, need int64) {
+	allOK, tollsOK = true, true
+	var enforcedNew, shadowNew, tollNew int64
 	familiar := s.evaluateFamiliar(ops, evs, now)
 	for i := range ops {
 		op, ev := &ops[i], &evs[i]
@@ -317,10 +317,15 @@ func (s *Store) evaluateAll(ops []store.Op, evs []eval, now int64, spend bool) (
 		}
 		s.evaluate(op, ev, now)
 		switch {
-		case op.Shadow, op.Toll && ev.ok:
-			// Spent whenever it fits, whatever the batch.
+		case op.Shadow:
 			if ev.needsKey(op) {
 				shadowNew++
+			}
+		case op.Toll:
+			tollsOK = tollsOK && ev.ok
+			allOK = allOK && ev.ok
+			if ev.needsKey(op) {
+				tollNew++
 			}
 		case !ev.ok:
 			// A soft op that does not fit is left alone; it never denies.
@@ -329,19 +334,21 @@ func (s *Store) evaluateAll(ops []store.Op, evs []eval, now int64, spend bool) (
 			enforcedNew++
 		}
 	}
-	if !spend {
-		return allOK, 0
+	switch {
+	case !spend:
+		return allOK, tollsOK, 0
+	case allOK:
+		return allOK, tollsOK, enforcedNew + tollNew + shadowNew
+	case tollsOK:
+		return allOK, tollsOK, tollNew + shadowNew
 	}
-	if allOK {
-		return allOK, enforcedNew + shadowNew
-	}
-	return allOK, shadowNew
+	return allOK, tollsOK, shadowNew
 }
 
 // denyNew marks every op that needs a new key as met by a full store, and
-// reports whether the enforced ops still fit together.
-func denyNew(ops []store.Op, evs []eval) bool {
-	allOK := true
+// reports whether the enforced ops, and the Toll ops, still fit together.
+func denyNew(ops []store.Op, evs []eval) (allOK, tollsOK bool) {
+	allOK, tollsOK = true, true
 	for i := range ops {
 		op, ev := &ops[i], &evs[i]
 		if ev.needsKey(op) {
@@ -349,9 +356,10 @@ func denyNew(ops []store.Op, evs []eval) bool {
 		}
 		if !op.Shadow && !ev.ok && !op.Soft {
 			allOK = false
+			tollsOK = tollsOK && !op.Toll
 		}
 	}
-	return allOK
+	return allOK, tollsOK
 }
 
 // unlock releases the shards of set, in reverse order.

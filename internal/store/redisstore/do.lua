@@ -14,8 +14,8 @@
 --              "toll", "soft" or "shadow"), cost, interval, burst (a
 --              familiar op's member), limit, hold
 --
--- A toll op is enforced and also spent whenever it fits, even when the
--- batch is denied. A conditional op that does not count is skipped: it
+-- A toll op is enforced and also spent, when every toll op of the batch
+-- fits, even if another op denies the batch. A conditional op that does not count is skipped: it
 -- fits, spends nothing and replies allowed alone.
 --
 -- A rate key holds its theoretical arrival time (TAT). A counter key holds
@@ -38,7 +38,7 @@ for i = 1, #KEYS do
 end
 
 local ops = {}
-local all = true
+local all, tolls = true, true
 for i = 1, #KEYS do
   local a = base + 1 + (i - 1) * 7
   local kind, cond = string.sub(ARGV[a + 1], 1, 1), string.sub(ARGV[a + 1], 2, 2)
@@ -91,6 +91,9 @@ for i = 1, #KEYS do
   end
   if (o.role == 'enforce' or o.role == 'toll') and not o.fits then
     all = false
+    if o.role == 'toll' then
+      tolls = false
+    end
   end
   ops[i] = o
 end
@@ -98,7 +101,7 @@ end
 local out = {}
 for i, o in ipairs(ops) do
   local spent = spend and o.fits and o.cost > 0 and not o.skip and not o.fam and
-    (o.role == 'shadow' or o.role == 'toll' or all)
+    (o.role == 'shadow' or (o.role == 'toll' and tolls) or all)
   local fits = o.fits
   local remaining, retry, reset, count = 0, 0, 0, 0
   if o.fam then

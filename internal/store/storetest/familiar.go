@@ -20,6 +20,7 @@ var familiarCases = []testCase{
 	{"familiar/bad_batches", testFamiliarBadBatches},
 	{"toll/spent_when_the_batch_is_denied", testTollSpent},
 	{"toll/denies_when_it_does_not_fit", testTollDenies},
+	{"toll/paid_together", testTollsTogether},
 }
 
 // hold is how long the familiar tests keep a network.
@@ -178,6 +179,20 @@ func testTollDenies(h *harness) {
 		{at: t0, ops: ops(toll), want: rs(result{Allowed: true, Spent: true, ResetAfter: time.Minute})},
 		{at: t0, ops: ops(Rate(acct, 1, time.Minute, 1), toll), want: rs(
 			result{Allowed: true, ResetAfter: 0, Remaining: 1},
+			result{RetryAfter: time.Minute, ResetAfter: time.Minute},
+		)},
+	})
+}
+
+// testTollsTogether: tolls are paid together or not at all: a batch that
+// one toll denies spends no other.
+func testTollsTogether(h *harness) {
+	acct, ip, net := h.key("acct"), h.key("ip"), h.key("net")
+	h.run([]step{
+		{at: t0, ops: ops(Toll(Rate(net, 1, time.Minute, 1))), want: rs(result{Allowed: true, Spent: true, ResetAfter: time.Minute})},
+		{at: t0, ops: ops(Rate(acct, 1, time.Minute, 1), Toll(Rate(ip, 1, time.Minute, 3)), Toll(Rate(net, 1, time.Minute, 1))), want: rs(
+			result{Allowed: true, Remaining: 1},
+			result{Allowed: true, Remaining: 3},
 			result{RetryAfter: time.Minute, ResetAfter: time.Minute},
 		)},
 	})
