@@ -98,9 +98,11 @@ func (e *Engine) Check(ctx context.Context, req CheckRequest) (Decision, error) 
 	p := getPlan()
 	defer p.release()
 	var d Decision
+	global := false
 	for _, r := range set.For(req.Flow) {
 		if r.Type == rules.FailureRate {
 			e.globalRule(r, subj.exempt(&req), &d)
+			global = true
 			continue
 		}
 		subj.add(p, e.hasher, r, cost)
@@ -120,6 +122,10 @@ func (e *Engine) Check(ctx context.Context, req CheckRequest) (Decision, error) 
 			Flow:    string(req.Flow),
 			Account: subj.account,
 			Device:  subj.device,
+			// The check counts in its flow's global failure rate now, as
+			// a reserved failure: a success report takes it back, and a
+			// check never reported (a challenge abandoned) stays counted.
+			Counted: global,
 		}
 		for i := range res {
 			if res[i].Degraded && res[i].Spent {
@@ -134,6 +140,9 @@ func (e *Engine) Check(ctx context.Context, req CheckRequest) (Decision, error) 
 			return Decision{}, fmt.Errorf("engine: attempt id: %w", err)
 		}
 		d.AttemptID = id
+		if global {
+			e.aggregate.Add(at.Flow, 1)
+		}
 	}
 	if d.Action == "" {
 		d.Action = rules.Allow

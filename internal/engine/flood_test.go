@@ -38,7 +38,21 @@ func TestFloodOfRandomAccounts(t *testing.T) {
 		req := engine.CheckRequest{Flow: rules.Login, Account: fmt.Sprintf("random-%d@example.com", i), IP: fmt.Sprintf("198.51.%d.%d", i/250%250, i%250)}
 		h.check(t, req)
 	}
-	for i := range 20 {
+	// The flood's checks were never reported: each counts as a failure in
+	// the global rate, which challenges every untrusted check for a while.
+	// A challenge lets the fresh users go ahead; nothing slows them.
+	for i := range 10 {
+		d := h.check(t, engine.CheckRequest{Flow: rules.Login, Account: fmt.Sprintf("fresh-%d@example.com", i), IP: "203.0.113.9"})
+		if d.Action != rules.Challenge || d.Rule != "login-global-failures" {
+			t.Errorf("fresh user %d right after the flood = %s (%s), want challenge by login-global-failures", i, d.Action, d.Rule)
+		}
+	}
+	// The global rule's minute passes; the first check to see the rate
+	// back under the limit starts its hysteresis.
+	h.clock.Advance(time.Minute)
+	h.check(t, engine.CheckRequest{Flow: rules.Login, Account: "calm@example.com", IP: "203.0.113.9"})
+	h.clock.Advance(globalRule(t).Hysteresis)
+	for i := 10; i < 30; i++ {
 		d := h.check(t, engine.CheckRequest{Flow: rules.Login, Account: fmt.Sprintf("fresh-%d@example.com", i), IP: "203.0.113.9"})
 		if d.Action != rules.Allow {
 			t.Errorf("fresh user %d after the flood = %s (%s), want allow", i, d.Action, d.Rule)
@@ -47,4 +61,14 @@ func TestFloodOfRandomAccounts(t *testing.T) {
 	if d := h.check(t, victim); d.Action != rules.Block {
 		t.Errorf("victim after the flood = %s, want still blocked", d.Action)
 	}
+}
+
+// globalRule is the built-in global failure-rate rule.
+func globalRule(tb testing.TB) *rules.Rule {
+	tb.Helper()
+	r, ok := rules.Default().Rule("login-global-failures")
+	if !ok {
+		tb.Fatal("no built-in login-global-failures")
+	}
+	return r
 }

@@ -45,7 +45,7 @@ const (
 //	id       16 bytes
 //	issued   8 bytes, big-endian Unix milliseconds
 //	flow, account, device: uvarint length, then the bytes
-//	flags    1 byte: bit 0 Fallback, the other bits zero
+//	flags    1 byte: bit 0 Fallback, bit 1 Counted, the other bits zero
 //	refunds  uvarint count, then per refund: uvarint key length, key bytes,
 //	         1 byte kind (0 Rate, 1 Counter), uvarint Amount in nanoseconds
 //	tag      16 bytes: HMAC-SHA256 of everything before it, truncated
@@ -57,6 +57,7 @@ const (
 	headerLen      = 1 + idLen + 8
 	minPayload     = headerLen + 3 + 1 + 1
 	flagFallback   = 1
+	flagCounted    = 2
 	maxRawAttempt  = MaxAttemptLen / 4 * 3
 )
 
@@ -77,6 +78,9 @@ type Attempt struct {
 	// Fallback reports that the check spent on the local fallback store
 	// rather than the primary.
 	Fallback bool
+	// Counted reports that the check counted in the global failure rate,
+	// so that a success report takes it back (package aggregate).
+	Counted bool
 	// Refunds are given back on a success report: Rate, Counter and
 	// Familiar refunds only. Local is not sealed: Open sets it to Fallback, since
 	// the store that took a check's spends is the one to give them back.
@@ -221,6 +225,9 @@ func (a *Attempts) Seal(at Attempt) (string, error) {
 	if at.Fallback {
 		flags |= flagFallback
 	}
+	if at.Counted {
+		flags |= flagCounted
+	}
 	b = append(b, flags)
 	b = binary.AppendUvarint(b, uint64(len(at.Refunds)))
 	for _, r := range at.Refunds {
@@ -304,13 +311,9 @@ func parseAttempt(p, scratch []byte) (Attempt, error) {
 	at.Flow = r.string(MaxAttemptFieldLen)
 	at.Account = r.string(MaxAttemptFieldLen)
 	at.Device = r.string(MaxAttemptFieldLen)
-	switch r.byte() {
-	case 0:
-	case flagFallback:
-		at.Fallback = true
-	default:
-		r.bad = true
-	}
+	flags := r.byte()
+	at.Fallback, at.Counted = flags&flagFallback != 0, flags&flagCounted != 0
+	r.bad = r.bad || flags&^(flagFallback|flagCounted) != 0
 	count := r.uvarint(MaxRefunds)
 	if !r.bad && count > 0 {
 		at.Refunds = make([]store.Refund, count)
