@@ -35,7 +35,8 @@ func (s *Store) runSlots(ctx context.Context, mode string, now any, ops []store.
 
 	denied, tollDenied := firstErr != nil, firstErr != nil
 	for i := range ops {
-		if !ops[i].Shadow && !ops[i].Soft && !res[i].Allowed {
+		// A Familiar op that did not find its member denies nothing.
+		if !ops[i].Shadow && !ops[i].Soft && ops[i].Kind != store.Familiar && !res[i].Allowed {
 			denied = true
 			tollDenied = tollDenied || ops[i].Toll
 		}

@@ -18,6 +18,7 @@ var familiarCases = []testCase{
 	{"familiar/refresh_keeps_the_later_deadline", testFamiliarRefresh},
 	{"familiar/learned_by_mark_once", testFamiliarMarkOnce},
 	{"familiar/bad_batches", testFamiliarBadBatches},
+	{"familiar/across_subjects", testFamiliarAcrossSubjects},
 	{"toll/spent_when_the_batch_is_denied", testTollSpent},
 	{"toll/denies_when_it_does_not_fit", testTollDenies},
 	{"toll/paid_together", testTollsTogether},
@@ -195,5 +196,17 @@ func testTollsTogether(h *harness) {
 			result{Allowed: true, Remaining: 3},
 			result{RetryAfter: time.Minute, ResetAfter: time.Minute},
 		)},
+	})
+}
+
+// testFamiliarAcrossSubjects: a batch whose familiar list and buckets
+// belong to one subject and whose other op to another (two slots on a
+// cluster) spends like any batch: an unfamiliar member denies nothing.
+func testFamiliarAcrossSubjects(h *harness) {
+	b := append(h.familiarBatch("netA"), Rate(h.key("ip"), 1, time.Minute, 5))
+	h.run([]step{
+		{at: t0, ops: b, want: rs(result{}, result{Allowed: true, Spent: true, Remaining: 1, ResetAfter: time.Minute}, skipped, result{Allowed: true, Spent: true, Remaining: 4, ResetAfter: time.Minute})},
+		{at: t0, ops: b, want: rs(result{}, result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: 2 * time.Minute}, skipped, result{Allowed: true, Spent: true, Remaining: 3, ResetAfter: 2 * time.Minute})},
+		{at: t0, ops: b, want: rs(result{}, result{Remaining: 0, RetryAfter: time.Minute, ResetAfter: 2 * time.Minute}, skipped, result{Allowed: true, Remaining: 3, ResetAfter: 2 * time.Minute})},
 	})
 }
