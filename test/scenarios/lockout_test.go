@@ -65,7 +65,7 @@ func poll(t *testing.T, g *guardian, window time.Duration, owner func(second int
 func TestPollingLocksNobodyOut(t *testing.T) {
 	g := start(t, pollingRules)
 	home := attempt{Flow: "login", Account: "victim@example.com", IP: "203.0.113.7"}
-	tok := g.login(t, home) // the owner's first login: home and device known
+	tok := g.login(t, home)    // the owner's first login: home and device known
 	const window = time.Minute // an hour of the built-in rules
 	ways := map[string]int{}
 	allowed := poll(t, g, window, func(second int) {
