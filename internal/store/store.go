@@ -34,6 +34,9 @@ const (
 	// spends or denies, and decides which of the batch's conditional ops
 	// count.
 	Familiar
+	// Distinct counts the distinct members a key saw over a sliding window
+	// (distinct.go): it fits while the count is at most Limit.
+	Distinct
 )
 
 // Op is one limit to evaluate for a check. The zero value is not a valid Op.
@@ -52,18 +55,21 @@ type Op struct {
 	// Cost is the number of units to spend; 0 only evaluates.
 	Cost int64
 
-	// Interval is the GCRA emission interval (per/limit). Rate only.
+	// Interval is the GCRA emission interval (per/limit) of a Rate, and
+	// the step a Distinct window advances by.
 	Interval time.Duration
 	// Burst is how many units fit back to back after idle. Rate only.
 	Burst int64
 
-	// Limit is the count at which a Counter denies. Counter only.
+	// Limit is the count at which a Counter denies, or above which a
+	// Distinct denies. Counter and Distinct only.
 	Limit int64
 	// Hold is how long a spend keeps the count at least: the key lives
 	// until the later of its deadline and now + Hold. Counter only.
 	Hold time.Duration
 
-	// Member is the network a Familiar op looks for. Familiar only.
+	// Member is the network a Familiar op looks for, or the member a
+	// Distinct op adds. Familiar and Distinct only.
 	Member string
 	// When makes an op conditional on the batch's Familiar op
 	// (familiar.go); the zero value counts always.
@@ -212,6 +218,10 @@ func Validate(ops []Op, res []Result) error {
 		}
 		switch op.Kind {
 		case Familiar:
+		case Distinct:
+			if err := validateDistinct(op); err != nil {
+				return err
+			}
 		case Rate:
 			if op.Interval <= 0 || op.Burst <= 0 {
 				return ErrBadBatch

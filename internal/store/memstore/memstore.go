@@ -138,8 +138,10 @@ type entry struct {
 	v    int64
 	exp  int64
 	kept bool
-	// fam is a Familiar key's list (familiar.go); nil for other keys.
-	fam *famList
+	// fam is a Familiar key's list (familiar.go), dist a Distinct key's
+	// sub-windows (distinct.go); nil for other keys.
+	fam  *famList
+	dist *distinctState
 }
 
 // New returns an empty Store configured by cfg.
@@ -218,6 +220,10 @@ type eval struct {
 	retry int64
 	// skip reports a conditional op that does not count (familiar.go).
 	skip bool
+	// dist is what a Distinct op found (distinct.go).
+	dist distinctEval
+	// found is the entry found, for a Distinct op's spend.
+	found entry
 }
 
 // needsKey reports whether spending the op would add a key.
@@ -380,6 +386,9 @@ func (s *Store) evaluate(op *store.Op, ev *eval, now int64) {
 	}
 	ev.live = found
 	switch op.Kind {
+	case store.Distinct:
+		ev.found = e
+		s.evaluateDistinct(op, ev, e, found, now)
 	case store.Rate:
 		ev.cur = now
 		if found {
@@ -404,9 +413,12 @@ func counterExp(op *store.Op, ev *eval, now int64) int64 {
 // spend writes op's new state. Room for a new key must have been taken.
 func (s *Store) spend(op *store.Op, ev *eval, now int64) {
 	e := entry{v: ev.next, exp: ev.next}
-	if op.Kind == store.Counter {
+	switch op.Kind {
+	case store.Counter:
 		e.exp = counterExp(op, ev, now)
 		e.kept = ev.next >= op.Limit
+	case store.Distinct:
+		e = s.spendDistinct(op, ev, ev.found)
 	}
 	sh := &s.shards[ev.shard]
 	s.set(sh, op.Key, e)
@@ -425,6 +437,12 @@ func fill(op *store.Op, ev *eval, r *store.Result, now int64) {
 	switch op.Kind {
 	case store.Familiar:
 		*r = store.Result{Allowed: ev.ok, ResetAfter: duration(max(ev.curExp-now, 0)), Count: ev.cur}
+	case store.Distinct:
+		if ev.full {
+			*r = store.Result{RetryAfter: op.Interval, ResetAfter: op.Interval}
+			return
+		}
+		fillDistinct(op, ev, r, now)
 	case store.Rate:
 		if ev.full {
 			*r = store.Result{RetryAfter: op.Interval, ResetAfter: op.Interval}

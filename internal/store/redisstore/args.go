@@ -23,9 +23,12 @@ var (
 	argEnforce, argToll, argSoft, argShadow any = "enforce", "toll", "soft", "shadow"
 	// kindArgs are the kinds of conditional ops, by Kind and When.
 	kindArgs = [...][3]any{
-		store.Rate:    {argRate, "r+", "r-"},
-		store.Counter: {argCounter, "c+", "c-"},
+		store.Rate:     {argRate, "r+", "r-"},
+		store.Counter:  {argCounter, "c+", "c-"},
+		store.Distinct: {"d", "d+", "d-"},
 	}
+	// argSub is a distinct op's sub-window entry.
+	argSub, argZero any = "h", int64(0)
 	// The give-back entries: microseconds off a rate key, units off a
 	// counter, keep a counter longer, forget, put on a familiar list.
 	argRefundRate, argRefundCounter, argConfirm, argForget, argAddFamiliar any = "r", "c", "k", "x", "f"
@@ -101,8 +104,16 @@ func appendOps(keys []string, args []any, mode string, now any, ops []store.Op) 
 		case op.Toll:
 			role = argToll
 		}
-		if op.Kind == store.Familiar {
+		switch op.Kind {
+		case store.Familiar:
 			args = append(args, argFamiliar, role, int64(0), int64(0), op.Member, int64(0), int64(0))
+			continue
+		case store.Distinct:
+			args = append(args, kindArgs[op.Kind][op.When], role, op.Cost, micros(op.Interval), op.Member, min(op.Limit, maxSpan), int64(0))
+			for j := range store.DistinctSlots {
+				keys = append(keys, distinctSlotKey(op.Key, j))
+				args = append(args, argSub, argEnforce, argZero, argZero, argZero, argZero, argZero)
+			}
 			continue
 		}
 		kind := kindArgs[op.Kind][op.When]
@@ -110,6 +121,12 @@ func appendOps(keys []string, args []any, mode string, now any, ops []store.Op) 
 		args = append(args, kind, role, p.cost, p.interval, p.burst, p.limit, p.hold)
 	}
 	return keys, args
+}
+
+// distinctSlotKey is the key of sub-window j of the Distinct key k: k with
+// a suffix, so in k's slot.
+func distinctSlotKey(k string, j int) string {
+	return k + ":" + strconv.Itoa(j)
 }
 
 // batch is the KEYS and ARGV of one script call, reused through batches:

@@ -54,8 +54,10 @@ func (s *Store) runSlots(ctx context.Context, mode string, now any, ops []store.
 		}
 		for _, i := range g {
 			op, r := &ops[i], &res[i]
-			if op.Shadow || op.Toll && !tollDenied || !r.Spent {
-				// Tolls stay paid unless a toll denied.
+			if op.Shadow || op.Toll && !tollDenied || op.Kind == store.Distinct || !r.Spent {
+				// Tolls stay paid unless a toll denied; a member added
+				// to a HyperLogLog cannot be taken out, and stays
+				// counted, the strict side.
 				continue
 			}
 			spent = append(spent, i)

@@ -8,11 +8,13 @@
 --              time (see prelude.lua)
 -- ARGV[base+1] "do" spends, "peek" only evaluates
 -- ARGV[base+2+7(i-1)..]  op i: kind ("r" rate, "c" counter, "f"
---              familiar, see familiar.lua; a rate or counter kind followed
+--              familiar, see familiar.lua, "d" distinct, see distinct.lua,
+--              followed by five "h" entries, its sub-windows, which reply
+--              nothing; a rate, counter or distinct kind followed
 --              by "+" counts only when the batch's familiar op found its
 --              member, by "-" only when it did not), role ("enforce",
 --              "toll", "soft" or "shadow"), cost, interval, burst (a
---              familiar op's member), limit, hold
+--              familiar or distinct op's member), limit, hold
 --
 -- A toll op is enforced and also spent, when every toll op of the batch
 -- fits, even if another op denies the batch. A conditional op that does not count is skipped: it
@@ -48,15 +50,24 @@ for i = 1, #KEYS do
     cost = tonumber(ARGV[a + 3]),
   }
   local v = false
-  if kind == 'f' then
+  if kind == 'h' then
+    o.sub = true
+  elseif kind == 'f' then
     o.fam = fams[i]
   elseif (cond == '+' and not familiar) or (cond == '-' and familiar) then
     o.skip = true
+  elseif kind == 'd' then
+    o.step = tonumber(ARGV[a + 4])
+    o.member = ARGV[a + 5]
+    o.limit = tonumber(ARGV[a + 6])
+    o.dist = distinctOp(i, o.step)
   else
     v = get(i)
   end
-  if o.fam or o.skip then
+  if o.fam or o.skip or o.sub then
     o.fits = true
+  elseif o.dist then
+    o.fits = o.dist.count <= o.limit
   elseif o.rate then
     o.t = tonumber(ARGV[a + 4])
     o.burst = tonumber(ARGV[a + 5])
@@ -100,11 +111,30 @@ end
 
 local out = {}
 for i, o in ipairs(ops) do
-  local spent = spend and o.fits and o.cost > 0 and not o.skip and not o.fam and
+  local spent = spend and o.fits and o.cost > 0 and not o.skip and not o.fam and not o.sub and
     (o.role == 'shadow' or (o.role == 'toll' and tolls) or all)
   local fits = o.fits
   local remaining, retry, reset, count = 0, 0, 0, 0
-  if o.fam then
+  if o.sub then
+    -- a distinct op's sub-window: no reply of its own
+  elseif o.dist then
+    local d = o.dist
+    local newest = d.newest
+    if spent then
+      newest = distinctAdd(i, d, o.step, o.member)
+    end
+    count = d.count
+    remaining = o.limit - count
+    if remaining < 0 then
+      remaining = 0
+    end
+    if newest >= 0 then
+      reset = (newest + 5) * o.step - now
+    end
+    if not fits and d.oldest >= 0 then
+      retry = (d.oldest + 5) * o.step - now
+    end
+  elseif o.fam then
     fits = o.fam.found
     reset, count = o.fam.reset, o.fam.count
   elseif o.skip then
@@ -141,6 +171,7 @@ for i, o in ipairs(ops) do
       remaining = 0
     end
   end
+  if not o.sub then
   local n = #out
   out[n + 1] = fits and 1 or 0
   out[n + 2] = spent and 1 or 0
@@ -148,5 +179,6 @@ for i, o in ipairs(ops) do
   out[n + 4] = retry
   out[n + 5] = reset
   out[n + 6] = count
+  end
 end
 return out

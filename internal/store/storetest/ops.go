@@ -50,3 +50,9 @@ func Toll(op store.Op) store.Op {
 	op.Toll = true
 	return op
 }
+
+// Distinct returns a Distinct op on key adding member (cost 1) or only
+// counting (cost 0), with sub-windows of step and limit.
+func Distinct(key, member string, cost int64, step time.Duration, limit int64) store.Op {
+	return store.Op{Key: key, Kind: store.Distinct, Member: member, Cost: cost, Interval: step, Limit: limit}
+}

@@ -71,6 +71,7 @@ var groups = [][]testCase{
 	concurrentCases,
 	holdCases,
 	familiarCases,
+	distinctCases,
 }
 
 // Run runs every conformance test against stores made by newStore, as

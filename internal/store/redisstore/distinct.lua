@@ -1,0 +1,58 @@
+-- guardian: Distinct ops (store.Distinct), run after prelude.lua and before
+-- the script's own text.
+--
+-- A distinct op's key holds "w1,w2,w3,w4,w5": the window number each of
+-- its five sub-window HyperLogLogs holds (0 for none); the HyperLogLogs are
+-- the five keys after it in KEYS, slot j holding window w when w % 5 == j.
+-- The window counted is the current sub-window and the four before it.
+
+-- distinctOp evaluates the distinct op at key i whose sub-windows are step
+-- microseconds: its window number, the slots' windows, the estimate of the
+-- live ones, and the oldest and newest live window (-1 for none).
+local function distinctOp(i, step)
+  local d = { w = math.floor(now / step), windows = {}, count = 0, oldest = -1, newest = -1 }
+  local v = get(i) or ''
+  local j = 0
+  for n in string.gmatch(v, '(%d+)') do
+    d.windows[j] = tonumber(n)
+    j = j + 1
+  end
+  local live = {}
+  for s = 0, 4 do
+    local w = d.windows[s] or 0
+    if w > d.w - 5 and w <= d.w and w > 0 then
+      live[#live + 1] = KEYS[i + 1 + s]
+      if d.oldest < 0 or w < d.oldest then
+        d.oldest = w
+      end
+      if w > d.newest then
+        d.newest = w
+      end
+    end
+  end
+  if #live > 0 then
+    d.count = redis.call('PFCOUNT', unpack(live))
+  end
+  return d
+end
+
+-- distinctAdd adds member to the current sub-window of the distinct op at
+-- key i, evaluated as d, emptying the slot first when it holds an older
+-- window. It returns the newest live window.
+local function distinctAdd(i, d, step, member)
+  local s = d.w % 5
+  local key = KEYS[i + 1 + s]
+  if d.windows[s] ~= d.w then
+    redis.call('DEL', key)
+    d.windows[s] = d.w
+  end
+  redis.call('PFADD', key, member)
+  local deadline = (d.w + 5) * step
+  redis.call('PEXPIRE', key, math.ceil((deadline - now) / 1000) + 1)
+  local parts = {}
+  for j = 0, 4 do
+    parts[j + 1] = int(d.windows[j] or 0)
+  end
+  put(i, table.concat(parts, ","), deadline)
+  return d.w
+end
