@@ -238,7 +238,7 @@ func (p *parser) fields(m *yaml.Node, known []string, hint string) map[string]fi
 // ruleFields are the fields a rule may have.
 var ruleFields = []string{
 	"name", "flows", "key", "type", "count", "limit", "per", "burst", "action",
-	"mode", "on_store_error", "ipv4_prefix", "ipv6_prefix", "hold", "hysteresis",
+	"mode", "on_store_error", "ipv4_prefix", "ipv6_prefix", "hold", "hysteresis", "of",
 }
 
 // ruleName is the syntax of a rule name: 1 to 63 of [a-z0-9-], neither
@@ -268,6 +268,11 @@ func (p *parser) rule(m *yaml.Node, names map[string]int) (Rule, bool) {
 		rp.consecutiveFailures()
 	case rp.r.Type == FailureRate:
 		rp.failureRate()
+	case rp.r.Type == Distinct:
+		rp.distinct()
+	}
+	if rp.typeOK && rp.r.Type != Distinct {
+		rp.notFor("of")
 	}
 	rp.prefixes()
 	rp.keyFitsType()
@@ -377,6 +382,33 @@ func (rp *ruleParse) failureRate() {
 	}
 }
 
+// distinctOf is what a distinct rule may count distinct values of.
+var distinctOf = []Key{KeyAccount}
+
+// distinctActions are the actions a distinct rule may take: it never blocks.
+var distinctActions = []Action{Challenge, Slow}
+
+// distinct reads a distinct rule's of, count and per, and checks its key
+// and action: per key ip (with its prefixes), distinct accounts over per,
+// challenged or slowed.
+func (rp *ruleParse) distinct() {
+	rp.per(true)
+	if f, ok := rp.fs["of"]; !ok {
+		rp.errorf(rp.line, "of: required for type distinct, want %s", or(distinctOf))
+	} else {
+		rp.r.Of, _ = enum(rp.parser, f, "of", distinctOf)
+	}
+	if f, ok := rp.fs["count"]; ok {
+		rp.r.Count, _ = enum(rp.parser, f, "count", counts)
+	} else {
+		rp.r.Count = Failures
+	}
+	rp.notFor("burst", "hold", "hysteresis")
+	if f, ok := rp.fs["action"]; ok && rp.r.Action != "" && !slices.Contains(distinctActions, rp.r.Action) {
+		rp.errorf(f.key.Line, "action: type distinct takes %s, got %s", or(distinctActions), rp.r.Action)
+	}
+}
+
 // anyType checks the values of the type-specific fields given to a rule
 // whose type is invalid, and requires none of them.
 func (rp *ruleParse) anyType() {
@@ -458,6 +490,8 @@ func (rp *ruleParse) keyFitsType() {
 		rp.errorf(line, "key: global is only for type failure_rate")
 	case r.Type == FailureRate && r.Key != KeyGlobal:
 		rp.errorf(line, "key: type failure_rate needs key global, got %s", r.Key)
+	case r.Type == Distinct && r.Key != KeyIP:
+		rp.errorf(line, "key: type distinct needs key ip, got %s", r.Key)
 	}
 }
 
@@ -505,7 +539,7 @@ func (p *parser) flows(f field) []Flow {
 // The values of the enumerated fields, in the contract's order.
 var (
 	keys        = []Key{KeyAccount, KeyIP, KeyAccountIP, KeyRecipient, KeyGlobal}
-	types       = []Type{Rate, ConsecutiveFailures, FailureRate}
+	types       = []Type{Rate, ConsecutiveFailures, FailureRate, Distinct}
 	counts      = []Count{Failures, Attempts}
 	actions     = []Action{Slow, Block, Challenge}
 	modes       = []Mode{Enforce, Shadow}
@@ -513,7 +547,7 @@ var (
 )
 
 // defaultAction is the action of a rule that states none.
-var defaultAction = map[Type]Action{Rate: Slow, ConsecutiveFailures: Block, FailureRate: Challenge}
+var defaultAction = map[Type]Action{Rate: Slow, ConsecutiveFailures: Block, FailureRate: Challenge, Distinct: Challenge}
 
 // enum returns f's value if it is one of allowed.
 func enum[T ~string](p *parser, f field, name string, allowed []T) (T, bool) {

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -29,6 +30,9 @@ var consecutiveFields = []string{"name: r", "flows: [login]", "key: account", "t
 
 // failureRateFields is a valid failure_rate rule on lines 3 to 8.
 var failureRateFields = []string{"name: r", "flows: [login]", "key: global", "type: failure_rate", "limit: 1000", "per: 1m"}
+
+// distinctFields is a valid distinct rule on lines 3 to 9.
+var distinctFields = []string{"name: r", "flows: [login]", "key: ip", "type: distinct", "of: account", "limit: 20", "per: 24h"}
 
 // with returns base with its field called name replaced by field, or with
 // field appended when base has no such field; name "" always appends.
@@ -120,9 +124,9 @@ func TestParseErrors(t *testing.T) {
 		{"key unknown", ruleFile(with(rateFields, "key: email")...), []string{`f.yaml:5: key: got "email", want account, ip, account+ip, recipient or global`}},
 		{"key empty", ruleFile(with(rateFields, "key:")...), []string{"f.yaml:5: key: got nothing, want account, ip, account+ip, recipient or global"}},
 		{"type missing", ruleFile(without(rateFields, "type")...), []string{
-			"f.yaml:3: type: required, want one of rate, consecutive_failures or failure_rate",
+			"f.yaml:3: type: required, want one of rate, consecutive_failures, failure_rate or distinct",
 		}},
-		{"type unknown", ruleFile(with(rateFields, "type: token_bucket")...), []string{`f.yaml:6: type: got "token_bucket", want rate, consecutive_failures or failure_rate`}},
+		{"type unknown", ruleFile(with(rateFields, "type: token_bucket")...), []string{`f.yaml:6: type: got "token_bucket", want rate, consecutive_failures, failure_rate or distinct`}},
 
 		{"limit missing", ruleFile(without(rateFields, "limit")...), []string{"f.yaml:3: limit: required, want an integer from 1 to 1000000"}},
 		{"limit zero", ruleFile(with(rateFields, "limit: 0")...), []string{"f.yaml:7: limit: got 0, want an integer from 1 to 1000000"}},
@@ -175,6 +179,14 @@ func TestParseErrors(t *testing.T) {
 		{"key global for rate", ruleFile(with(rateFields, "key: global")...), []string{"f.yaml:5: key: global is only for type failure_rate"}},
 		{"key global for consecutive_failures", ruleFile(with(consecutiveFields, "key: global")...), []string{"f.yaml:5: key: global is only for type failure_rate"}},
 		{"failure_rate by account", ruleFile(with(failureRateFields, "key: account")...), []string{"f.yaml:5: key: type failure_rate needs key global, got account"}},
+
+		{"distinct without of", ruleFile(without(distinctFields, "of")...), []string{"f.yaml:3: of: required for type distinct, want account"}},
+		{"distinct of ip", ruleFile(with(distinctFields, "of: ip")...), []string{`f.yaml:7: of: got "ip", want account`}},
+		{"distinct by account", ruleFile(with(distinctFields, "key: account")...), []string{"f.yaml:5: key: type distinct needs key ip, got account"}},
+		{"distinct blocks", ruleFile(with(distinctFields, "action: block")...), []string{"f.yaml:10: action: type distinct takes challenge or slow, got block"}},
+		{"distinct with a burst", ruleFile(with(distinctFields, "burst: 5")...), []string{"f.yaml:10: burst: not allowed for type distinct"}},
+		{"distinct without per", ruleFile(without(distinctFields, "per")...), []string{"f.yaml:3: per: required for type distinct"}},
+		{"of for a rate rule", ruleFile(with(rateFields, "of: account")...), []string{"f.yaml:9: of: not allowed for type rate"}},
 
 		{"familiar_networks a list", ruleFile(rateFields...) + "familiar_networks: [24]\n", []string{"f.yaml:9: familiar_networks: got a list, want a mapping like {ipv4_prefix: 24, ipv6_prefix: 48, hold: 90d}"}},
 		{"familiar_networks without hold", ruleFile(rateFields...) + "familiar_networks: {ipv4_prefix: 24, ipv6_prefix: 48}\n", []string{"f.yaml:9: familiar_networks: hold: required"}},
@@ -428,6 +440,27 @@ func TestDefault(t *testing.T) {
 		if !reflect.DeepEqual(got, want[i]) {
 			t.Errorf("Default() rule %d:\n got %+v\nwant %+v", i, got, want[i])
 		}
+	}
+}
+
+func TestDistinctRule(t *testing.T) {
+	set, err := Parse("f.yaml", []byte(ruleFile(with(with(distinctFields, "ipv4_prefix: 24"), "ipv6_prefix: 48")...)), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := set.Rules[0]
+	got.Line = 0
+	want := Rule{Name: "r", Flows: []Flow{Login}, Key: KeyIP, Type: Distinct, Of: KeyAccount, Count: Failures,
+		Limit: 20, Per: 24 * time.Hour, Action: Challenge, Mode: Enforce, OnStoreError: Local, IPv4Prefix: 24, IPv6Prefix: 48}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("distinct rule:\n got %+v\nwant %+v", got, want)
+	}
+	b, err := json.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := `{"name":"r","flows":["login"],"key":"ip","type":"distinct","mode":"enforce","action":"challenge","on_store_error":"local","limit":20,"count":"failures","per":"1d","ipv4_prefix":24,"ipv6_prefix":48,"of":"account"}`; string(b) != w {
+		t.Errorf("JSON = %s, want %s", b, w)
 	}
 }
 

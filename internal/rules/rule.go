@@ -53,6 +53,8 @@ const (
 	Rate                Type = "rate"
 	ConsecutiveFailures Type = "consecutive_failures"
 	FailureRate         Type = "failure_rate"
+	// Distinct counts, per key, the distinct values of Of seen over Per.
+	Distinct Type = "distinct"
 )
 
 // Count says what a rate rule spends on.
@@ -116,11 +118,16 @@ type Rule struct {
 	Flows []Flow
 	Key   Key
 	Type  Type
-	// Count is set for rate rules only (default Attempts).
+	// Count is set for rate rules (default Attempts) and distinct rules
+	// (default Failures) only.
 	Count Count
+	// Of is what a distinct rule counts distinct values of (KeyAccount);
+	// empty for other types.
+	Of Key
 	// Limit is units per Per for rate rules, the threshold for others.
 	Limit int64
-	// Per is the rate period (rate, failure_rate); zero otherwise.
+	// Per is the rate period (rate, failure_rate) or the window
+	// (distinct); zero otherwise.
 	Per time.Duration
 	// Burst is set for rate rules only (default Limit).
 	Burst int64
@@ -130,6 +137,7 @@ type Rule struct {
 	Mode         Mode
 	OnStoreError OnStoreError
 	// IPv4Prefix and IPv6Prefix are set for key ip only (defaults 32, 64).
+	// Distinct rules are keyed by ip.
 	IPv4Prefix int
 	IPv6Prefix int
 	// Hold is how long an idle consecutive-failure count is kept
