@@ -245,6 +245,11 @@ func opFor(r *rules.Rule, subject string, cost int64) store.Op {
 		op.Cost = 1
 		op.Limit = r.Limit
 		op.Hold = r.Hold
+	case rules.Distinct:
+		op.Kind = store.Distinct
+		op.Cost = 1
+		op.Limit = r.Limit
+		op.Interval = r.Per / (store.DistinctSlots - 1)
 	}
 	return op
 }
@@ -305,7 +310,7 @@ func (e *Engine) decide(p *plan, res []store.Result, d *Decision) {
 	familiar := store.FamiliarFound(p.ops, res)
 	enforced := 0
 	for i, r := range p.rules {
-		if p.counts(i, familiar) && r.Mode == rules.Enforce {
+		if p.counts(i, familiar) && r.Mode == rules.Enforce && r.Type != rules.Distinct {
 			enforced++
 		}
 	}
@@ -349,7 +354,10 @@ func (e *Engine) decide(p *plan, res []store.Result, d *Decision) {
 			e.shadow.Record(r.Name, tripped, p.subjects[i])
 			continue
 		}
-		d.Limits = append(d.Limits, Limit{Rule: r.Name, Remaining: rs.Remaining, Reset: rs.ResetAfter})
+		if r.Type != rules.Distinct {
+			// A distinct rule is neither a rate nor a count of failures.
+			d.Limits = append(d.Limits, Limit{Rule: r.Name, Remaining: rs.Remaining, Reset: rs.ResetAfter})
+		}
 		if r.Type == rules.Rate {
 			q := Quota{Rule: r.Name, Burst: r.Burst, Window: time.Duration(r.Burst) * r.Interval(), Remaining: rs.Remaining, Reset: rs.ResetAfter}
 			if quota.Rule == "" || q.Remaining < quota.Remaining || (q.Remaining == quota.Remaining && q.Reset > quota.Reset) {

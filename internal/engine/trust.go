@@ -47,6 +47,9 @@ func (s *subjects) add(p *plan, h *keys.Hasher, r *rules.Rule, cost int64) {
 	switch {
 	case subject == "":
 		return
+	case r.Type == rules.Distinct:
+		s.addDistinct(p, r, subject)
+		return
 	case s.device != "" || !loginlimits.Counts(r) || !s.challenged && s.member == "":
 		p.add(r, subject, cost)
 		return
@@ -66,6 +69,30 @@ func (s *subjects) add(p *plan, h *keys.Hasher, r *rules.Rule, cost int64) {
 	}
 	p.addAt(r, subject, key, cost, store.IfUnfamiliar)
 	p.addAt(r, subject, loginlimits.NetworkKey(subject, r.Name, s.member), cost, store.IfFamiliar)
+}
+
+// distinctMemberLen is how many characters of the account's subject a
+// distinct rule counts it by: 96 bits, so that two of a network's accounts
+// coincide with odds far below the estimate's own error.
+const distinctMemberLen = 16
+
+// addDistinct appends to p the op of distinct rule r on the network
+// subject: it counts the check's account among the network's, and adds it
+// unless the rule counts failures and the check carries a valid device
+// token (a device the account succeeded on). A check without an account
+// adds nothing: the rule does not apply.
+func (s *subjects) addDistinct(p *plan, r *rules.Rule, subject string) {
+	if s.account == "" {
+		return
+	}
+	op := opFor(r, subject, 1)
+	op.Member = s.account[:distinctMemberLen]
+	if r.Count == rules.Failures && s.device != "" {
+		op.Cost = 0
+	}
+	p.ops = append(p.ops, op)
+	p.rules = append(p.rules, r)
+	p.subjects = append(p.subjects, subject)
 }
 
 // exempt reports whether the check is exempt from failure_rate challenges:

@@ -416,6 +416,8 @@ func TestDefault(t *testing.T) {
 		{Name: "login-ip6-48", Flows: []Flow{Login, PasswordReset}, Key: KeyIP, Type: Rate, Count: Failures,
 			Limit: 4050, Per: day, Burst: 300, Action: Slow, Mode: Enforce, OnStoreError: Local,
 			IPv4Prefix: 32, IPv6Prefix: 48},
+		{Name: "login-ip-distinct-accounts", Flows: []Flow{Login}, Key: KeyIP, Type: Distinct, Of: KeyAccount, Count: Failures,
+			Limit: 20, Per: day, Action: Challenge, Mode: Enforce, OnStoreError: Local, IPv4Prefix: 24, IPv6Prefix: 48},
 		{Name: "login-hard-stop", Flows: []Flow{Login}, Key: KeyAccount, Type: ConsecutiveFailures,
 			Limit: 100, Action: Block, Mode: Enforce, OnStoreError: Local, Hold: 90 * day},
 		{Name: "otp-send-recipient", Flows: []Flow{OTPSend}, Key: KeyRecipient, Type: Rate, Count: Attempts,

@@ -136,8 +136,10 @@ func TestSpraysThatEmbedOrSpreadAnAddress(t *testing.T) {
 		allowed := 0
 		for i := range 400 {
 			d := g.fail(t, attempt{Flow: "login", Account: fmt.Sprintf("u%d@example.com", i), IP: fmt.Sprintf("2001:db8:77:%x:%x::1", i*7919%65536, i)})
+			// Past 20 accounts the /48 is challenged as well
+			// (login-ip-distinct-accounts): a challenge goes ahead.
 			switch {
-			case d.Decision == "allow":
+			case d.AttemptID != "":
 				allowed++
 			case d.Rule != "login-ip6-48":
 				t.Fatalf("check %d: %v, want slow by login-ip6-48", i, d)
@@ -160,7 +162,7 @@ func TestSpraysThatEmbedOrSpreadAnAddress(t *testing.T) {
 			}
 			d := g.fail(t, attempt{Flow: "login", Account: fmt.Sprintf("u%d@example.com", i), IP: ip})
 			switch {
-			case d.Decision == "allow":
+			case d.AttemptID != "":
 				allowed++
 			case d.Rule != "login-ip":
 				t.Fatalf("check %d from %s: %v, want slow by login-ip", i, ip, d)
@@ -180,7 +182,7 @@ func TestADayFromOne48(t *testing.T) {
 	allowed := 0
 	for i := 0; g.clock.Now().Before(t0.Add(day)); i++ {
 		d := g.fail(t, attempt{Flow: "login", Account: fmt.Sprintf("u%d@example.com", i), IP: fmt.Sprintf("2001:db8:48:%x::1", i%65536)})
-		if d.Decision == "allow" {
+		if d.AttemptID != "" {
 			allowed++
 		}
 		if i >= 400 {
@@ -191,5 +193,33 @@ func TestADayFromOne48(t *testing.T) {
 	// 300 + 4,050 × (a day less the first 21.3s).
 	if allowed > 4350 || allowed < 4340 {
 		t.Fatalf("%d guesses allowed in a day from one /48, want about 4,350 and never more", allowed)
+	}
+}
+
+// TestLowAndSlowFromOne24: one /24 fails against a new account every half
+// hour, under every per-minute limit: past 20 accounts in a day its checks
+// are challenged (login-ip-distinct-accounts). One account failing as often
+// from another /24 is never challenged for it.
+func TestLowAndSlowFromOne24(t *testing.T) {
+	g := start(t, "")
+	for i := range 30 {
+		d := g.fail(t, attempt{Flow: "login", Account: fmt.Sprintf("target%d@example.com", i), IP: fmt.Sprintf("203.0.113.%d", 1+i*7%250)})
+		want, rule := "allow", ""
+		if i > 20 {
+			want, rule = "challenge", "login-ip-distinct-accounts"
+		}
+		if d.Decision != want || d.Rule != rule {
+			t.Fatalf("account %d from the /24: %v, want %s %s", i, d, want, rule)
+		}
+		one := g.fail(t, attempt{Flow: "login", Account: "typo@example.com", IP: fmt.Sprintf("198.51.100.%d", 1+i)})
+		if one.Decision != "allow" {
+			t.Fatalf("failure %d of one account from its /24: %v, want allow", i, one)
+		}
+		g.clock.Advance(30 * time.Minute)
+	}
+	// A day after the spray's first accounts, the window has let them go.
+	g.clock.Advance(day)
+	if d := g.check(t, attempt{Flow: "login", Account: "later@example.com", IP: "203.0.113.5"}); d.Decision != "allow" {
+		t.Fatalf("a day later: %v, want allow", d)
 	}
 }
