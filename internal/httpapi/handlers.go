@@ -207,10 +207,23 @@ type rulesResponse struct {
 	Source   string       `json:"source"`
 	LoadedAt time.Time    `json:"loaded_at"`
 	Rules    []rules.Rule `json:"rules"`
+	// Familiar is the file's familiar_networks, absent when it has none.
+	Familiar *familiarJSON `json:"familiar_networks,omitempty"`
+}
+
+// familiarJSON is familiar_networks as the rules file writes it.
+type familiarJSON struct {
+	IPv4Prefix int    `json:"ipv4_prefix"`
+	IPv6Prefix int    `json:"ipv6_prefix"`
+	Hold       string `json:"hold"`
 }
 
 func rulesBody(s *rules.Set) rulesResponse {
-	return rulesResponse{Source: s.Source, LoadedAt: s.LoadedAt.UTC().Truncate(time.Second), Rules: s.Rules}
+	out := rulesResponse{Source: s.Source, LoadedAt: s.LoadedAt.UTC().Truncate(time.Second), Rules: s.Rules}
+	if f := s.Familiar; f.On() {
+		out.Familiar = &familiarJSON{IPv4Prefix: f.IPv4Prefix, IPv6Prefix: f.IPv6Prefix, Hold: rules.FormatDuration(f.Hold)}
+	}
+	return out
 }
 
 func (a *API) getRules(c *gin.Context) {
