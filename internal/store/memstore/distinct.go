@@ -2,9 +2,8 @@ package memstore
 
 import (
 	"hash/maphash"
-	"math"
-	"math/bits"
 
+	"github.com/guardian-sec/guardian/internal/hll"
 	"github.com/guardian-sec/guardian/internal/store"
 )
 
@@ -24,22 +23,22 @@ const (
 type distinctState struct {
 	// window is the window number each slot holds, slot window%DistinctSlots.
 	window [store.DistinctSlots]int64
-	slots  [store.DistinctSlots]*hll
+	slots  [store.DistinctSlots]*sketch
 }
 
-// hll is one sub-window's registers: sparse entries (register<<8 | rank)
-// until dense is set.
-type hll struct {
+// sketch is one sub-window's HyperLogLog registers: sparse entries
+// (register<<8 | rank) until dense is set.
+type sketch struct {
 	sparse []uint32
 	dense  []uint8
 }
 
-// add sets the register of hash h to at least its rank, and reports whether
-// it changed, in a copy of l when l is shared.
-func (l *hll) add(h uint64) *hll {
-	reg := uint32(h >> (64 - hllBits))
-	rank := uint8(bits.LeadingZeros64(h<<hllBits|1<<(hllBits-1)) + 1)
-	out := &hll{}
+// add returns a copy of l (nil: empty) with the register of hash h raised
+// to at least its rank; l itself is shared and never changed.
+func (l *sketch) add(h uint64) *sketch {
+	i, rank := hll.Register(h, hllBits)
+	reg := uint32(i)
+	out := &sketch{}
 	if l != nil && l.dense != nil {
 		out.dense = append([]uint8(nil), l.dense...)
 		out.dense[reg] = max(out.dense[reg], rank)
@@ -67,7 +66,7 @@ func (l *hll) add(h uint64) *hll {
 }
 
 // mergeInto raises each register of regs to l's.
-func (l *hll) mergeInto(regs *[hllRegisters]uint8) {
+func (l *sketch) mergeInto(regs *[hllRegisters]uint8) {
 	if l.dense != nil {
 		for i, r := range l.dense {
 			regs[i] = max(regs[i], r)
@@ -77,25 +76,6 @@ func (l *hll) mergeInto(regs *[hllRegisters]uint8) {
 	for _, e := range l.sparse {
 		regs[e>>8] = max(regs[e>>8], uint8(e))
 	}
-}
-
-// estimate is the HyperLogLog estimate of regs: linear counting while
-// registers are empty and the raw estimate is small, the harmonic mean
-// otherwise (64-bit hashes need no large-range correction).
-func estimate(regs *[hllRegisters]uint8) int64 {
-	const m = float64(hllRegisters)
-	sum, zeros := 0.0, 0
-	for _, r := range regs {
-		sum += math.Ldexp(1, -int(r))
-		if r == 0 {
-			zeros++
-		}
-	}
-	e := 0.7213 / (1 + 1.079/m) * m * m / sum
-	if e <= 2.5*m && zeros > 0 {
-		e = m * math.Log(m/float64(zeros))
-	}
-	return int64(math.Round(e))
 }
 
 // distinctEval is what a Distinct op found: its window number, the live
@@ -124,7 +104,7 @@ func (s *Store) evaluateDistinct(op *store.Op, ev *eval, e entry, found bool, no
 		}
 	}
 	if live {
-		d.count = estimate(&regs)
+		d.count = hll.Estimate(regs[:])
 	}
 	ev.cur, ev.ok = d.count, d.count <= op.Limit
 	ev.dist = d
