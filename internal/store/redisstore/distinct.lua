@@ -38,14 +38,18 @@ end
 
 -- distinctAdd adds member to the current sub-window of the distinct op at
 -- key i, evaluated as d, emptying the slot first when it holds an older
--- window. It returns the newest live window.
+-- window. It returns the newest live window. The slot's expiry and the
+-- index are written only when the slot starts a window: within one, both
+-- stay as they are.
 local function distinctAdd(i, d, step, member)
   local s = d.w % 5
   local key = KEYS[i + 1 + s]
-  if d.windows[s] ~= d.w then
-    redis.call('DEL', key)
-    d.windows[s] = d.w
+  if d.windows[s] == d.w then
+    redis.call('PFADD', key, member)
+    return d.w
   end
+  redis.call('DEL', key)
+  d.windows[s] = d.w
   redis.call('PFADD', key, member)
   local deadline = (d.w + 5) * step
   redis.call('PEXPIRE', key, math.ceil((deadline - now) / 1000) + 1)
@@ -53,6 +57,6 @@ local function distinctAdd(i, d, step, member)
   for j = 0, 4 do
     parts[j + 1] = int(d.windows[j] or 0)
   end
-  put(i, table.concat(parts, ","), deadline)
+  put(i, table.concat(parts, ','), deadline)
   return d.w
 end
