@@ -242,7 +242,7 @@ func (c *Client) Check(ctx context.Context, req CheckRequest) (Decision, error) 
 func (c *Client) check(ctx context.Context, req CheckRequest) (Decision, error) {
 	body, err := json.Marshal(wireCheck{
 		Flow: string(req.Flow), Account: req.Account, IP: req.IP, Recipient: req.Recipient,
-		DeviceToken: req.DeviceToken, Cost: req.Cost,
+		DeviceToken: req.DeviceToken, Cost: req.Cost, ChallengePassed: req.ChallengePassed,
 	})
 	if err != nil {
 		return Decision{}, fmt.Errorf("client: check: %w", err)
@@ -324,6 +324,7 @@ func parseDecision(a answer, now time.Time) (Decision, bool) {
 		RetryAfter:      time.Duration(w.RetryAfterMS) * time.Millisecond,
 		AttemptID:       w.AttemptID,
 		Degraded:        w.Degraded,
+		Trust:           w.Trust,
 		Limits:          limits(w.Limits),
 		Shadow:          make([]ShadowResult, len(w.Shadow)),
 		RateLimitPolicy: a.header.Get("RateLimit-Policy"),
@@ -630,6 +631,8 @@ type (
 		Recipient   string `json:"recipient,omitempty"`
 		DeviceToken string `json:"device_token,omitempty"`
 		Cost        int    `json:"cost,omitempty"`
+		// ChallengePassed is only sent when true.
+		ChallengePassed bool `json:"challenge_passed,omitempty"`
 	}
 	wireDecision struct {
 		Decision     *string      `json:"decision"`
@@ -637,6 +640,7 @@ type (
 		RetryAfterMS int64        `json:"retry_after_ms"`
 		AttemptID    string       `json:"attempt_id"`
 		Degraded     bool         `json:"degraded"`
+		Trust        string       `json:"trust"`
 		Limits       []wireLimit  `json:"limits"`
 		Shadow       []wireShadow `json:"shadow"`
 	}

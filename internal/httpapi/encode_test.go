@@ -29,6 +29,7 @@ type refCheck struct {
 	RetryAfterMS int64       `json:"retry_after_ms"`
 	AttemptID    string      `json:"attempt_id,omitempty"`
 	Degraded     bool        `json:"degraded"`
+	Trust        string      `json:"trust"`
 	Limits       []refLimit  `json:"limits"`
 	Shadow       []refShadow `json:"shadow"`
 }
@@ -42,6 +43,7 @@ func refCheckJSON(tb testing.TB, d *engine.Decision) string {
 		RetryAfterMS: millis(d.RetryAfter),
 		AttemptID:    d.AttemptID,
 		Degraded:     d.Degraded,
+		Trust:        string(trustOf(d)),
 		Limits:       make([]refLimit, len(d.Limits)),
 		Shadow:       make([]refShadow, len(d.Shadow)),
 	}

@@ -45,9 +45,10 @@ const (
 //	id       16 bytes
 //	issued   8 bytes, big-endian Unix milliseconds
 //	flow, account, device: uvarint length, then the bytes
-//	flags    1 byte: bit 0 Fallback, bit 1 HardStop, the other bits zero
+//	flags    1 byte: bit 0 Fallback, bit 1 HardStop, bit 2 Counted, the other bits zero
 //	refunds  uvarint count, then per refund: uvarint key length, key bytes,
-//	         1 byte kind (0 Rate, 1 Counter), uvarint Amount in nanoseconds
+//	         1 byte kind (0 Rate, 1 Counter, 2 Familiar, then uvarint member
+//	         length and member bytes), uvarint Amount in nanoseconds
 //	tag      16 bytes: HMAC-SHA256 of everything before it, truncated
 const (
 	attemptVersion = 1
@@ -58,6 +59,7 @@ const (
 	minPayload     = headerLen + 3 + 1 + 1
 	flagFallback   = 1
 	flagHardStop   = 2
+	flagCounted    = 4
 	maxRawAttempt  = MaxAttemptLen / 4 * 3
 )
 
@@ -82,11 +84,22 @@ type Attempt struct {
 	// consecutive-failure count to its limit: a failure report of it puts
 	// the account in a hard stop.
 	HardStop bool
-	// Refunds are given back on a success report: Rate and Counter
-	// refunds only. Local is not sealed: Open sets it to Fallback, since
+	// Counted reports that the check counted in the global failure rate,
+	// so that a success report takes it back (package aggregate).
+	Counted bool
+	// Refunds are given back on a success report: Rate, Counter and
+	// Familiar refunds only. Local is not sealed: Open sets it to Fallback, since
 	// the store that took a check's spends is the one to give them back.
 	Refunds []store.Refund
 }
+
+// The kinds of refund an attempt id carries: a Rate's give-back, a
+// Counter's reset, and a Familiar's network (followed by its member).
+const (
+	refundRate byte = iota
+	refundCounter
+	refundFamiliar
+)
 
 // Attempts seals Attempts into attempt ids and opens them again. An id is a
 // compact binary record with a truncated HMAC-SHA256 tag, in unpadded
@@ -198,7 +211,10 @@ func (a *Attempts) Seal(at Attempt) (string, error) {
 		if r.Amount < 0 {
 			return "", errAttemptAmount
 		}
-		if r.Kind != store.Rate && r.Kind != store.Counter {
+		if r.Kind != store.Rate && r.Kind != store.Counter && r.Kind != store.Familiar {
+			return "", errAttemptKind
+		}
+		if r.Kind == store.Familiar && !store.ValidMember(r.Member) {
 			return "", errAttemptKind
 		}
 	}
@@ -218,15 +234,22 @@ func (a *Attempts) Seal(at Attempt) (string, error) {
 	if at.HardStop {
 		flags |= flagHardStop
 	}
+	if at.Counted {
+		flags |= flagCounted
+	}
 	b = append(b, flags)
 	b = binary.AppendUvarint(b, uint64(len(at.Refunds)))
 	for _, r := range at.Refunds {
 		b = appendString(b, r.Key)
-		var counter byte
-		if r.Kind == store.Counter {
-			counter = 1
+		switch r.Kind {
+		case store.Counter:
+			b = append(b, refundCounter)
+		case store.Familiar:
+			b = append(b, refundFamiliar)
+			b = appendString(b, r.Member)
+		default:
+			b = append(b, refundRate)
 		}
-		b = append(b, counter)
 		b = binary.AppendUvarint(b, uint64(r.Amount))
 	}
 	if len(b) > maxRawAttempt-attemptTagLen {
@@ -298,10 +321,10 @@ func parseAttempt(p, scratch []byte) (Attempt, error) {
 	at.Account = r.string(MaxAttemptFieldLen)
 	at.Device = r.string(MaxAttemptFieldLen)
 	flags := r.byte()
-	if flags&^(flagFallback|flagHardStop) != 0 {
+	if flags&^(flagFallback|flagHardStop|flagCounted) != 0 {
 		r.bad = true
 	}
-	at.Fallback, at.HardStop = flags&flagFallback != 0, flags&flagHardStop != 0
+	at.Fallback, at.HardStop, at.Counted = flags&flagFallback != 0, flags&flagHardStop != 0, flags&flagCounted != 0
 	count := r.uvarint(MaxRefunds)
 	if !r.bad && count > 0 {
 		at.Refunds = make([]store.Refund, count)
@@ -310,10 +333,14 @@ func parseAttempt(p, scratch []byte) (Attempt, error) {
 			f.Key = r.string(MaxRefundKeyLen)
 			f.Local = at.Fallback
 			switch r.byte() {
-			case 0:
+			case refundRate:
 				f.Kind = store.Rate
-			case 1:
+			case refundCounter:
 				f.Kind = store.Counter
+			case refundFamiliar:
+				f.Kind = store.Familiar
+				f.Member = r.string(store.MaxMemberLen)
+				r.bad = r.bad || !store.ValidMember(f.Member)
 			default:
 				r.bad = true
 			}

@@ -55,6 +55,13 @@ func TestAttemptRoundTrip(t *testing.T) {
 		{"given id", Attempt{ID: "AAECAwQFBgcICQoLDA0ODw", Issued: t0, Flow: "otp_send"}},
 		{"counter only", Attempt{Issued: t0, Flow: "login", Refunds: []store.Refund{{Key: "k", Kind: store.Counter}}}},
 		{"hard stop alone", Attempt{Issued: t0, Flow: "login", HardStop: true}},
+		{"counted", Attempt{Issued: t0, Flow: "login", Counted: true}},
+		{"counted, on the fallback", Attempt{Issued: t0, Flow: "login", Counted: true, Fallback: true}},
+		{"counted, a hard stop", Attempt{Issued: t0, Flow: "login", Counted: true, HardStop: true}},
+		{"a familiar network", Attempt{Issued: t0, Flow: "login", Refunds: []store.Refund{
+			{Key: "k", Kind: store.Counter},
+			{Key: "f", Kind: store.Familiar, Member: "AbCdEfGhIjKlMnOp", Amount: 90 * 24 * time.Hour},
+		}}},
 		{"bounds", Attempt{
 			Issued: t0, Flow: strings.Repeat("f", MaxAttemptFieldLen), Account: strings.Repeat("a", MaxAttemptFieldLen),
 			Device:  strings.Repeat("d", MaxAttemptFieldLen),
@@ -251,8 +258,10 @@ func TestAttemptOpenIsStrict(t *testing.T) {
 		{"trailing byte", record(empty3, []byte{0}, []byte{0}, []byte{0}), false},
 		{"unknown version", append([]byte{2}, record(empty3, []byte{0}, []byte{0})[1:]...), false},
 		{"hard stop and fallback flags", record(empty3, []byte{3}, []byte{0}), true},
-		{"unknown flag", record(empty3, []byte{4}, []byte{0}), false},
-		{"counter byte 2", record(empty3, []byte{0}, []byte{1, 1, 'k', 2, 0}), false},
+		{"all three flags", record(empty3, []byte{7}, []byte{0}), true},
+		{"unknown flag", record(empty3, []byte{8}, []byte{0}), false},
+		{"familiar without a member", record(empty3, []byte{0}, []byte{1, 1, 'k', 2, 0, 0}), false},
+		{"refund kind 3", record(empty3, []byte{0}, []byte{1, 1, 'k', 3, 0}), false},
 		{"overlong uvarint", record(empty3, []byte{0}, []byte{0x80, 0x00}), false},
 		{"33 refunds", record(empty3, []byte{0}, []byte{33}), false},
 		{"field of 65 bytes", record([]byte{65}, []byte(strings.Repeat("f", 65)), []byte{0, 0, 0, 0}), false},
@@ -297,6 +306,7 @@ func TestAttemptSealRejects(t *testing.T) {
 		{"refund key too long", Attempt{Issued: t0, Refunds: refunds(1, MaxRefundKeyLen+1)}},
 		{"negative amount", Attempt{Issued: t0, Refunds: []store.Refund{{Key: "k", Kind: store.Rate, Amount: -time.Second}}}},
 		{"unknown kind", Attempt{Issued: t0, Refunds: []store.Refund{{Key: "k"}}}},
+		{"familiar without a member", Attempt{Issued: t0, Refunds: []store.Refund{{Key: "k", Kind: store.Familiar}}}},
 		{"over 4 KiB in all", Attempt{Issued: t0, Refunds: refunds(MaxRefunds, MaxRefundKeyLen)}},
 	}
 	for _, tt := range tests {

@@ -114,6 +114,8 @@ type attempt struct {
 	IP          string `json:"ip"`
 	Recipient   string `json:"recipient,omitempty"`
 	DeviceToken string `json:"device_token,omitempty"`
+	// ChallengePassed says the end user solved a challenge.
+	ChallengePassed bool `json:"challenge_passed,omitempty"`
 }
 
 // limit is one entry of a check's or a status's limits.
@@ -132,6 +134,7 @@ type decision struct {
 	RetryAfterMS int64   `json:"retry_after_ms"`
 	AttemptID    string  `json:"attempt_id"`
 	Degraded     bool    `json:"degraded"`
+	Trust        string  `json:"trust"`
 	Limits       []limit `json:"limits"`
 }
 

@@ -141,6 +141,10 @@ type entry struct {
 	v          int64
 	exp        int64
 	kept, mark bool
+	// fam is a Familiar key's list (familiar.go), dist a Distinct key's
+	// sub-windows (distinct.go); nil for other keys.
+	fam  *famList
+	dist *distinctState
 }
 
 // New returns an empty Store configured by cfg.
@@ -217,6 +221,12 @@ type eval struct {
 	next int64
 	// retry is the GCRA retry span in µs when the op does not fit.
 	retry int64
+	// skip reports a conditional op that does not count (familiar.go).
+	skip bool
+	// dist is what a Distinct op found (distinct.go).
+	dist distinctEval
+	// found is the entry found, for a Distinct op's spend.
+	found entry
 }
 
 // needsKey reports whether spending the op would add a key.
@@ -269,7 +279,7 @@ func (s *Store) run(ctx context.Context, ops []store.Op, res []store.Result, spe
 			s.shards[i].mu.Lock()
 		}
 		now := s.now().UnixMicro()
-		allOK, need := s.evaluateAll(ops, evs, now, spend)
+		allOK, tollsOK, need := s.evaluateAll(ops, evs, now, spend)
 		if held < need {
 			held += s.take(need - held)
 		}
@@ -281,13 +291,13 @@ func (s *Store) run(ctx context.Context, ops []store.Op, res []store.Result, spe
 		if held < need {
 			// Nothing left to evict: every op that needs a new key is
 			// denied, and so the batch.
-			allOK = denyNew(ops, evs)
+			allOK, tollsOK = denyNew(ops, evs)
 			need = 0
 		}
 		s.n.Add(need - held)
 		for i := range ops {
 			op, ev := &ops[i], &evs[i]
-			if spend && ev.ok && op.Cost > 0 && (op.Shadow || allOK) {
+			if spend && ev.ok && !ev.skip && op.Cost > 0 && (op.Shadow || op.Toll && tollsOK || allOK) {
 				s.spend(op, ev, now)
 			}
 			fill(op, ev, &res[i], now)
@@ -298,19 +308,33 @@ func (s *Store) run(ctx context.Context, ops []store.Op, res []store.Result, spe
 }
 
 // evaluateAll evaluates every op at now, and reports whether the enforced
-// ops fit together and how many new keys spending the batch adds (none when
-// spend is false).
-func (s *Store) evaluateAll(ops []store.Op, evs []eval, now int64, spend bool) (allOK bool, need int64) {
-	allOK = true
-	var enforcedNew, shadowNew int64
+// ops fit together, whether the Toll ops do, and how many new keys spending
+// the batch adds (none when spend is false).
+func (s *Store) evaluateAll(ops []store.Op, evs []eval, now int64, spend bool) (allOK, tollsOK bool, need int64) {
+	allOK, tollsOK = true, true
+	var enforcedNew, shadowNew, tollNew int64
+	familiar := s.evaluateFamiliar(ops, evs, now)
 	for i := range ops {
 		op, ev := &ops[i], &evs[i]
+		if op.Kind == store.Familiar {
+			continue
+		}
 		*ev = eval{shard: ev.shard}
+		if !op.When.Counts(familiar) {
+			ev.ok, ev.skip = true, true
+			continue
+		}
 		s.evaluate(op, ev, now)
 		switch {
 		case op.Shadow:
 			if ev.needsKey(op) {
 				shadowNew++
+			}
+		case op.Toll:
+			tollsOK = tollsOK && ev.ok
+			allOK = allOK && ev.ok
+			if ev.needsKey(op) {
+				tollNew++
 			}
 		case !ev.ok:
 			// A soft op that does not fit is left alone; it never denies.
@@ -319,19 +343,21 @@ func (s *Store) evaluateAll(ops []store.Op, evs []eval, now int64, spend bool) (
 			enforcedNew++
 		}
 	}
-	if !spend {
-		return allOK, 0
+	switch {
+	case !spend:
+		return allOK, tollsOK, 0
+	case allOK:
+		return allOK, tollsOK, enforcedNew + tollNew + shadowNew
+	case tollsOK:
+		return allOK, tollsOK, tollNew + shadowNew
 	}
-	if allOK {
-		return allOK, enforcedNew + shadowNew
-	}
-	return allOK, shadowNew
+	return allOK, tollsOK, shadowNew
 }
 
 // denyNew marks every op that needs a new key as met by a full store, and
-// reports whether the enforced ops still fit together.
-func denyNew(ops []store.Op, evs []eval) bool {
-	allOK := true
+// reports whether the enforced ops, and the Toll ops, still fit together.
+func denyNew(ops []store.Op, evs []eval) (allOK, tollsOK bool) {
+	allOK, tollsOK = true, true
 	for i := range ops {
 		op, ev := &ops[i], &evs[i]
 		if ev.needsKey(op) {
@@ -339,9 +365,10 @@ func denyNew(ops []store.Op, evs []eval) bool {
 		}
 		if !op.Shadow && !ev.ok && !op.Soft {
 			allOK = false
+			tollsOK = tollsOK && !op.Toll
 		}
 	}
-	return allOK
+	return allOK, tollsOK
 }
 
 // unlock releases the shards of set, in reverse order.
@@ -362,6 +389,9 @@ func (s *Store) evaluate(op *store.Op, ev *eval, now int64) {
 	}
 	ev.live = found
 	switch op.Kind {
+	case store.Distinct:
+		ev.found = e
+		s.evaluateDistinct(op, ev, e, found, now)
 	case store.Rate:
 		ev.cur = now
 		if found {
@@ -386,9 +416,12 @@ func counterExp(op *store.Op, ev *eval, now int64) int64 {
 // spend writes op's new state. Room for a new key must have been taken.
 func (s *Store) spend(op *store.Op, ev *eval, now int64) {
 	e := entry{v: ev.next, exp: ev.next}
-	if op.Kind == store.Counter {
+	switch op.Kind {
+	case store.Counter:
 		e.exp = counterExp(op, ev, now)
 		e.kept = ev.next >= op.Limit
+	case store.Distinct:
+		e = s.spendDistinct(op, ev, ev.found)
 	}
 	sh := &s.shards[ev.shard]
 	s.set(sh, op.Key, e)
@@ -400,7 +433,19 @@ func (s *Store) spend(op *store.Op, ev *eval, now int64) {
 
 // fill writes what op found, and left behind, into r.
 func fill(op *store.Op, ev *eval, r *store.Result, now int64) {
+	if ev.skip {
+		*r = store.Result{Allowed: true}
+		return
+	}
 	switch op.Kind {
+	case store.Familiar:
+		*r = store.Result{Allowed: ev.ok, ResetAfter: duration(max(ev.curExp-now, 0)), Count: ev.cur}
+	case store.Distinct:
+		if ev.full {
+			*r = store.Result{RetryAfter: op.Interval, ResetAfter: op.Interval}
+			return
+		}
+		fillDistinct(op, ev, r, now)
 	case store.Rate:
 		if ev.full {
 			*r = store.Result{RetryAfter: op.Interval, ResetAfter: op.Interval}
@@ -572,6 +617,10 @@ func (s *Store) Refund(ctx context.Context, refunds []store.Refund) error {
 
 // refund applies one refund.
 func (s *Store) refund(r *store.Refund) {
+	if r.Kind == store.Familiar {
+		s.addFamiliar(r)
+		return
+	}
 	sh := &s.shards[s.shardOf(r.Key)]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()

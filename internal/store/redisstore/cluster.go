@@ -12,7 +12,8 @@ import (
 
 // runSlots evaluates a batch whose keys span several cluster slots: one
 // script per slot in one pipeline, then, if an enforced op was denied, a
-// second pipeline giving back the enforced ops other slots spent.
+// second pipeline giving back the enforced ops other slots spent: every one
+// but the Toll ops, unless a Toll op denied.
 func (s *Store) runSlots(ctx context.Context, mode string, now any, ops []store.Op, res []store.Result, groups [][]int) error {
 	replies, errs := s.evalSlots(ctx, mode, now, ops, groups)
 	part := make([]store.Result, len(ops))
@@ -32,10 +33,12 @@ func (s *Store) runSlots(ctx context.Context, mode string, now any, ops []store.
 		}
 	}
 
-	denied := firstErr != nil
+	denied, tollDenied := firstErr != nil, firstErr != nil
 	for i := range ops {
-		if !ops[i].Shadow && !ops[i].Soft && !res[i].Allowed {
+		// A Familiar op that did not find its member denies nothing.
+		if !ops[i].Shadow && !ops[i].Soft && ops[i].Kind != store.Familiar && !res[i].Allowed {
 			denied = true
+			tollDenied = tollDenied || ops[i].Toll
 		}
 	}
 	if !denied {
@@ -51,7 +54,10 @@ func (s *Store) runSlots(ctx context.Context, mode string, now any, ops []store.
 		}
 		for _, i := range g {
 			op, r := &ops[i], &res[i]
-			if op.Shadow || !r.Spent {
+			if op.Shadow || op.Toll && !tollDenied || op.Kind == store.Distinct || !r.Spent {
+				// Tolls stay paid unless a toll denied; a member added
+				// to a HyperLogLog cannot be taken out, and stays
+				// counted, the strict side.
 				continue
 			}
 			spent = append(spent, i)

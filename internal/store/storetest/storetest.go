@@ -72,6 +72,8 @@ var groups = [][]testCase{
 	errorCases,
 	concurrentCases,
 	holdCases,
+	familiarCases,
+	distinctCases,
 }
 
 // Run runs every conformance test against stores made by newStore, as
