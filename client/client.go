@@ -242,7 +242,7 @@ func (c *Client) Check(ctx context.Context, req CheckRequest) (Decision, error) 
 func (c *Client) check(ctx context.Context, req CheckRequest) (Decision, error) {
 	body, err := json.Marshal(wireCheck{
 		Flow: string(req.Flow), Account: req.Account, IP: req.IP, Recipient: req.Recipient,
-		DeviceToken: req.DeviceToken, SecretFingerprint: req.SecretFingerprint, Cost: req.Cost,
+		DeviceToken: req.DeviceToken, SecretFingerprint: req.SecretFingerprint, Cost: req.Cost, ChallengePassed: req.ChallengePassed,
 	})
 	if err != nil {
 		return Decision{}, fmt.Errorf("client: check: %w", err)
@@ -325,6 +325,7 @@ func parseDecision(a answer, now time.Time) (Decision, bool) {
 		AttemptID:       w.AttemptID,
 		Degraded:        w.Degraded,
 		RepeatGuess:     w.RepeatGuess,
+		Trust:           w.Trust,
 		Limits:          limits(w.Limits),
 		Shadow:          make([]ShadowResult, len(w.Shadow)),
 		RateLimitPolicy: a.header.Get("RateLimit-Policy"),
@@ -634,6 +635,8 @@ type (
 		Cost        int    `json:"cost,omitempty"`
 
 		SecretFingerprint string `json:"secret_fingerprint,omitempty"`
+		// ChallengePassed is only sent when true.
+		ChallengePassed bool `json:"challenge_passed,omitempty"`
 	}
 	wireDecision struct {
 		Decision     *string      `json:"decision"`
@@ -642,6 +645,7 @@ type (
 		AttemptID    string       `json:"attempt_id"`
 		Degraded     bool         `json:"degraded"`
 		RepeatGuess  bool         `json:"repeat_guess"`
+		Trust        string       `json:"trust"`
 		Limits       []wireLimit  `json:"limits"`
 		Shadow       []wireShadow `json:"shadow"`
 	}

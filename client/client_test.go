@@ -143,6 +143,7 @@ func TestCheckSendsTheContractsRequest(t *testing.T) {
 		login,
 		{Flow: client.FlowOTPSend, IP: "2001:db8::1", Recipient: "+15550100000", DeviceToken: "dev", Cost: 3},
 		{Flow: client.FlowLogin, Account: "bob", IP: "203.0.113.8", SecretFingerprint: client.Fingerprint([]byte("k"), []byte("hunter2"))},
+		{Flow: client.FlowLogin, Account: "bob", IP: "192.0.2.1", ChallengePassed: true},
 	}
 	for _, r := range reqs {
 		if _, err := c.Check(t.Context(), r); err != nil {
@@ -157,6 +158,8 @@ func TestCheckSendsTheContractsRequest(t *testing.T) {
 			body: map[string]any{"flow": "otp_send", "ip": "2001:db8::1", "recipient": "+15550100000", "device_token": "dev", "cost": 3.0}},
 		{method: "POST", path: "/v1/check", auth: "Bearer secret-token",
 			body: map[string]any{"flow": "login", "account": "bob", "ip": "203.0.113.8", "secret_fingerprint": client.Fingerprint([]byte("k"), []byte("hunter2"))}},
+		{method: "POST", path: "/v1/check", auth: "Bearer secret-token",
+			body: map[string]any{"flow": "login", "account": "bob", "ip": "192.0.2.1", "challenge_passed": true}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("guardian received\n%+v\nwant\n%+v", got, want)
@@ -181,9 +184,9 @@ func TestCheckReadsGuardiansDecision(t *testing.T) {
 		},
 		{
 			name: "challenge, degraded, with a shadow rule",
-			handler: answer(200, `{"decision":"challenge","rule":"login-global-failures","attempt_id":"att-2","degraded":true,
+			handler: answer(200, `{"decision":"challenge","rule":"login-global-failures","attempt_id":"att-2","degraded":true,"trust":"network",
 				"limits":[],"shadow":[{"rule":"login-ip-strict","decision":"block","retry_after_ms":0}]}`),
-			want: client.Decision{Action: client.Challenge, Rule: "login-global-failures", AttemptID: "att-2", Degraded: true,
+			want: client.Decision{Action: client.Challenge, Rule: "login-global-failures", AttemptID: "att-2", Degraded: true, Trust: "network",
 				Limits: []client.Limit{}, Shadow: []client.ShadowResult{{Rule: "login-ip-strict", Action: client.Block}}},
 		},
 		{

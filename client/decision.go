@@ -41,6 +41,10 @@ type CheckRequest struct {
 	// Cost is how many units the check spends on attempt-counting rules;
 	// zero leaves it to guardian, which counts 1.
 	Cost int
+	// ChallengePassed says the end user solved a CAPTCHA or second factor
+	// for this attempt: guardian counts the check in the account's
+	// challenged bucket, so a human always has a way in.
+	ChallengePassed bool
 }
 
 // Action is what guardian (or the Policy, when guardian did not answer)
@@ -95,6 +99,10 @@ type Decision struct {
 	// the account's last failed ones: the check cost the account nothing.
 	// The secret must be verified all the same.
 	RepeatGuess bool
+	// Trust is the bucket guardian's account rules counted the check in:
+	// "device", "network", "challenge" or "none"; empty when guardian did
+	// not answer.
+	Trust string
 	// Limits are where guardian's enforced rules stand after the check.
 	// They are for the auth service's logs and metrics, never for the end
 	// user.

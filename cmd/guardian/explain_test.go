@@ -57,7 +57,10 @@ rules:
 			wantCode: exitOK,
 			wantJSON: []bound{
 				{Rule: "login-account", Key: "account", PerDay: 1445},
+				{Rule: "password-reset-account", Key: "account", PerDay: 154},
 				{Rule: "login-ip", Key: "ip", PerDay: 4350},
+				{Rule: "login-ip6-48", Key: "ip", PerDay: 4350},
+				{Rule: "login-ip-distinct-accounts", Key: "ip", PerDay: 20},
 				{Rule: "login-hard-stop", Key: "account", PerDay: 100},
 				{Rule: "login-secret-spray", Key: "secret", PerDay: 1450},
 				{Rule: "otp-send-recipient", Key: "recipient", PerDay: 291},

@@ -1,7 +1,9 @@
 // Package aggregate keeps guardian's global failure rate, which failure_rate
-// rules compare with their limit: reported failures per flow, counted in
-// fine time buckets in this process so that a check reads the rate without
-// a store call.
+// rules compare with their limit: failures per flow, counted in fine time
+// buckets in this process so that a check reads the rate without a store
+// call. A check counts as a failure when it is made, and a success report
+// takes it back (GiveBack), so a check never reported, a challenge its user
+// abandoned, stays counted.
 //
 // # The fleet
 //
@@ -212,18 +214,38 @@ func (a *Aggregate) Window() time.Duration { return a.window }
 // Bucket returns the width of a time bucket.
 func (a *Aggregate) Bucket() time.Duration { return time.Duration(a.bucket) }
 
-// Add records n reported failures of flow now. A non-positive n is ignored.
-// Each flow seen keeps its own ring of buckets, so flow should be one of
-// the contract's few flows. With a Shared store the failures reach the
-// other instances with the next flush.
+// Add records n failures of flow now: guardian counts each check when it
+// is made, as a reserved failure (GiveBack takes a success back). A
+// non-positive n is ignored. Each flow seen keeps its own ring of buckets,
+// so flow should be one of the contract's few flows. With a Shared store
+// the failures reach the other instances with the next flush.
 func (a *Aggregate) Add(flow string, n int64) {
+	a.addAt(flow, a.now(), n)
+}
+
+// GiveBack takes back n of the failures Add recorded for flow at instant
+// at: the checks made then proved successes. They leave the bucket they
+// were counted in, so that every window that counted them stops counting
+// them, and none that did not is changed; a bucket older than every window
+// is left alone. Counts never go below what is left of Add's. Given-back
+// failures are counted apart, in a series of their own that only grows,
+// so the fleet's totals stay sums of rising counts (see the package
+// comment): a flush sent twice still counts once.
+func (a *Aggregate) GiveBack(flow string, at time.Time, n int64) {
+	a.addAt(flow+givenBack, at, n)
+}
+
+// givenBack names the series of a flow's given-back failures.
+const givenBack = "~given-back"
+
+// addAt records n in flow's series at instant at.
+func (a *Aggregate) addAt(flow string, at time.Time, n int64) {
 	if n <= 0 {
 		return
 	}
-	now := a.now()
 	s := a.series(flow)
 	s.mu.Lock()
-	s.add(a.bucketOf(now.UnixNano()), n)
+	s.add(a.bucketOf(at.UnixNano()), n)
 	s.mu.Unlock()
 }
 
@@ -233,6 +255,7 @@ func (a *Aggregate) Add(flow string, n int64) {
 // instance see the fleet before its first check.
 func (a *Aggregate) Watch(flow string, per time.Duration) {
 	a.series(flow).want(int64(min(per, a.window)))
+	a.series(flow + givenBack).want(int64(min(per, a.window)))
 }
 
 // Count returns the failures of flows over the sliding window (now−per,
@@ -342,22 +365,29 @@ func (a *Aggregate) countAt(flows []string, per time.Duration, at time.Time) flo
 	}
 	var sum float64
 	for _, f := range flows {
-		s := a.series(f)
-		s.want(int64(per))
-		s.mu.Lock()
-		local := s.weigh(cur, edge, frac)
-		sum += local
-		if others > 0 {
-			if since > start {
-				// All of them inside the window, counted exactly.
-				local = float64(s.total - s.goodTotal)
-			}
-			sum += others * local
+		counted := a.seriesCount(a.series(f), per, start, cur, edge, frac, others, since)
+		back := a.seriesCount(a.series(f+givenBack), per, start, cur, edge, frac, others, since)
+		sum += max(counted-back, 0)
+	}
+	return sum
+}
+
+// seriesCount is countAt's count of one series.
+func (a *Aggregate) seriesCount(s *series, per time.Duration, start, cur, edge int64, frac, others float64, since int64) float64 {
+	s.want(int64(per))
+	s.mu.Lock()
+	local := s.weigh(cur, edge, frac)
+	sum := local
+	if others > 0 {
+		if since > start {
+			// All of them inside the window, counted exactly.
+			local = float64(s.total - s.goodTotal)
 		}
-		s.mu.Unlock()
-		if v := s.fleet.Load(); v != nil {
-			sum += v.weigh(cur, edge, frac)
-		}
+		sum += others * local
+	}
+	s.mu.Unlock()
+	if v := s.fleet.Load(); v != nil {
+		sum += v.weigh(cur, edge, frac)
 	}
 	return sum
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -211,7 +212,9 @@ func (a *Aggregate) publish() {
 		return
 	}
 	for flow := range *a.flows.Load() {
-		a.observe(flow, a.Rate(flow))
+		if !strings.HasSuffix(flow, givenBack) {
+			a.observe(flow, a.Rate(flow))
+		}
 	}
 }
 

@@ -488,12 +488,12 @@ func TestFleetRefreshReadsTheLongestWindow(t *testing.T) {
 		// The window's buckets, the one before its edge and the one after
 		// now. A flow only added to is read over Rate's 10s.
 		{"nothing to read", nil, 0, map[string]int{}},
-		{"rate span by default", map[string]time.Duration{"login": 0}, 0, map[string]int{"login": 13}},
-		{"a count's per", nil, 30 * time.Second, map[string]int{"login": 33}},
+		{"rate span by default", map[string]time.Duration{"login": 0}, 0, map[string]int{"login": 13, "login~given-back": 13}},
+		{"a count's per", nil, 30 * time.Second, map[string]int{"login": 33, "login~given-back": 33}},
 		{"watched flows", map[string]time.Duration{"login": time.Minute, "otp_verify": 20 * time.Second}, 0,
-			map[string]int{"login": 63, "otp_verify": 23}},
-		{"clamped to the window", map[string]time.Duration{"login": time.Hour}, 0, map[string]int{"login": 63}},
-		{"never shrinks", map[string]time.Duration{"login": time.Minute}, 5 * time.Second, map[string]int{"login": 63}},
+			map[string]int{"login": 63, "login~given-back": 63, "otp_verify": 23, "otp_verify~given-back": 23}},
+		{"clamped to the window", map[string]time.Duration{"login": time.Hour}, 0, map[string]int{"login": 63, "login~given-back": 63}},
+		{"never shrinks", map[string]time.Duration{"login": time.Minute}, 5 * time.Second, map[string]int{"login": 63, "login~given-back": 63}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

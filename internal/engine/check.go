@@ -27,6 +27,9 @@ type CheckRequest struct {
 	// Cost is the units the check spends on rate rules, 1 to MaxCost;
 	// 0 means 1.
 	Cost int64
+	// ChallengePassed is the auth service's word that the end user solved
+	// a CAPTCHA or second factor for this attempt (trust.go).
+	ChallengePassed bool
 }
 
 // Decision is the answer to a check.
@@ -39,6 +42,8 @@ type Decision struct {
 	RetryAfter time.Duration
 	// Degraded reports that the fallback decided at least one rule.
 	Degraded bool
+	// Trust is the bucket the check's key: account rules counted it in.
+	Trust Trust
 	// Limits are the enforced rate and consecutive-failure rules that applied.
 	Limits []Limit
 	// Shadow lists the shadow rules that would have slowed, blocked or
@@ -97,7 +102,8 @@ func (e *Engine) Check(ctx context.Context, req CheckRequest) (Decision, error) 
 	if req.SecretFingerprint != "" {
 		ids.Guess = e.guesser.Guess(req.SecretFingerprint)
 	}
-	subj := e.resolve(ids, req.DeviceToken, now)
+	set := e.rules.Load()
+	subj := e.resolve(ids, &req, set.Familiar, now)
 	if ids.Guess != 0 && subj.account != "" {
 		subj.guess = e.guesser.AccountGuess(subj.account, ids.Guess)
 	}
@@ -105,16 +111,15 @@ func (e *Engine) Check(ctx context.Context, req CheckRequest) (Decision, error) 
 	p := getPlan()
 	defer p.release()
 	var d Decision
-	for _, r := range e.rules.Load().For(req.Flow) {
+	global := false
+	for _, r := range set.For(req.Flow) {
 		if r.Type == rules.FailureRate {
-			e.globalRule(r, subj.trusted(), &d)
+			e.globalRule(r, subj.exempt(&req), &d)
+			global = true
 			continue
 		}
-		if subject := subj.subject(e.hasher, r); subject != "" {
-			if err := fits(r, cost); err != nil {
-				return Decision{}, err
-			}
-			p.add(r, subject, cost)
+		if err := subj.add(p, e.hasher, r, cost); err != nil {
+			return Decision{}, err
 		}
 	}
 	addGuess(p, req.Flow, &subj)
@@ -129,29 +134,38 @@ func (e *Engine) Check(ctx context.Context, req CheckRequest) (Decision, error) 
 	if g := guessOf(p, res); g != nil {
 		d.RepeatGuess = g.Repeat
 	}
+	d.Trust = subj.trust(p, res)
 	if d.Action.Severity() < rules.Slow.Severity() {
 		at := tokens.Attempt{
 			Issued:  now,
 			Flow:    string(req.Flow),
 			Account: subj.account,
 			Device:  subj.device,
+			// The check counts in its flow's global failure rate now, as
+			// a reserved failure: a success report takes it back, and a
+			// check never reported (a challenge abandoned) stays counted.
+			Counted: global,
 		}
 		for i, r := range p.rules {
 			if res[i].Degraded && res[i].Spent {
 				at.Fallback = true
 			}
-			if res[i].Spent && res[i].Remaining == 0 && r.Mode == rules.Enforce && r.Type == rules.ConsecutiveFailures && r.Action == rules.Block {
+			if r != nil && res[i].Spent && res[i].Remaining == 0 && r.Mode == rules.Enforce && r.Type == rules.ConsecutiveFailures && r.Action == rules.Block {
 				at.HardStop = true
 			}
 		}
 		p.refunds = reservations(p.refunds[:0], req.Flow, p, res)
 		p.refunds = guessRefund(p.refunds, p)
+		p.refunds = subj.learn(p.refunds, req.Flow, set)
 		at.Refunds = p.refunds
 		id, err := e.attempts.Seal(at)
 		if err != nil {
 			return Decision{}, fmt.Errorf("engine: attempt id: %w", err)
 		}
 		d.AttemptID = id
+		if global {
+			e.aggregate.Add(at.Flow, 1)
+		}
 	}
 	if d.Action == "" {
 		d.Action = rules.Allow
@@ -175,8 +189,9 @@ type plan struct {
 	refunds  []store.Refund
 }
 
-// planCap is how many ops a new plan has room for.
-const planCap = 8
+// planCap is how many ops a new plan has room for: the built-in login
+// rules with a familiar network's buckets take 7.
+const planCap = 12
 
 var plans = sync.Pool{New: func() any {
 	return &plan{
@@ -208,6 +223,23 @@ func (p *plan) add(r *rules.Rule, subject string, cost int64) {
 	p.subjects = append(p.subjects, subject)
 }
 
+// addAt appends the op for rule r on subject with store key key, counting
+// as when says.
+func (p *plan) addAt(r *rules.Rule, subject, key string, cost int64, when store.When) {
+	op := opFor(r, subject, cost)
+	op.Key, op.When = key, when
+	p.ops = append(p.ops, op)
+	p.rules = append(p.rules, r)
+	p.subjects = append(p.subjects, subject)
+}
+
+// counts reports whether op i of p counted, given what the batch's
+// Familiar op found: the Familiar op itself (which has no rule) and the
+// conditional ops it skipped did not.
+func (p *plan) counts(i int, familiar bool) bool {
+	return p.rules[i] != nil && p.ops[i].When.Counts(familiar)
+}
+
 // results returns zeroed room for the results of p's ops.
 func (p *plan) results() []store.Result {
 	p.res = slices.Grow(p.res[:0], len(p.ops))[:len(p.ops)]
@@ -229,6 +261,7 @@ func opFor(r *rules.Rule, subject string, cost int64) store.Op {
 	case rules.Rate:
 		op.Kind = store.Rate
 		op.Cost = cost
+		op.Toll = tolls(r)
 		op.Interval = r.Interval()
 		op.Burst = r.Burst
 	case rules.ConsecutiveFailures:
@@ -236,6 +269,11 @@ func opFor(r *rules.Rule, subject string, cost int64) store.Op {
 		op.Cost = 1
 		op.Limit = r.Limit
 		op.Hold = r.Hold
+	case rules.Distinct:
+		op.Kind = store.Distinct
+		op.Cost = 1
+		op.Limit = r.Limit
+		op.Interval = r.Per / (store.DistinctSlots - 1)
 	}
 	return op
 }
@@ -251,9 +289,10 @@ func onError(o rules.OnStoreError) store.OnError {
 }
 
 // globalRule applies a failure_rate rule, which the aggregate decides from
-// its cached view without a store call. Trusted devices are exempt.
-func (e *Engine) globalRule(r *rules.Rule, trusted bool, d *Decision) {
-	if trusted {
+// its cached view without a store call. Trusted devices and passed
+// challenges are exempt.
+func (e *Engine) globalRule(r *rules.Rule, exempt bool, d *Decision) {
+	if exempt {
 		return
 	}
 	var buf [4]string
@@ -292,9 +331,10 @@ func (e *Engine) globalRule(r *rules.Rule, trusted bool, d *Decision) {
 
 // decide folds the store's results into d.
 func (e *Engine) decide(p *plan, res []store.Result, d *Decision) {
+	familiar := store.FamiliarFound(p.ops, res)
 	enforced := 0
-	for _, r := range p.rules {
-		if r.Mode == rules.Enforce {
+	for i, r := range p.rules {
+		if p.counts(i, familiar) && r.Mode == rules.Enforce && r.Type != rules.Distinct {
 			enforced++
 		}
 	}
@@ -306,6 +346,9 @@ func (e *Engine) decide(p *plan, res []store.Result, d *Decision) {
 		rs := &res[i]
 		if rs.Degraded {
 			d.Degraded = true
+		}
+		if !p.counts(i, familiar) {
+			continue
 		}
 		action := r.Action
 		switch {
@@ -335,7 +378,10 @@ func (e *Engine) decide(p *plan, res []store.Result, d *Decision) {
 			e.shadow.Record(r.Name, tripped, p.subjects[i])
 			continue
 		}
-		d.Limits = append(d.Limits, Limit{Rule: r.Name, Remaining: rs.Remaining, Reset: rs.ResetAfter})
+		if r.Type != rules.Distinct {
+			// A distinct rule is neither a rate nor a count of failures.
+			d.Limits = append(d.Limits, Limit{Rule: r.Name, Remaining: rs.Remaining, Reset: rs.ResetAfter})
+		}
 		if r.Type == rules.Rate {
 			q := Quota{Rule: r.Name, Burst: r.Burst, Window: time.Duration(r.Burst) * r.Interval(), Remaining: rs.Remaining, Reset: rs.ResetAfter}
 			if quota.Rule == "" || q.Remaining < quota.Remaining || (q.Remaining == quota.Remaining && q.Reset > quota.Reset) {

@@ -20,7 +20,7 @@ func TestFloodOfRandomAccounts(t *testing.T) {
 	for i := range 5000 {
 		h.check(t, floodCheck(i))
 	}
-	afterFlood(t, h, victim)
+	afterFlood(t, h, victim, true)
 }
 
 // TestFloodOfReportedAttempts: a flood of random accounts whose every
@@ -45,7 +45,7 @@ func TestFloodOfReportedAttempts(t *testing.T) {
 	if reported < 1000 {
 		t.Fatalf("%d attempts of the flood reported, want the store filled with marks", reported)
 	}
-	afterFlood(t, h, victim)
+	afterFlood(t, h, victim, false)
 }
 
 // floodHarness returns an engine on an embedded store of 500 keys, under
@@ -80,11 +80,30 @@ func floodCheck(i int) engine.CheckRequest {
 }
 
 // afterFlood checks that fresh users are allowed and the victim still
-// blocked.
-func afterFlood(t *testing.T, h *harness, victim engine.CheckRequest) {
+// blocked. unreported says the flood's checks were never reported: each
+// then counts as a failure in the global rate, which challenges every
+// untrusted check for a while; a challenge lets the fresh users go ahead,
+// nothing slows them, and once the rate is back under its limit for the
+// rule's hysteresis they are allowed.
+func afterFlood(t *testing.T, h *harness, victim engine.CheckRequest, unreported bool) {
 	t.Helper()
-	for i := range 20 {
-		d := h.check(t, engine.CheckRequest{Flow: rules.Login, Account: fmt.Sprintf("fresh-%d@example.com", i), IP: "203.0.113.9"})
+	if unreported {
+		for i := range 10 {
+			d := h.check(t, engine.CheckRequest{Flow: rules.Login, Account: fmt.Sprintf("fresh-%d@example.com", i), IP: "203.0.113.9"})
+			if d.Action != rules.Challenge || d.Rule != "login-global-failures" {
+				t.Errorf("fresh user %d right after the flood = %s (%s), want challenge by login-global-failures", i, d.Action, d.Rule)
+			}
+		}
+		// The global rule's minute passes; the first check to see the rate
+		// back under the limit starts its hysteresis.
+		h.clock.Advance(time.Minute)
+		h.check(t, engine.CheckRequest{Flow: rules.Login, Account: "calm@example.com", IP: "192.0.2.9"})
+		h.clock.Advance(globalRule(t).Hysteresis)
+	}
+	for i := 10; i < 30; i++ {
+		// Each from a network of its own: more than 20 accounts from one
+		// /24 in a day would be challenged (login-ip-distinct-accounts).
+		d := h.check(t, engine.CheckRequest{Flow: rules.Login, Account: fmt.Sprintf("fresh-%d@example.com", i), IP: fmt.Sprintf("203.0.%d.9", i)})
 		if d.Action != rules.Allow {
 			t.Errorf("fresh user %d after the flood = %s (%s), want allow", i, d.Action, d.Rule)
 		}
@@ -92,4 +111,14 @@ func afterFlood(t *testing.T, h *harness, victim engine.CheckRequest) {
 	if d := h.check(t, victim); d.Action != rules.Block {
 		t.Errorf("victim after the flood = %s, want still blocked", d.Action)
 	}
+}
+
+// globalRule is the built-in global failure-rate rule.
+func globalRule(tb testing.TB) *rules.Rule {
+	tb.Helper()
+	r, ok := rules.Default().Rule("login-global-failures")
+	if !ok {
+		tb.Fatal("no built-in login-global-failures")
+	}
+	return r
 }

@@ -102,7 +102,7 @@ func addGuess(p *plan, flow rules.Flow, s *subjects) {
 		return
 	}
 	for i, r := range p.rules {
-		if freeOnRepeat(r) {
+		if r != nil && freeOnRepeat(r) {
 			p.ops[i].FreeOnRepeat = true
 		}
 	}

@@ -160,6 +160,7 @@ func TestRepeatGuesses(t *testing.T) {
 				// On a Cluster, concurrent tries spend the pair in its own
 				// slot before the repeats among them give it back: a
 				// burst below the callers would deny some of them.
+				{"repeats_free_in_every_bucket", "familiar_networks: {ipv4_prefix: 24, ipv6_prefix: 48, hold: 90d}\n" + guessRules, testRepeatsFreeInEveryBucket},
 				{"concurrent_first_tries_spend_once", strings.Replace(guessRules, "burst: 3\n  - name: login-ip", "burst: 100\n  - name: login-ip", 1), testConcurrentFirstTries},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
@@ -197,6 +198,50 @@ func testSixRepeatsNeverSlow(t *testing.T, h *harness) {
 	}
 	if st := h.status(t); st.ConsecutiveFailures != 1 || st.RememberedGuesses != 1 {
 		t.Errorf("status %+v, want 1 consecutive failure and 1 remembered guess", st)
+	}
+}
+
+// testRepeatsFreeInEveryBucket: under familiar networks, a repeated guess
+// spends nothing on the account's rules whichever bucket the check counts
+// in, its home network's, its device's or the challenged one, while the
+// address still counts it.
+func testRepeatsFreeInEveryBucket(t *testing.T, h *harness) {
+	home := engine.CheckRequest{Flow: rules.Login, Account: "alice", IP: "203.0.113.7"}
+	tok := h.report(t, h.check(t, home), engine.Success).DeviceToken
+	network := home
+	network.IP = "203.0.113.200"
+	device := engine.CheckRequest{Flow: rules.Login, Account: "alice", IP: "198.51.100.1", DeviceToken: tok}
+	challenged := engine.CheckRequest{Flow: rules.Login, Account: "alice", IP: "198.51.100.2", ChallengePassed: true}
+	for _, tc := range []struct {
+		name  string
+		req   engine.CheckRequest
+		guess string
+		trust engine.Trust
+	}{
+		{"familiar network", network, "a", engine.TrustNetwork},
+		{"trusted device", device, "b", engine.TrustDevice},
+		{"passed challenge", challenged, "c", engine.TrustChallenge},
+	} {
+		tc.req.SecretFingerprint = fingerprint(tc.guess)
+		for i := range 4 {
+			d := h.check(t, tc.req)
+			if d.Action != rules.Allow || d.Trust != tc.trust || d.RepeatGuess != (i > 0) {
+				t.Fatalf("%s, try %d: %s, trust %s, repeat %v; want allow, %s, repeat %v", tc.name, i+1, d.Action, d.Trust, d.RepeatGuess, tc.trust, i > 0)
+			}
+			if got := limit(t, d, "login-account"); got != 2 {
+				t.Errorf("%s, try %d: login-account remaining %d, want 2: one spend for the first try alone", tc.name, i+1, got)
+			}
+			if got := limit(t, d, "login-pair"); got != 2 {
+				t.Errorf("%s, try %d: login-pair remaining %d, want 2", tc.name, i+1, got)
+			}
+			if got := limit(t, d, "login-hard-stop"); got != 99 {
+				t.Errorf("%s, try %d: login-hard-stop remaining %d, want 99", tc.name, i+1, got)
+			}
+			h.report(t, d, engine.Failure)
+		}
+	}
+	if st := h.status(t); st.RememberedGuesses != 3 {
+		t.Errorf("status %+v, want 3 remembered guesses", st)
 	}
 }
 

@@ -30,8 +30,8 @@ type ReportResult struct {
 
 // Report records how the attempt behind attemptID went. Each attempt id is
 // accepted once: a second report is ErrAlreadyReported and changes nothing.
-// A failure keeps what the check reserved and feeds the global failure rate.
-// A success gives back what the check itself reserved on failure-counting
+// A failure keeps what the check reserved, its count in the global failure
+// rate included. A success gives back what the check itself reserved on failure-counting
 // rules, resets its consecutive-failure counts and trusts its device
 // (package loginlimits), except on otp_send, where a success only means a
 // code was sent (package otp).
@@ -71,11 +71,14 @@ func (e *Engine) Report(ctx context.Context, attemptID string, outcome Outcome) 
 	}
 	e.metrics.Reports.WithLabelValues(string(outcome)).Inc()
 	if outcome == Failure {
-		e.aggregate.Add(at.Flow, 1)
+		// Counted as a failure by its check already.
 		if at.HardStop && at.Account != "" && e.events != nil {
 			e.events.HardStopStarted(at.Account)
 		}
 		return ReportResult{}, nil
+	}
+	if at.Counted {
+		e.aggregate.GiveBack(at.Flow, at.Issued, 1)
 	}
 	if !settles(rules.Flow(at.Flow)) {
 		return ReportResult{}, nil

@@ -180,9 +180,13 @@ type subjects struct {
 	account, device string
 	// guess is what the account's memory holds for the check's guess
 	// (keys.Guesser.AccountGuess); 0 without an account or a guess.
-	guess  uint64
-	hashed [planCap]hashedKey
-	n      int
+	guess uint64
+	// challenged and member say which other buckets the account rules
+	// may count the check in (trust.go).
+	challenged bool
+	member     string
+	hashed     [planCap]hashedKey
+	n          int
 }
 
 // hashedKey is a key and its subject.
@@ -191,10 +195,11 @@ type hashedKey struct {
 	subject string
 }
 
-// resolve hashes the account of ids and verifies deviceToken for it at
-// instant now. A device token that does not verify is ignored, never an
+// resolve hashes the account of ids and verifies req's device token for it
+// at instant now, and works out the account's other buckets under fam
+// (trust.go). A device token that does not verify is ignored, never an
 // error.
-func (e *Engine) resolve(ids Identifiers, deviceToken string, now time.Time) subjects {
+func (e *Engine) resolve(ids Identifiers, req *CheckRequest, fam rules.FamiliarNetworks, now time.Time) subjects {
 	s := subjects{ids: ids}
 	if ids.Account == "" {
 		return s
@@ -202,16 +207,13 @@ func (e *Engine) resolve(ids Identifiers, deviceToken string, now time.Time) sub
 	k := accountKey(ids.Account)
 	s.account = e.hasher.KeySubject(k)
 	bucket := s.account
-	if dev, b := e.login.Trust(s.account, deviceToken, now); dev != "" {
+	if dev, b := e.login.Trust(s.account, req.DeviceToken, now); dev != "" {
 		s.device, bucket = dev, b
 	}
 	s.remember(k, bucket)
+	e.otherBuckets(&s, req, fam)
 	return s
 }
-
-// Trusted reports whether the check carried a valid device token for its
-// account.
-func (s *subjects) trusted() bool { return s.device != "" }
 
 // subject returns the subject rule r counts the check by, and "" when the
 // check lacks the rule's fields.

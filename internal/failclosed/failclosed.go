@@ -355,7 +355,7 @@ func (s *Store) scale(op store.Op) store.Op {
 	case store.Rate:
 		op.Burst = max(1, op.Burst/n)
 		op.Interval *= time.Duration(n)
-	case store.Counter:
+	case store.Counter, store.Distinct:
 		op.Limit = max(1, op.Limit/n)
 	}
 	return op

@@ -40,6 +40,14 @@ func writeAnswer(c *gin.Context, status int, fill func([]byte) []byte) {
 	}
 }
 
+// trustOf is d's trust, none for a Decision that names none.
+func trustOf(d *engine.Decision) engine.Trust {
+	if d.Trust == "" {
+		return engine.TrustNone
+	}
+	return d.Trust
+}
+
 // appendCheck appends the answer to a check: the fields of the contract in
 // the order and form encoding/json gives the checkResponse struct.
 func appendCheck(b []byte, d *engine.Decision) []byte {
@@ -59,6 +67,8 @@ func appendCheck(b []byte, d *engine.Decision) []byte {
 	b = strconv.AppendBool(b, d.Degraded)
 	b = append(b, `,"repeat_guess":`...)
 	b = strconv.AppendBool(b, d.RepeatGuess)
+	b = append(b, `,"trust":`...)
+	b = appendString(b, string(trustOf(d)))
 	b = append(b, `,"limits":[`...)
 	for i, l := range d.Limits {
 		if i > 0 {

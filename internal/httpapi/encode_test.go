@@ -30,6 +30,7 @@ type refCheck struct {
 	AttemptID    string      `json:"attempt_id,omitempty"`
 	Degraded     bool        `json:"degraded"`
 	RepeatGuess  bool        `json:"repeat_guess"`
+	Trust        string      `json:"trust"`
 	Limits       []refLimit  `json:"limits"`
 	Shadow       []refShadow `json:"shadow"`
 }
@@ -44,6 +45,7 @@ func refCheckJSON(tb testing.TB, d *engine.Decision) string {
 		AttemptID:    d.AttemptID,
 		Degraded:     d.Degraded,
 		RepeatGuess:  d.RepeatGuess,
+		Trust:        string(trustOf(d)),
 		Limits:       make([]refLimit, len(d.Limits)),
 		Shadow:       make([]refShadow, len(d.Shadow)),
 	}

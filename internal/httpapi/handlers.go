@@ -22,6 +22,9 @@ type checkRequest struct {
 	Recipient   *string `json:"recipient"`
 	DeviceToken *string `json:"device_token"`
 	Cost        *int64  `json:"cost"`
+	// ChallengePassed is a boolean, so a body with it is always decoded by
+	// encoding/json (parseFlat takes strings and integers only).
+	ChallengePassed *bool `json:"challenge_passed"`
 
 	SecretFingerprint *string `json:"secret_fingerprint"`
 
@@ -158,6 +161,9 @@ func checkFromBody(c *gin.Context, n *keys.Normalizer) (engine.CheckRequest, err
 	if req.SecretFingerprint, err = optional(body.SecretFingerprint, "secret_fingerprint"); err != nil {
 		return req, err
 	}
+	if body.ChallengePassed != nil {
+		req.ChallengePassed = *body.ChallengePassed
+	}
 	if body.Cost != nil {
 		// Only an absent cost is the default: a cost given is 1 to
 		// MaxCost, 0 included.
@@ -211,10 +217,23 @@ type rulesResponse struct {
 	LoadedAt time.Time    `json:"loaded_at"`
 	Hash     string       `json:"hash"`
 	Rules    []rules.Rule `json:"rules"`
+	// Familiar is the file's familiar_networks, absent when it has none.
+	Familiar *familiarJSON `json:"familiar_networks,omitempty"`
+}
+
+// familiarJSON is familiar_networks as the rules file writes it.
+type familiarJSON struct {
+	IPv4Prefix int    `json:"ipv4_prefix"`
+	IPv6Prefix int    `json:"ipv6_prefix"`
+	Hold       string `json:"hold"`
 }
 
 func rulesBody(s *rules.Set) rulesResponse {
-	return rulesResponse{Source: s.Source, LoadedAt: s.LoadedAt.UTC().Truncate(time.Second), Hash: s.Hash(), Rules: s.Rules}
+	out := rulesResponse{Source: s.Source, LoadedAt: s.LoadedAt.UTC().Truncate(time.Second), Hash: s.Hash(), Rules: s.Rules}
+	if f := s.Familiar; f.On() {
+		out.Familiar = &familiarJSON{IPv4Prefix: f.IPv4Prefix, IPv6Prefix: f.IPv6Prefix, Hold: rules.FormatDuration(f.Hold)}
+	}
+	return out
 }
 
 func (a *API) getRules(c *gin.Context) {

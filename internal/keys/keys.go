@@ -107,11 +107,13 @@ func IP(s string) (netip.Addr, error) {
 }
 
 // Prefix returns the network of a that a rule counts by: a masked to v4Bits
-// for an IPv4 address (IPv4-mapped included), to v6Bits otherwise. Bit
-// counts outside 0 to 32 (IPv4) or 0 to 128 (IPv6) are clamped into range.
-// The zero Addr gives the zero Prefix.
+// for an IPv4 address, to v6Bits otherwise. An IPv6 address that carries an
+// IPv4 address (Embedded4: IPv4-mapped, 6to4, NAT64) counts as that IPv4
+// address, so that a client cannot leave its IPv4 limits by writing its
+// address another way. Bit counts outside 0 to 32 (IPv4) or 0 to 128 (IPv6)
+// are clamped into range. The zero Addr gives the zero Prefix.
 func Prefix(a netip.Addr, v4Bits, v6Bits int) netip.Prefix {
-	a = a.Unmap()
+	a = Embedded4(a)
 	bits := v6Bits
 	if a.Is4() {
 		bits = v4Bits
@@ -122,4 +124,29 @@ func Prefix(a netip.Addr, v4Bits, v6Bits int) netip.Prefix {
 		return netip.Prefix{}
 	}
 	return p
+}
+
+// The IPv6 prefixes that carry an IPv4 address: 6to4 (RFC 3056), whose /48
+// 2002:AABB:CCDD::/48 is the IPv4 address A.B.C.D, and the NAT64 well-known
+// prefix (RFC 6052), 64:ff9b::/96, whose last 32 bits are the IPv4 address.
+var (
+	sixToFour = netip.MustParsePrefix("2002::/16")
+	nat64     = netip.MustParsePrefix("64:ff9b::/96")
+)
+
+// Embedded4 returns the IPv4 address a carries, when a is an IPv4-mapped,
+// 6to4 or NAT64 (well-known prefix) IPv6 address, and a itself otherwise.
+func Embedded4(a netip.Addr) netip.Addr {
+	a = a.Unmap()
+	if !a.Is6() {
+		return a
+	}
+	b := a.As16()
+	switch {
+	case sixToFour.Contains(a):
+		return netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]})
+	case nat64.Contains(a):
+		return netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
+	}
+	return a
 }

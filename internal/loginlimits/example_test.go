@@ -38,16 +38,17 @@ func ExamplePolicy_Trust() {
 
 func ExampleReadStatus() {
 	rs := loginlimits.StatusRules(rules.Default())
-	// What the store found for login-account and login-hard-stop after a
-	// hundred failures in a row.
+	// What the store found for login-account, password-reset-account and
+	// login-hard-stop after a hundred failed logins in a row.
 	res := []store.Result{
 		{Remaining: 0, RetryAfter: time.Minute, ResetAfter: 5 * time.Minute},
+		{Allowed: true, Remaining: 10},
 		{Remaining: 0, Count: 100, ResetAfter: 90 * 24 * time.Hour},
 	}
 	st := loginlimits.ReadStatus(rs, res)
-	fmt.Println(rs[0].Name, rs[1].Name)
+	fmt.Println(rs[0].Name, rs[1].Name, rs[2].Name)
 	fmt.Printf("%+v\n", st)
 	// Output:
-	// login-account login-hard-stop
+	// login-account password-reset-account login-hard-stop
 	// {ConsecutiveFailures:100 Blocked:true NextAllowed:1m0s}
 }

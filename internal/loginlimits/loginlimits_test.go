@@ -367,8 +367,11 @@ func TestStatusRulesAndResetKeys(t *testing.T) {
 	got = loginlimits.ResetKeys(set, subject)
 	want := []string{
 		keys.StoreKey(subject, "per-account"),
+		keys.StoreKey(subject, "per-account:challenged"),
 		keys.StoreKey(subject, "hard-stop"),
 		keys.StoreKey(subject, "per-account-next"),
+		keys.StoreKey(subject, "per-account-next:challenged"),
+		keys.StoreKey(subject, "familiar"),
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("ResetKeys = %v, want %v", got, want)
@@ -380,7 +383,7 @@ func TestStatusRulesOfTheBuiltInRules(t *testing.T) {
 	for _, r := range loginlimits.StatusRules(rules.Default()) {
 		got = append(got, r.Name)
 	}
-	if want := []string{"login-account", "login-hard-stop"}; !slices.Equal(got, want) {
+	if want := []string{"login-account", "password-reset-account", "login-hard-stop"}; !slices.Equal(got, want) {
 		t.Fatalf("StatusRules(built-in) = %v, want %v", got, want)
 	}
 }

@@ -10,8 +10,11 @@
 // each key of a denied check is remembered with the store's whole answer
 // for it (allowed keys too), and an answer is given only when every key of
 // the check is remembered, one of its hard enforced rate keys is slowed and
-// no shadow key would be spent: the store would spend nothing, so not
-// asking it changes nothing there. The answer is the store's last one,
+// no shadow key and no toll would be spent: the store would spend nothing,
+// so not asking it changes nothing there. A check under familiar networks
+// is answered only while the answer of its account's familiar list for its
+// network is remembered too, and that answer picks which of its buckets
+// count, as the store's would. The answer is the store's last one,
 // aged to the present by the rate arithmetic (the store said when each key
 // refills), never a denial longer than the store gave.
 //
@@ -120,31 +123,50 @@ func (m *Memory) Observe(ops []store.Op, res []store.Result, now time.Time) {
 // read before the call was sent): when the epoch has moved on since, the
 // answer is kept for the fallback but answers nothing locally. The allowed
 // keys of a check with a denial are kept too, for Answer.
+//
+// An op the batch's Familiar op made not count says nothing of its key and
+// is left out. The Familiar op's answer is kept per list and member
+// (familiarKey), as a key allowed in the check: for as long as the check's
+// denial lasts, so that a network made familiar meanwhile elsewhere is
+// taken for unfamiliar at worst until the retry time the store gave.
 func (m *Memory) ObserveAt(ops []store.Op, res []store.Result, sent time.Time, epoch uint64) {
 	var until time.Time
+	familiar := store.FamiliarFound(ops, res)
 	for i := range ops {
+		if !ops[i].When.Counts(familiar) {
+			continue
+		}
 		if d, ok := denial(&ops[i], &res[i], sent); ok && d.Until.After(until) {
 			until = d.Until
 		}
 	}
 	for i := range ops {
 		op, r := &ops[i], &res[i]
-		if r.Degraded {
+		if r.Degraded || !op.When.Counts(familiar) {
 			continue
+		}
+		key := op.Key
+		if op.Kind == store.Familiar {
+			key = familiarKey(op)
 		}
 		e := entry{at: sent, res: *r, epoch: epoch}
 		if d, ok := denial(op, r, sent); ok {
 			e.Denial = d
-			m.put(op.Key, e, sent)
+			m.put(key, e, sent)
 			continue
 		}
-		m.forget(op.Key)
+		m.forget(key)
 		if !until.IsZero() {
 			e.seen, e.Until = true, until
-			m.put(op.Key, e, sent)
+			m.put(key, e, sent)
 		}
 	}
 }
+
+// familiarKey is what a Familiar op's answer is remembered under: its
+// list's key and its member, which no store key is (a member never holds
+// a zero byte).
+func familiarKey(op *store.Op) string { return op.Key + "\x00" + op.Member }
 
 // denial is what the store's answer r for op denies, if anything.
 func denial(op *store.Op, r *store.Result, at time.Time) (Denial, bool) {
@@ -188,30 +210,65 @@ func (m *Memory) Invalidate() { m.epoch.Add(2) }
 // Answer decides ops locally at instant now, as the store last answered
 // for their keys, and reports whether it did: only when every op's key is
 // remembered in the current epoch while listening, a hard enforced rate op
-// does not fit, and no shadow op would be spent. res is filled only when it
-// reports true; nothing is spent, as the store would spend nothing.
+// does not fit, and no shadow op and no toll would be spent. res is filled
+// only when it reports true; nothing is spent, as the store would spend
+// nothing.
+//
+// A batch's Familiar op is answered as remembered for its list and member
+// (ObserveAt), and that answer decides which conditional ops count: the
+// others are answered allowed alone and need not be remembered. So a check
+// that would count in its network's bucket is never answered from the
+// account's shared one.
 func (m *Memory) Answer(ops []store.Op, res []store.Result, now time.Time) bool {
 	epoch := m.epoch.Load()
 	if epoch%2 == 1 || len(ops) == 0 {
 		return false
 	}
-	slowed := false
+	familiar := false
+	for i := range ops {
+		if op := &ops[i]; op.Kind == store.Familiar {
+			r, ok := m.recalled(op, familiarKey(op), epoch, now)
+			if !ok {
+				return false
+			}
+			familiar, res[i] = r.Allowed, r
+		}
+	}
+	slowed, tollDue, tollsFit := false, false, true
 	for i := range ops {
 		op := &ops[i]
-		e, ok := m.lookup(op.Key)
-		if !ok || e.epoch != epoch || !now.Before(e.Until) {
-			return false
+		switch {
+		case op.Kind == store.Familiar:
+			continue
+		case !op.When.Counts(familiar):
+			res[i] = store.Result{Allowed: true}
+			continue
 		}
-		r, ok := aged(op, &e, now)
+		r, ok := m.recalled(op, op.Key, epoch, now)
 		if !ok || (op.Shadow && r.Allowed && op.Cost > 0) {
 			return false
+		}
+		if op.Toll {
+			tollsFit = tollsFit && r.Allowed
+			tollDue = tollDue || r.Allowed && op.Cost > 0
 		}
 		if op.Kind == store.Rate && !r.Allowed && !op.Shadow && !op.Soft {
 			slowed = true
 		}
 		res[i] = r
 	}
-	return slowed
+	// The store spends every toll of a denied batch when they all fit.
+	return slowed && !(tollDue && tollsFit)
+}
+
+// recalled is the store's answer for op, remembered under key in epoch,
+// as it stands at now.
+func (m *Memory) recalled(op *store.Op, key string, epoch uint64, now time.Time) (store.Result, bool) {
+	e, ok := m.lookup(key)
+	if !ok || e.epoch != epoch || !now.Before(e.Until) {
+		return store.Result{}, false
+	}
+	return aged(op, &e, now)
 }
 
 // aged is the store's answer e for op, as it stands at now: a rate key
@@ -244,6 +301,22 @@ func aged(op *store.Op, e *entry, now time.Time) (store.Result, bool) {
 		}
 		r.Allowed = r.Count+op.Cost <= op.Limit
 		r.Remaining = max(op.Limit-r.Count, 0)
+		return r, true
+	case store.Familiar, store.Distinct:
+		// As the store said, while what it said still holds: a member
+		// stays on its list, a distinct count stays over its limit, until
+		// their times.
+		r := e.res
+		r.ResetAfter = max(r.ResetAfter-gone, 0)
+		if r.RetryAfter > 0 {
+			if r.RetryAfter <= gone {
+				return store.Result{}, false
+			}
+			r.RetryAfter -= gone
+		}
+		if op.Kind == store.Familiar && r.Allowed && r.ResetAfter == 0 {
+			return store.Result{}, false
+		}
 		return r, true
 	}
 	return store.Result{}, false

@@ -1,9 +1,6 @@
 package replay
 
-import (
-	"math"
-	"math/bits"
-)
+import "github.com/guardian-sec/guardian/internal/hll"
 
 const (
 	// exactKeys is how many distinct keys a rule counts exactly; past it
@@ -51,8 +48,7 @@ func (d *distinct) add(key string) bool {
 }
 
 func (d *distinct) addHLL(h uint64) {
-	i := h >> (64 - hllBits)
-	rank := uint8(bits.LeadingZeros64(h<<hllBits|1<<(hllBits-1)) + 1)
+	i, rank := hll.Register(h, hllBits)
 	d.hll[i] = max(d.hll[i], rank)
 }
 
@@ -61,20 +57,7 @@ func (d *distinct) count() (n int64, exact bool) {
 	if d.hll == nil {
 		return int64(len(d.exact)), true
 	}
-	m := float64(len(d.hll))
-	var sum float64
-	zeros := 0
-	for _, r := range d.hll {
-		sum += math.Ldexp(1, -int(r))
-		if r == 0 {
-			zeros++
-		}
-	}
-	est := 0.7213 / (1 + 1.079/m) * m * m / sum
-	if est <= 2.5*m && zeros > 0 {
-		est = m * math.Log(m/float64(zeros))
-	}
-	return int64(math.Round(est)), false
+	return hll.Estimate(d.hll), false
 }
 
 // fingerprint is FNV-1a of key followed by the splitmix64 finaliser, whose

@@ -14,7 +14,10 @@ type Bound struct {
 	// Key is what the rule counts by.
 	Key Key `json:"key"`
 	// PerDay is, for a rate rule, the most units one key can spend in a
-	// day, burst + floor(24h·limit/per); for any other rule its limit.
+	// day, burst + floor(24h·limit/per); for a distinct rule the most
+	// distinct accounts one key can count in a day, its limit when per is
+	// a day or more, limit·ceil(24h/per) otherwise; for any other rule its
+	// limit.
 	PerDay int64 `json:"per_day"`
 	// What says in words what PerDay means.
 	What string `json:"what"`
@@ -35,8 +38,14 @@ func (r *Rule) Bound() Bound {
 			b.What += " until the account is reset"
 		}
 	case FailureRate:
-		b.What = fmt.Sprintf("at most %d failures of %s across every key per %s; past that, %s every check without a trusted device",
+		b.What = fmt.Sprintf("at most %d failed or unreported checks of %s across every key per %s; past that, %s every check without a trusted device or a passed challenge",
 			r.Limit, flowList(r.Flows), FormatDuration(r.Per), r.Action)
+	case Distinct:
+		if windows := int64((day + r.Per - 1) / r.Per); r.Per > 0 && windows > 1 {
+			b.PerDay = mulCapped(r.Limit, windows)
+		}
+		b.What = fmt.Sprintf("at most %d distinct accounts with %s per %s in %s (as a HyperLogLog estimates them); past that, %s that network's checks",
+			r.Limit, r.units(), subject, FormatDuration(r.Per), r.Action)
 	default:
 		b.What = fmt.Sprintf("at most %d per %s; past that, %s", r.Limit, subject, r.Action)
 	}
@@ -63,6 +72,15 @@ func perDay(limit int64, per time.Duration) int64 {
 	}
 	n := new(big.Int).Mul(big.NewInt(int64(day)), big.NewInt(limit))
 	n.Quo(n, big.NewInt(int64(per)))
+	if !n.IsInt64() {
+		return 1<<63 - 1
+	}
+	return n.Int64()
+}
+
+// mulCapped is a·b, or the largest int64 when that overflows.
+func mulCapped(a, b int64) int64 {
+	n := new(big.Int).Mul(big.NewInt(a), big.NewInt(b))
 	if !n.IsInt64() {
 		return 1<<63 - 1
 	}

@@ -46,6 +46,18 @@ func TestBound(t *testing.T) {
 			wantWhat: "at most 86400000001 checks per account a day (1 back to back, then 1000000 per 1s); past that, slow",
 		},
 		{
+			name:     "distinct accounts over a day",
+			rule:     "key: ip\n    type: distinct\n    of: account\n    limit: 20\n    per: 24h\n    ipv4_prefix: 24\n    ipv6_prefix: 48",
+			wantDay:  20,
+			wantWhat: "at most 20 distinct accounts with failed or unreported checks per IPv4 /24 or IPv6 /48 in 1d (as a HyperLogLog estimates them); past that, challenge that network's checks",
+		},
+		{
+			name:     "distinct accounts over 7 hours: four windows start in a day",
+			rule:     "key: ip\n    type: distinct\n    of: account\n    count: attempts\n    limit: 5\n    per: 7h\n    action: slow",
+			wantDay:  20,
+			wantWhat: "at most 5 distinct accounts with checks per IPv4 /32 or IPv6 /64 in 7h (as a HyperLogLog estimates them); past that, slow that network's checks",
+		},
+		{
 			name:     "hard stop",
 			rule:     "key: account\n    type: consecutive_failures\n    limit: 100",
 			wantDay:  100,
@@ -61,7 +73,7 @@ func TestBound(t *testing.T) {
 			name:     "failure rate",
 			rule:     "key: global\n    type: failure_rate\n    limit: 1000\n    per: 1m",
 			wantDay:  1000,
-			wantWhat: "at most 1000 failures of login or otp_verify across every key per 1m; past that, challenge every check without a trusted device",
+			wantWhat: "at most 1000 failed or unreported checks of login or otp_verify across every key per 1m; past that, challenge every check without a trusted device or a passed challenge",
 		},
 	}
 	for _, tt := range tests {
@@ -129,7 +141,10 @@ func ExampleSet_Explain() {
 	}
 	// Output:
 	// login-account: 1445 a day
+	// password-reset-account: 154 a day
 	// login-ip: 4350 a day
+	// login-ip6-48: 4350 a day
+	// login-ip-distinct-accounts: 20 a day
 	// login-hard-stop: 100 a day
 	// login-secret-spray: 1450 a day
 	// otp-send-recipient: 291 a day

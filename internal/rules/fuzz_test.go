@@ -15,6 +15,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(defaultsYAML)
 	f.Add([]byte(ruleFile(rateFields...)))
 	f.Add([]byte(ruleFile(with(failureRateFields, "hysteresis: 0s")...)))
+	f.Add([]byte(ruleFile(with(distinctFields, "action: slow")...)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		set, err := Parse("f.yaml", data, t0)
 		if err != nil {
@@ -60,6 +61,9 @@ func checkSet(tb testing.TB, set *Set) {
 		if len(r.Flows) == 0 || r.Limit < 1 || r.Limit > maxLimit || r.Line < 1 {
 			tb.Errorf("rule %q: flows %v, limit %d, line %d", r.Name, r.Flows, r.Limit, r.Line)
 		}
+		if (r.Of != "") != (r.Type == Distinct) {
+			tb.Errorf("rule %q: of %q with type %s", r.Name, r.Of, r.Type)
+		}
 		if r.Action.Severity() == 0 || r.Mode == "" || r.OnStoreError == "" {
 			tb.Errorf("rule %q: action %q, mode %q, on_store_error %q", r.Name, r.Action, r.Mode, r.OnStoreError)
 		}
@@ -82,6 +86,10 @@ func checkSet(tb testing.TB, set *Set) {
 		case FailureRate:
 			if r.Per <= 0 || r.Per > MaxDuration || r.Hysteresis < 0 || r.Hysteresis > MaxDuration {
 				tb.Errorf("rule %q: per %v, hysteresis %v", r.Name, r.Per, r.Hysteresis)
+			}
+		case Distinct:
+			if r.Per <= 0 || r.Per > MaxDuration || r.Key != KeyIP || r.Of != KeyAccount || r.Count == "" || r.Action == Block {
+				tb.Errorf("rule %q: per %v, key %s, of %q, count %q, action %s", r.Name, r.Per, r.Key, r.Of, r.Count, r.Action)
 			}
 		default:
 			tb.Errorf("rule %q: type %q", r.Name, r.Type)

@@ -27,22 +27,30 @@ func (r *Rule) Hash() string {
 
 // Hash identifies the set's definition, as Rule.Hash does one rule's: the
 // first 16 hex digits of the SHA-256 of the canonical form of every rule, in
-// file order. Instances running the same rules report the same Hash, whatever
+// file order, and of familiar_networks when the set learns networks (a set
+// without them hashes as its rules alone). Instances running the same rules report the same Hash, whatever
 // the file's layout, comments or source path; it is what GET /v1/fleet and
 // guardian_rules_info compare.
 func (s *Set) Hash() string {
 	if s.hash == "" {
-		return setHash(s.Rules)
+		return setHash(s.Rules, s.Familiar)
 	}
 	return s.hash
 }
 
-// setHash is the Hash of a set of rules.
-func setHash(rs []Rule) string {
+// setHash is the Hash of a set of rules learning networks as fam says.
+func setHash(rs []Rule, fam FamiliarNetworks) string {
 	if rs == nil {
 		rs = []Rule{}
 	}
-	b, err := json.Marshal(rs)
+	var v any = rs
+	if fam.On() {
+		v = struct {
+			Rules    []Rule `json:"rules"`
+			Familiar [3]any `json:"familiar_networks"`
+		}{rs, [3]any{fam.IPv4Prefix, fam.IPv6Prefix, FormatDuration(fam.Hold)}}
+	}
+	b, err := json.Marshal(v)
 	if err != nil {
 		panic("rules: a rule set does not encode: " + err.Error()) // MarshalJSON never fails
 	}

@@ -125,3 +125,27 @@ func TestRuleHashIgnoresLine(t *testing.T) {
 		t.Errorf("Hash() differs with the line: %s, %s", ra.Hash(), rb.Hash())
 	}
 }
+
+func TestSetHashCoversFamiliarNetworks(t *testing.T) {
+	base := mustParse(t, hashBase)
+	fam := "familiar_networks: {ipv4_prefix: 24, ipv6_prefix: 48, hold: 90d}\n"
+	with := mustParse(t, fam+hashBase)
+	if with.Hash() == base.Hash() {
+		t.Errorf("familiar_networks added, set Hash() stayed %s", base.Hash())
+	}
+	for _, other := range []string{
+		"familiar_networks: {ipv4_prefix: 16, ipv6_prefix: 48, hold: 90d}\n",
+		"familiar_networks: {ipv4_prefix: 24, ipv6_prefix: 56, hold: 90d}\n",
+		"familiar_networks: {ipv4_prefix: 24, ipv6_prefix: 48, hold: 30d}\n",
+	} {
+		if got := mustParse(t, other+hashBase).Hash(); got == with.Hash() {
+			t.Errorf("%q hashes like %q: %s", other, fam, got)
+		}
+	}
+	if got := mustParse(t, "familiar_networks: {hold: 2160h, ipv6_prefix: 48, ipv4_prefix: 24}\n"+hashBase).Hash(); got != with.Hash() {
+		t.Errorf("familiar_networks respelled: Hash() = %s, want %s", got, with.Hash())
+	}
+	if got := with.InMode(rules.Shadow).Familiar; got != with.Familiar {
+		t.Errorf("InMode: Familiar = %+v, want %+v", got, with.Familiar)
+	}
+}

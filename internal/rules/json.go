@@ -20,12 +20,13 @@ type ruleJSON struct {
 	Hysteresis   string       `json:"hysteresis,omitempty"`
 	IPv4Prefix   int          `json:"ipv4_prefix,omitempty"`
 	IPv6Prefix   int          `json:"ipv6_prefix,omitempty"`
+	Of           Key          `json:"of,omitempty"`
 }
 
 // MarshalJSON renders the rule with the field names of the rules file, as
 // GET /v1/rules shows it: count, per and burst for rate rules, per and
 // hysteresis for failure_rate, hold for consecutive_failures, the prefixes
-// for key ip. Durations are in the rules-file syntax (FormatDuration), so the
+// for key ip, of, count and per for distinct. Durations are in the rules-file syntax (FormatDuration), so the
 // output reads like the file the rule came from.
 func (r Rule) MarshalJSON() ([]byte, error) {
 	out := ruleJSON{
@@ -51,6 +52,10 @@ func (r Rule) MarshalJSON() ([]byte, error) {
 	case FailureRate:
 		out.Per = FormatDuration(r.Per)
 		out.Hysteresis = FormatDuration(r.Hysteresis)
+	case Distinct:
+		out.Count = r.Count
+		out.Per = FormatDuration(r.Per)
+		out.Of = r.Of
 	}
 	if r.Key == KeyIP {
 		out.IPv4Prefix = r.IPv4Prefix

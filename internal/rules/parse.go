@@ -69,13 +69,14 @@ func Parse(source string, data []byte, loadedAt time.Time) (*Set, error) {
 		slices.SortStableFunc(p.errs, func(a, b Error) int { return cmp.Compare(a.Line, b.Line) })
 		return nil, p.errs
 	}
-	return newSet(source, loadedAt, rs), nil
+	return newSet(source, loadedAt, rs, p.familiar), nil
 }
 
 // parser walks the YAML node tree of one file, collecting every problem.
 type parser struct {
-	file string
-	errs Errors
+	file     string
+	errs     Errors
+	familiar FamiliarNetworks
 }
 
 func (p *parser) errorf(line int, format string, args ...any) {
@@ -132,7 +133,10 @@ func (p *parser) document(data []byte) []Rule {
 		p.errorf(root.Line, "top level: got %s, want a mapping with version and rules", describe(root))
 		return nil
 	}
-	fs := p.fields(root, []string{"version", "rules"}, " at top level (want version and rules)")
+	fs := p.fields(root, []string{"version", "rules", "familiar_networks"}, " at top level (want version, rules and familiar_networks)")
+	if f, ok := fs["familiar_networks"]; ok {
+		p.familiarNetworks(f)
+	}
 
 	if f, ok := fs["version"]; !ok {
 		p.errorf(root.Line, "version: required, want version: 1")
@@ -187,6 +191,40 @@ func (p *parser) refundsFit(rs []Rule) {
 	}
 }
 
+// familiarNetworks reads the top-level familiar_networks mapping: all three
+// of ipv4_prefix, ipv6_prefix and hold are required, so that a file says
+// exactly which networks it trusts for how long.
+func (p *parser) familiarNetworks(f field) {
+	if f.value.Kind != yaml.MappingNode {
+		p.errorf(f.key.Line, "familiar_networks: got %s, want a mapping like {ipv4_prefix: 24, ipv6_prefix: 48, hold: 90d}", describe(f.value))
+		return
+	}
+	names := []string{"ipv4_prefix", "ipv6_prefix", "hold"}
+	fs := p.fields(f.value, names, " in familiar_networks (want ipv4_prefix, ipv6_prefix and hold)")
+	for _, name := range names {
+		if _, ok := fs[name]; !ok {
+			p.errorf(f.key.Line, "familiar_networks: %s: required", name)
+		}
+	}
+	var fam FamiliarNetworks
+	ok := len(fs) == len(names)
+	if v, has := fs["ipv4_prefix"]; has {
+		n, good := p.integer(v, "familiar_networks: ipv4_prefix", 8, 32)
+		fam.IPv4Prefix, ok = int(n), ok && good
+	}
+	if v, has := fs["ipv6_prefix"]; has {
+		n, good := p.integer(v, "familiar_networks: ipv6_prefix", 16, 128)
+		fam.IPv6Prefix, ok = int(n), ok && good
+	}
+	if v, has := fs["hold"]; has {
+		d, good := p.duration(v, "familiar_networks: hold", true)
+		fam.Hold, ok = d, ok && good
+	}
+	if ok {
+		p.familiar = fam
+	}
+}
+
 // field is one key: value pair of a mapping, its value's aliases resolved.
 type field struct {
 	key, value *yaml.Node
@@ -219,7 +257,7 @@ func (p *parser) fields(m *yaml.Node, known []string, hint string) map[string]fi
 // ruleFields are the fields a rule may have.
 var ruleFields = []string{
 	"name", "flows", "key", "type", "count", "limit", "per", "burst", "action",
-	"mode", "on_store_error", "ipv4_prefix", "ipv6_prefix", "hold", "hysteresis",
+	"mode", "on_store_error", "ipv4_prefix", "ipv6_prefix", "hold", "hysteresis", "of",
 }
 
 // ruleName is the syntax of a rule name: 1 to 63 of [a-z0-9-], neither
@@ -249,6 +287,11 @@ func (p *parser) rule(m *yaml.Node, names map[string]int) (Rule, bool) {
 		rp.consecutiveFailures()
 	case rp.r.Type == FailureRate:
 		rp.failureRate()
+	case rp.r.Type == Distinct:
+		rp.distinct()
+	}
+	if rp.typeOK && rp.r.Type != Distinct {
+		rp.notFor("of")
 	}
 	rp.prefixes()
 	rp.keyFitsType()
@@ -358,6 +401,33 @@ func (rp *ruleParse) failureRate() {
 	}
 }
 
+// distinctOf is what a distinct rule may count distinct values of.
+var distinctOf = []Key{KeyAccount}
+
+// distinctActions are the actions a distinct rule may take: it never blocks.
+var distinctActions = []Action{Challenge, Slow}
+
+// distinct reads a distinct rule's of, count and per, and checks its key
+// and action: per key ip (with its prefixes), distinct accounts over per,
+// challenged or slowed.
+func (rp *ruleParse) distinct() {
+	rp.per(true)
+	if f, ok := rp.fs["of"]; !ok {
+		rp.errorf(rp.line, "of: required for type distinct, want %s", or(distinctOf))
+	} else {
+		rp.r.Of, _ = enum(rp.parser, f, "of", distinctOf)
+	}
+	if f, ok := rp.fs["count"]; ok {
+		rp.r.Count, _ = enum(rp.parser, f, "count", counts)
+	} else {
+		rp.r.Count = Failures
+	}
+	rp.notFor("burst", "hold", "hysteresis")
+	if f, ok := rp.fs["action"]; ok && rp.r.Action != "" && !slices.Contains(distinctActions, rp.r.Action) {
+		rp.errorf(f.key.Line, "action: type distinct takes %s, got %s", or(distinctActions), rp.r.Action)
+	}
+}
+
 // anyType checks the values of the type-specific fields given to a rule
 // whose type is invalid, and requires none of them.
 func (rp *ruleParse) anyType() {
@@ -439,6 +509,8 @@ func (rp *ruleParse) keyFitsType() {
 		rp.errorf(line, "key: global is only for type failure_rate")
 	case r.Type == FailureRate && r.Key != KeyGlobal:
 		rp.errorf(line, "key: type failure_rate needs key global, got %s", r.Key)
+	case r.Type == Distinct && r.Key != KeyIP:
+		rp.errorf(line, "key: type distinct needs key ip, got %s", r.Key)
 	}
 }
 
@@ -486,7 +558,7 @@ func (p *parser) flows(f field) []Flow {
 // The values of the enumerated fields, in the contract's order.
 var (
 	keys        = []Key{KeyAccount, KeyIP, KeyAccountIP, KeyRecipient, KeyGlobal, KeySecret}
-	types       = []Type{Rate, ConsecutiveFailures, FailureRate}
+	types       = []Type{Rate, ConsecutiveFailures, FailureRate, Distinct}
 	counts      = []Count{Failures, Attempts}
 	actions     = []Action{Slow, Block, Challenge}
 	modes       = []Mode{Enforce, Shadow}
@@ -494,7 +566,7 @@ var (
 )
 
 // defaultAction is the action of a rule that states none.
-var defaultAction = map[Type]Action{Rate: Slow, ConsecutiveFailures: Block, FailureRate: Challenge}
+var defaultAction = map[Type]Action{Rate: Slow, ConsecutiveFailures: Block, FailureRate: Challenge, Distinct: Challenge}
 
 // enum returns f's value if it is one of allowed.
 func enum[T ~string](p *parser, f field, name string, allowed []T) (T, bool) {

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -29,6 +30,9 @@ var consecutiveFields = []string{"name: r", "flows: [login]", "key: account", "t
 
 // failureRateFields is a valid failure_rate rule on lines 3 to 8.
 var failureRateFields = []string{"name: r", "flows: [login]", "key: global", "type: failure_rate", "limit: 1000", "per: 1m"}
+
+// distinctFields is a valid distinct rule on lines 3 to 9.
+var distinctFields = []string{"name: r", "flows: [login]", "key: ip", "type: distinct", "of: account", "limit: 20", "per: 24h"}
 
 // with returns base with its field called name replaced by field, or with
 // field appended when base has no such field; name "" always appends.
@@ -80,7 +84,7 @@ func TestParseErrors(t *testing.T) {
 		{"second document", ruleFile(rateFields...) + "---\nversion: 1\n", []string{"f.yaml:9: a second YAML document; a rules file holds one"}},
 		{"top level list", "- version: 1\n", []string{"f.yaml:1: top level: got a list, want a mapping with version and rules"}},
 		{"top level scalar", "rules\n", []string{`f.yaml:1: top level: got "rules", want a mapping with version and rules`}},
-		{"unknown top-level field", ruleFile(rateFields...) + "rule: []\n", []string{`f.yaml:9: unknown field "rule" at top level (want version and rules)`}},
+		{"unknown top-level field", ruleFile(rateFields...) + "rule: []\n", []string{`f.yaml:9: unknown field "rule" at top level (want version, rules and familiar_networks)`}},
 		{"duplicate top-level field", ruleFile(rateFields...) + "version: 1\n", []string{`f.yaml:9: duplicate field "version" (first at line 1)`}},
 		{"version missing", strings.TrimPrefix(ruleFile(rateFields...), "version: 1\n"), []string{"f.yaml:1: version: required, want version: 1"}},
 		{"version 2", "version: 2\n" + strings.TrimPrefix(ruleFile(rateFields...), "version: 1\n"), []string{"f.yaml:1: version: got 2, want 1"}},
@@ -94,7 +98,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown rule field", ruleFile(with(rateFields, "limt: 5")...), []string{`f.yaml:9: unknown field "limt" in a rule`}},
 		{"duplicate rule field", ruleFile(append(slices.Clone(rateFields), "limit: 6")...), []string{`f.yaml:9: duplicate field "limit" (first at line 7)`}},
 		{"merge key", "base: &b {key: account}\n" + ruleFile(with(rateFields, "<<: *b")...), []string{
-			`f.yaml:1: unknown field "base" at top level (want version and rules)`,
+			`f.yaml:1: unknown field "base" at top level (want version, rules and familiar_networks)`,
 			"f.yaml:10: merge keys (<<) are not supported; write each field out",
 		}},
 		{"field name a list", ruleFile(with(rateFields, "? [a]\n    : b")...), []string{"f.yaml:9: got a list as a field name, want a plain word"}},
@@ -120,9 +124,9 @@ func TestParseErrors(t *testing.T) {
 		{"key unknown", ruleFile(with(rateFields, "key: email")...), []string{`f.yaml:5: key: got "email", want account, ip, account+ip, recipient, global or secret`}},
 		{"key empty", ruleFile(with(rateFields, "key:")...), []string{"f.yaml:5: key: got nothing, want account, ip, account+ip, recipient, global or secret"}},
 		{"type missing", ruleFile(without(rateFields, "type")...), []string{
-			"f.yaml:3: type: required, want one of rate, consecutive_failures or failure_rate",
+			"f.yaml:3: type: required, want one of rate, consecutive_failures, failure_rate or distinct",
 		}},
-		{"type unknown", ruleFile(with(rateFields, "type: token_bucket")...), []string{`f.yaml:6: type: got "token_bucket", want rate, consecutive_failures or failure_rate`}},
+		{"type unknown", ruleFile(with(rateFields, "type: token_bucket")...), []string{`f.yaml:6: type: got "token_bucket", want rate, consecutive_failures, failure_rate or distinct`}},
 
 		{"limit missing", ruleFile(without(rateFields, "limit")...), []string{"f.yaml:3: limit: required, want an integer from 1 to 1000000"}},
 		{"limit zero", ruleFile(with(rateFields, "limit: 0")...), []string{"f.yaml:7: limit: got 0, want an integer from 1 to 1000000"}},
@@ -175,6 +179,23 @@ func TestParseErrors(t *testing.T) {
 		{"key global for rate", ruleFile(with(rateFields, "key: global")...), []string{"f.yaml:5: key: global is only for type failure_rate"}},
 		{"key global for consecutive_failures", ruleFile(with(consecutiveFields, "key: global")...), []string{"f.yaml:5: key: global is only for type failure_rate"}},
 		{"failure_rate by account", ruleFile(with(failureRateFields, "key: account")...), []string{"f.yaml:5: key: type failure_rate needs key global, got account"}},
+
+		{"distinct without of", ruleFile(without(distinctFields, "of")...), []string{"f.yaml:3: of: required for type distinct, want account"}},
+		{"distinct of ip", ruleFile(with(distinctFields, "of: ip")...), []string{`f.yaml:7: of: got "ip", want account`}},
+		{"distinct by account", ruleFile(with(distinctFields, "key: account")...), []string{"f.yaml:5: key: type distinct needs key ip, got account"}},
+		{"distinct blocks", ruleFile(with(distinctFields, "action: block")...), []string{"f.yaml:10: action: type distinct takes challenge or slow, got block"}},
+		{"distinct with a burst", ruleFile(with(distinctFields, "burst: 5")...), []string{"f.yaml:10: burst: not allowed for type distinct"}},
+		{"distinct without per", ruleFile(without(distinctFields, "per")...), []string{"f.yaml:3: per: required for type distinct"}},
+		{"of for a rate rule", ruleFile(with(rateFields, "of: account")...), []string{"f.yaml:9: of: not allowed for type rate"}},
+
+		{"familiar_networks a list", ruleFile(rateFields...) + "familiar_networks: [24]\n", []string{"f.yaml:9: familiar_networks: got a list, want a mapping like {ipv4_prefix: 24, ipv6_prefix: 48, hold: 90d}"}},
+		{"familiar_networks without hold", ruleFile(rateFields...) + "familiar_networks: {ipv4_prefix: 24, ipv6_prefix: 48}\n", []string{"f.yaml:9: familiar_networks: hold: required"}},
+		{"familiar_networks unknown field", ruleFile(rateFields...) + "familiar_networks:\n  ipv4_prefix: 24\n  ipv6_prefix: 48\n  hold: 90d\n  ipv6: 64\n", []string{`f.yaml:13: unknown field "ipv6" in familiar_networks (want ipv4_prefix, ipv6_prefix and hold)`}},
+		{"familiar_networks bad values", ruleFile(rateFields...) + "familiar_networks:\n  ipv4_prefix: 33\n  ipv6_prefix: 8\n  hold: 0s\n", []string{
+			"f.yaml:10: familiar_networks: ipv4_prefix: got 33, want an integer from 8 to 32",
+			"f.yaml:11: familiar_networks: ipv6_prefix: got 8, want an integer from 16 to 128",
+			`f.yaml:12: familiar_networks: hold: got "0s", want more than 0s`,
+		}},
 
 		{"interval below 1µs", ruleFile(with(with(rateFields, "limit: 1000000"), "per: 999ms")...), []string{"f.yaml:7: limit: per/limit is 999ns, want at least 1µs: lower limit or raise per"}},
 		{"tolerance above 366d", ruleFile(with(with(with(rateFields, "limit: 1"), "per: 183d"), "burst: 3")...), []string{"f.yaml:9: burst: burst×per/limit exceeds 366d, the longest tolerance guardian keeps: lower burst or per"}},
@@ -344,7 +365,7 @@ rules:
     per: 1m
 `
 	_, err := Parse("f.yaml", []byte(src), t0)
-	if got, want := errorLines(t, err), []string{`f.yaml:2: unknown field "common" at top level (want version and rules)`}; !slices.Equal(got, want) {
+	if got, want := errorLines(t, err), []string{`f.yaml:2: unknown field "common" at top level (want version, rules and familiar_networks)`}; !slices.Equal(got, want) {
 		t.Errorf("Parse errors: got %q, want %q", got, want)
 	}
 
@@ -385,11 +406,18 @@ func TestDefault(t *testing.T) {
 	}
 	minute, day := time.Minute, 24*time.Hour
 	want := []Rule{
-		{Name: "login-account", Flows: []Flow{Login, PasswordReset}, Key: KeyAccount, Type: Rate, Count: Failures,
+		{Name: "login-account", Flows: []Flow{Login}, Key: KeyAccount, Type: Rate, Count: Failures,
 			Limit: 1, Per: minute, Burst: 5, Action: Slow, Mode: Enforce, OnStoreError: Local},
+		{Name: "password-reset-account", Flows: []Flow{PasswordReset}, Key: KeyAccount, Type: Rate, Count: Failures,
+			Limit: 6, Per: time.Hour, Burst: 10, Action: Slow, Mode: Enforce, OnStoreError: Local},
 		{Name: "login-ip", Flows: []Flow{Login, PasswordReset}, Key: KeyIP, Type: Rate, Count: Failures,
 			Limit: 30, Per: 10 * minute, Burst: 30, Action: Slow, Mode: Enforce, OnStoreError: Local,
 			IPv4Prefix: 32, IPv6Prefix: 64},
+		{Name: "login-ip6-48", Flows: []Flow{Login, PasswordReset}, Key: KeyIP, Type: Rate, Count: Failures,
+			Limit: 4050, Per: day, Burst: 300, Action: Slow, Mode: Enforce, OnStoreError: Local,
+			IPv4Prefix: 32, IPv6Prefix: 48},
+		{Name: "login-ip-distinct-accounts", Flows: []Flow{Login}, Key: KeyIP, Type: Distinct, Of: KeyAccount, Count: Failures,
+			Limit: 20, Per: day, Action: Challenge, Mode: Enforce, OnStoreError: Local, IPv4Prefix: 24, IPv6Prefix: 48},
 		{Name: "login-hard-stop", Flows: []Flow{Login}, Key: KeyAccount, Type: ConsecutiveFailures,
 			Limit: 100, Action: Block, Mode: Enforce, OnStoreError: Local, Hold: 90 * day},
 		{Name: "login-secret-spray", Flows: []Flow{Login}, Key: KeySecret, Type: Rate, Count: Failures,
@@ -402,6 +430,9 @@ func TestDefault(t *testing.T) {
 			Limit: 1000, Per: minute, Action: Challenge, Mode: Enforce, OnStoreError: Local,
 			Hysteresis: 30 * time.Second},
 	}
+	if got, want := set.Familiar, (FamiliarNetworks{IPv4Prefix: 24, IPv6Prefix: 48, Hold: 90 * day}); got != want {
+		t.Errorf("Default().Familiar = %+v, want %+v", got, want)
+	}
 	if len(set.Rules) != len(want) {
 		t.Fatalf("Default() has %d rules, want %d", len(set.Rules), len(want))
 	}
@@ -413,6 +444,48 @@ func TestDefault(t *testing.T) {
 		if !reflect.DeepEqual(got, want[i]) {
 			t.Errorf("Default() rule %d:\n got %+v\nwant %+v", i, got, want[i])
 		}
+	}
+}
+
+func TestDistinctRule(t *testing.T) {
+	set, err := Parse("f.yaml", []byte(ruleFile(with(with(distinctFields, "ipv4_prefix: 24"), "ipv6_prefix: 48")...)), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := set.Rules[0]
+	got.Line = 0
+	want := Rule{Name: "r", Flows: []Flow{Login}, Key: KeyIP, Type: Distinct, Of: KeyAccount, Count: Failures,
+		Limit: 20, Per: 24 * time.Hour, Action: Challenge, Mode: Enforce, OnStoreError: Local, IPv4Prefix: 24, IPv6Prefix: 48}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("distinct rule:\n got %+v\nwant %+v", got, want)
+	}
+	b, err := json.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := `{"name":"r","flows":["login"],"key":"ip","type":"distinct","mode":"enforce","action":"challenge","on_store_error":"local","limit":20,"count":"failures","per":"1d","ipv4_prefix":24,"ipv6_prefix":48,"of":"account"}`; string(b) != w {
+		t.Errorf("JSON = %s, want %s", b, w)
+	}
+}
+
+func TestFamiliarNetworks(t *testing.T) {
+	set, err := Parse("f.yaml", []byte(ruleFile(rateFields...)+"familiar_networks: {ipv4_prefix: 16, ipv6_prefix: 56, hold: 30d}\n"), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := FamiliarNetworks{IPv4Prefix: 16, IPv6Prefix: 56, Hold: 30 * 24 * time.Hour}
+	if set.Familiar != want || !set.Familiar.On() {
+		t.Fatalf("Familiar = %+v, want %+v", set.Familiar, want)
+	}
+	if got := set.InMode(Shadow).Familiar; got != want {
+		t.Errorf("InMode(Shadow).Familiar = %+v, want %+v", got, want)
+	}
+	set, err = Parse("f.yaml", []byte(ruleFile(rateFields...)), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set.Familiar.On() {
+		t.Errorf("a file without familiar_networks learns networks: %+v", set.Familiar)
 	}
 }
 

@@ -57,6 +57,8 @@ const (
 	Rate                Type = "rate"
 	ConsecutiveFailures Type = "consecutive_failures"
 	FailureRate         Type = "failure_rate"
+	// Distinct counts, per key, the distinct values of Of seen over Per.
+	Distinct Type = "distinct"
 )
 
 // Count says what a rate rule spends on.
@@ -120,11 +122,16 @@ type Rule struct {
 	Flows []Flow
 	Key   Key
 	Type  Type
-	// Count is set for rate rules only (default Attempts).
+	// Count is set for rate rules (default Attempts) and distinct rules
+	// (default Failures) only.
 	Count Count
+	// Of is what a distinct rule counts distinct values of (KeyAccount);
+	// empty for other types.
+	Of Key
 	// Limit is units per Per for rate rules, the threshold for others.
 	Limit int64
-	// Per is the rate period (rate, failure_rate); zero otherwise.
+	// Per is the rate period (rate, failure_rate) or the window
+	// (distinct); zero otherwise.
 	Per time.Duration
 	// Burst is set for rate rules only (default Limit).
 	Burst int64
@@ -134,6 +141,7 @@ type Rule struct {
 	Mode         Mode
 	OnStoreError OnStoreError
 	// IPv4Prefix and IPv6Prefix are set for key ip only (defaults 32, 64).
+	// Distinct rules are keyed by ip.
 	IPv4Prefix int
 	IPv6Prefix int
 	// Hold is how long an idle consecutive-failure count is kept
@@ -169,11 +177,27 @@ type Set struct {
 	// LoadedAt is when the set was built.
 	LoadedAt time.Time
 	// Rules are every rule in file order.
-	Rules  []Rule
-	byFlow map[Flow][]*Rule
+	Rules []Rule
+	// Familiar is the file's familiar_networks; its zero value (the file
+	// has none) learns no network.
+	Familiar FamiliarNetworks
+	byFlow   map[Flow][]*Rule
 	// hash is Hash, computed once by newSet.
 	hash string
 }
+
+// FamiliarNetworks is how guardian learns an account's own networks: a
+// success report of a login or password_reset check makes the check's
+// network, its address cut to IPv4Prefix or IPv6Prefix bits, familiar to
+// the account for Hold. The zero value learns none.
+type FamiliarNetworks struct {
+	IPv4Prefix int
+	IPv6Prefix int
+	Hold       time.Duration
+}
+
+// On reports whether f learns networks at all.
+func (f FamiliarNetworks) On() bool { return f.Hold > 0 }
 
 // For returns the rules that apply to flow, in file order. The slice is
 // shared: callers must not modify it.
@@ -212,12 +236,12 @@ func (s *Set) InMode(m Mode) *Set {
 	for i := range rs {
 		rs[i].Mode = m
 	}
-	return newSet(s.Source, s.LoadedAt, rs)
+	return newSet(s.Source, s.LoadedAt, rs, s.Familiar)
 }
 
 // newSet indexes rules by flow.
-func newSet(source string, loadedAt time.Time, rs []Rule) *Set {
-	s := &Set{Source: source, LoadedAt: loadedAt, Rules: rs, byFlow: make(map[Flow][]*Rule), hash: setHash(rs)}
+func newSet(source string, loadedAt time.Time, rs []Rule, fam FamiliarNetworks) *Set {
+	s := &Set{Source: source, LoadedAt: loadedAt, Rules: rs, Familiar: fam, byFlow: make(map[Flow][]*Rule), hash: setHash(rs, fam)}
 	for i := range s.Rules {
 		r := &s.Rules[i]
 		for _, f := range r.Flows {

@@ -149,10 +149,18 @@ func TestSuccessGivesBackOnlyItsOwnReservation(t *testing.T) {
 	}
 	r := in.check(t, req)
 	in.report(t, str(r.body["attempt_id"]), "success")
-	// Four failures stay spent: one unit of the burst is left.
-	r = in.check(t, req)
-	if got := num(limit(t, r, "login-account")["remaining"]); got != 0 {
-		t.Fatalf("remaining after 4 failures and a success = %d, want 0", got)
+	// Four failures stay spent on the shared bucket: one unit of the burst
+	// is left, which a check from another network takes.
+	elsewhere := map[string]any{"flow": "login", "account": "frank", "ip": "198.51.100.22"}
+	r = in.check(t, elsewhere)
+	if got := num(limit(t, r, "login-account")["remaining"]); got != 0 || r.body["trust"] != "none" {
+		t.Fatalf("remaining after 4 failures and a success = %d, trust %v; want 0, none", got, r.body["trust"])
+	}
+	// The success made its /24 familiar: a check from there counts on the
+	// network's own bucket, full.
+	r = in.check(t, map[string]any{"flow": "login", "account": "frank", "ip": "203.0.113.99"})
+	if got := num(limit(t, r, "login-account")["remaining"]); got != 4 || r.body["trust"] != "network" {
+		t.Fatalf("from the familiar network: remaining %d, trust %v; want 4, network", got, r.body["trust"])
 	}
 }
 

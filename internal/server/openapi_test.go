@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/guardian-sec/guardian/internal/apitest"
+	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/server"
 	"github.com/guardian-sec/guardian/internal/tokens"
@@ -251,8 +252,8 @@ func TestOpenAPIRealAnswersWithDefaultRules(t *testing.T) {
 			wantStatus: 200,
 			then: func(t *testing.T, _ *httptest.ResponseRecorder, body map[string]any) {
 				rs, _ := body["rules"].([]any)
-				if body["source"] != "builtin" || len(rs) != 7 {
-					t.Errorf("got source %v with %d rules, want builtin with 7", body["source"], len(rs))
+				if want := len(rules.Default().Rules); body["source"] != "builtin" || len(rs) != want {
+					t.Errorf("got source %v with %d rules, want builtin with %d", body["source"], len(rs), want)
 				}
 			},
 		},

@@ -40,6 +40,13 @@ const (
 	// FreeOnRepeat op of the batch is evaluated and not spent. A batch
 	// holds at most one Guesses op.
 	Guesses
+	// Familiar reads an account's familiar networks (familiar.go): it never
+	// spends or denies, and decides which of the batch's conditional ops
+	// count.
+	Familiar
+	// Distinct counts the distinct members a key saw over a sliding window
+	// (distinct.go): it fits while the count is at most Limit.
+	Distinct
 )
 
 // MaxGuesses is the most guesses a Guesses op may remember (its Limit).
@@ -61,16 +68,31 @@ type Op struct {
 	// Cost is the number of units to spend; 0 only evaluates.
 	Cost int64
 
-	// Interval is the GCRA emission interval (per/limit). Rate only.
+	// Interval is the GCRA emission interval (per/limit) of a Rate, and
+	// the step a Distinct window advances by.
 	Interval time.Duration
 	// Burst is how many units fit back to back after idle. Rate only.
 	Burst int64
 
-	// Limit is the count at which a Counter denies. Counter only.
+	// Limit is the count at which a Counter denies, or above which a
+	// Distinct denies. Counter and Distinct only.
 	Limit int64
 	// Hold is how long a spend keeps the count at least: the key lives
 	// until the later of its deadline and now + Hold. Counter only.
 	Hold time.Duration
+
+	// Member is the network a Familiar op looks for, or the member a
+	// Distinct op adds. Familiar and Distinct only.
+	Member string
+	// When makes an op conditional on the batch's Familiar op
+	// (familiar.go); the zero value counts always.
+	When When
+	// Toll ops are enforced ops that are spent, when every Toll op of the
+	// batch fits, even if another op denies the batch: what a check that
+	// keeps knocking on a slowed key pays, so that polling a drained key is
+	// not free. A batch that a Toll op denies spends no Toll. A Toll op is
+	// never Soft or Shadow.
+	Toll bool
 
 	// Rule names the rule the op belongs to, and OnError says what to do
 	// with the op when the store cannot answer. Stores ignore both; the
@@ -151,6 +173,9 @@ type Refund struct {
 	// Local reports that the fail-closed fallback made the spend, so the
 	// wrapper gives it back there. Stores ignore it.
 	Local bool
+	// Member is the network a Familiar refund makes familiar to its key's
+	// account for Amount (familiar.go). Familiar only.
+	Member string
 }
 
 // Store is guardian's security store. Implementations are safe for
@@ -196,13 +221,16 @@ var ErrFull = errors.New("store: full")
 var ErrBadReply = errors.New("store: bad reply")
 
 // ValidateRefunds checks refunds for what ErrBadBatch names: an empty key,
-// a negative amount, an unknown kind or a confirming Guesses refund without
-// a guess.
+// a negative amount, an unknown kind, a confirming Guesses refund without
+// a guess or a Familiar refund without a valid member.
 func ValidateRefunds(refunds []Refund) error {
 	for i := range refunds {
 		r := &refunds[i]
-		if r.Key == "" || r.Amount < 0 || (r.Kind != Rate && r.Kind != Counter && r.Kind != Guesses) ||
+		if r.Key == "" || r.Amount < 0 || (r.Kind != Rate && r.Kind != Counter && r.Kind != Guesses && r.Kind != Familiar) ||
 			(r.Kind == Guesses && r.Confirm && r.Guess == 0) {
+			return fmt.Errorf("refund %d: %w", i, ErrBadBatch)
+		}
+		if r.Kind == Familiar && !ValidMember(r.Member) {
 			return fmt.Errorf("refund %d: %w", i, ErrBadBatch)
 		}
 	}
@@ -215,6 +243,9 @@ func Validate(ops []Op, res []Result) error {
 	if len(ops) != len(res) {
 		return ErrBadBatch
 	}
+	if err := validateFamiliar(ops); err != nil {
+		return err
+	}
 	guesses := 0
 	for i := range ops {
 		op := &ops[i]
@@ -222,6 +253,11 @@ func Validate(ops []Op, res []Result) error {
 			return ErrBadBatch
 		}
 		switch op.Kind {
+		case Familiar:
+		case Distinct:
+			if err := validateDistinct(op); err != nil {
+				return err
+			}
 		case Rate:
 			if op.Interval <= 0 || op.Burst <= 0 {
 				return ErrBadBatch
@@ -232,7 +268,7 @@ func Validate(ops []Op, res []Result) error {
 			}
 		case Guesses:
 			guesses++
-			if op.Limit <= 0 || op.Limit > MaxGuesses || op.Hold <= 0 || op.Cost > 1 || op.Guess == 0 || guesses > 1 {
+			if op.Limit <= 0 || op.Limit > MaxGuesses || op.Hold <= 0 || op.Cost > 1 || op.Guess == 0 || guesses > 1 || op.When != Always {
 				return ErrBadBatch
 			}
 		default:

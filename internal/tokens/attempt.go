@@ -45,9 +45,11 @@ const (
 //	id       16 bytes
 //	issued   8 bytes, big-endian Unix milliseconds
 //	flow, account, device: uvarint length, then the bytes
-//	flags    1 byte: bit 0 Fallback, bit 1 HardStop, the other bits zero
+//	flags    1 byte: bit 0 Fallback, bit 1 HardStop, bit 2 Counted, the other bits zero
 //	refunds  uvarint count, then per refund: uvarint key length, key bytes,
-//	         1 byte kind (0 Rate, 1 Counter), uvarint Amount in nanoseconds
+//	         1 byte kind (0 Rate, 1 Counter, 2 Guesses, 3 Familiar, then
+//	         uvarint member length and member bytes), uvarint Amount in
+//	         nanoseconds, and for Guesses the 8-byte big-endian guess
 //	tag      16 bytes: HMAC-SHA256 of everything before it, truncated
 const (
 	attemptVersion = 1
@@ -58,6 +60,7 @@ const (
 	minPayload     = headerLen + 3 + 1 + 1
 	flagFallback   = 1
 	flagHardStop   = 2
+	flagCounted    = 4
 	maxRawAttempt  = MaxAttemptLen / 4 * 3
 )
 
@@ -82,13 +85,26 @@ type Attempt struct {
 	// consecutive-failure count to its limit: a failure report of it puts
 	// the account in a hard stop.
 	HardStop bool
-	// Refunds are given back on a success report: Rate, Counter and
-	// Guesses refunds (a Guesses refund with its Guess, which a failure
-	// report confirms). Confirm is not sealed either. Local is not sealed:
+	// Counted reports that the check counted in the global failure rate,
+	// so that a success report takes it back (package aggregate).
+	Counted bool
+	// Refunds are given back on a success report: Rate, Counter, Guesses
+	// (with its Guess, which a failure report confirms) and Familiar
+	// refunds only. Confirm is not sealed. Local is not sealed either:
 	// Open sets it to Fallback, since the store that took a check's spends
 	// is the one to give them back.
 	Refunds []store.Refund
 }
+
+// The kinds of refund an attempt id carries: a Rate's give-back, a
+// Counter's reset, a Guesses' guess (after its Amount) and a Familiar's
+// network (followed by its member).
+const (
+	refundRate byte = iota
+	refundCounter
+	refundGuesses
+	refundFamiliar
+)
 
 // Attempts seals Attempts into attempt ids and opens them again. An id is a
 // compact binary record with a truncated HMAC-SHA256 tag, in unpadded
@@ -200,7 +216,10 @@ func (a *Attempts) Seal(at Attempt) (string, error) {
 		if r.Amount < 0 {
 			return "", errAttemptAmount
 		}
-		if _, ok := refundKinds[r.Kind]; !ok {
+		if r.Kind != store.Rate && r.Kind != store.Counter && r.Kind != store.Guesses && r.Kind != store.Familiar {
+			return "", errAttemptKind
+		}
+		if r.Kind == store.Familiar && !store.ValidMember(r.Member) {
 			return "", errAttemptKind
 		}
 	}
@@ -220,11 +239,24 @@ func (a *Attempts) Seal(at Attempt) (string, error) {
 	if at.HardStop {
 		flags |= flagHardStop
 	}
+	if at.Counted {
+		flags |= flagCounted
+	}
 	b = append(b, flags)
 	b = binary.AppendUvarint(b, uint64(len(at.Refunds)))
 	for _, r := range at.Refunds {
 		b = appendString(b, r.Key)
-		b = append(b, refundKinds[r.Kind])
+		switch r.Kind {
+		case store.Counter:
+			b = append(b, refundCounter)
+		case store.Guesses:
+			b = append(b, refundGuesses)
+		case store.Familiar:
+			b = append(b, refundFamiliar)
+			b = appendString(b, r.Member)
+		default:
+			b = append(b, refundRate)
+		}
 		b = binary.AppendUvarint(b, uint64(r.Amount))
 		if r.Kind == store.Guesses {
 			b = binary.BigEndian.AppendUint64(b, r.Guess)
@@ -299,10 +331,10 @@ func parseAttempt(p, scratch []byte) (Attempt, error) {
 	at.Account = r.string(MaxAttemptFieldLen)
 	at.Device = r.string(MaxAttemptFieldLen)
 	flags := r.byte()
-	if flags&^(flagFallback|flagHardStop) != 0 {
+	if flags&^(flagFallback|flagHardStop|flagCounted) != 0 {
 		r.bad = true
 	}
-	at.Fallback, at.HardStop = flags&flagFallback != 0, flags&flagHardStop != 0
+	at.Fallback, at.HardStop, at.Counted = flags&flagFallback != 0, flags&flagHardStop != 0, flags&flagCounted != 0
 	count := r.uvarint(MaxRefunds)
 	if !r.bad && count > 0 {
 		at.Refunds = make([]store.Refund, count)
@@ -311,12 +343,16 @@ func parseAttempt(p, scratch []byte) (Attempt, error) {
 			f.Key = r.string(MaxRefundKeyLen)
 			f.Local = at.Fallback
 			switch r.byte() {
-			case 0:
+			case refundRate:
 				f.Kind = store.Rate
-			case 1:
+			case refundCounter:
 				f.Kind = store.Counter
-			case 2:
+			case refundGuesses:
 				f.Kind = store.Guesses
+			case refundFamiliar:
+				f.Kind = store.Familiar
+				f.Member = r.string(store.MaxMemberLen)
+				r.bad = r.bad || !store.ValidMember(f.Member)
 			default:
 				r.bad = true
 			}
@@ -331,10 +367,6 @@ func parseAttempt(p, scratch []byte) (Attempt, error) {
 	}
 	return at, nil
 }
-
-// refundKinds are the kinds of refund an attempt carries, and the byte
-// each is sealed as.
-var refundKinds = map[store.Kind]byte{store.Rate: 0, store.Counter: 1, store.Guesses: 2}
 
 // reader reads the fields of a payload. The first problem sets bad, and
 // every later read returns a zero value.

@@ -56,6 +56,18 @@ func TestAttemptRoundTrip(t *testing.T) {
 		{"counter only", Attempt{Issued: t0, Flow: "login", Refunds: []store.Refund{{Key: "k", Kind: store.Counter}}}},
 		{"guesses", Attempt{Issued: t0, Flow: "login", Refunds: []store.Refund{{Key: "g", Kind: store.Guesses, Guess: 1<<64 - 1, Amount: 24 * time.Hour}}}},
 		{"hard stop alone", Attempt{Issued: t0, Flow: "login", HardStop: true}},
+		{"counted", Attempt{Issued: t0, Flow: "login", Counted: true}},
+		{"counted, on the fallback", Attempt{Issued: t0, Flow: "login", Counted: true, Fallback: true}},
+		{"counted, a hard stop", Attempt{Issued: t0, Flow: "login", Counted: true, HardStop: true}},
+		{"a familiar network", Attempt{Issued: t0, Flow: "login", Refunds: []store.Refund{
+			{Key: "k", Kind: store.Counter},
+			{Key: "f", Kind: store.Familiar, Member: "AbCdEfGhIjKlMnOp", Amount: 90 * 24 * time.Hour},
+		}}},
+		{"counted, a guess and a familiar network", Attempt{Issued: t0, Flow: "login", Counted: true, HardStop: true, Refunds: []store.Refund{
+			{Key: "g", Kind: store.Guesses, Guess: 0x0102030405060708, Amount: 24 * time.Hour},
+			{Key: "f", Kind: store.Familiar, Member: "AbCdEfGhIjKlMnOp", Amount: 90 * 24 * time.Hour},
+			{Key: "k", Kind: store.Counter},
+		}}},
 		{"bounds", Attempt{
 			Issued: t0, Flow: strings.Repeat("f", MaxAttemptFieldLen), Account: strings.Repeat("a", MaxAttemptFieldLen),
 			Device:  strings.Repeat("d", MaxAttemptFieldLen),
@@ -253,9 +265,12 @@ func TestAttemptOpenIsStrict(t *testing.T) {
 		{"unknown version", append([]byte{2}, record(empty3, []byte{0}, []byte{0})[1:]...), false},
 		{"kind byte 2 (guesses) with its guess", record(empty3, []byte{0}, []byte{1, 1, 'k', 2, 0, 0, 0, 0, 0, 0, 0, 0, 7}), true},
 		{"kind byte 2 (guesses) without its guess", record(empty3, []byte{0}, []byte{1, 1, 'k', 2, 0}), false},
-		{"kind byte 3", record(empty3, []byte{0}, []byte{1, 1, 'k', 3, 0}), false},
 		{"hard stop and fallback flags", record(empty3, []byte{3}, []byte{0}), true},
-		{"unknown flag", record(empty3, []byte{4}, []byte{0}), false},
+		{"all three flags", record(empty3, []byte{7}, []byte{0}), true},
+		{"unknown flag", record(empty3, []byte{8}, []byte{0}), false},
+		{"kind byte 3 (familiar) with its member", record(empty3, []byte{0}, []byte{1, 1, 'k', 3, 1, 'm', 0}), true},
+		{"kind byte 3 (familiar) without a member", record(empty3, []byte{0}, []byte{1, 1, 'k', 3, 0, 0}), false},
+		{"kind byte 4", record(empty3, []byte{0}, []byte{1, 1, 'k', 4, 0}), false},
 		{"overlong uvarint", record(empty3, []byte{0}, []byte{0x80, 0x00}), false},
 		{"33 refunds", record(empty3, []byte{0}, []byte{33}), false},
 		{"field of 65 bytes", record([]byte{65}, []byte(strings.Repeat("f", 65)), []byte{0, 0, 0, 0}), false},
@@ -300,6 +315,7 @@ func TestAttemptSealRejects(t *testing.T) {
 		{"refund key too long", Attempt{Issued: t0, Refunds: refunds(1, MaxRefundKeyLen+1)}},
 		{"negative amount", Attempt{Issued: t0, Refunds: []store.Refund{{Key: "k", Kind: store.Rate, Amount: -time.Second}}}},
 		{"unknown kind", Attempt{Issued: t0, Refunds: []store.Refund{{Key: "k"}}}},
+		{"familiar without a member", Attempt{Issued: t0, Refunds: []store.Refund{{Key: "k", Kind: store.Familiar}}}},
 		{"over 4 KiB in all", Attempt{Issued: t0, Refunds: refunds(MaxRefunds, MaxRefundKeyLen)}},
 	}
 	for _, tt := range tests {

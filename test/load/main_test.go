@@ -76,10 +76,12 @@ func TestBenchEndToEnd(t *testing.T) {
 		}
 	}
 	// Checks only: at most one script call each, fewer where checks that
-	// meet a call in flight share the next one (the global failure rate's
-	// periodic flush adds a call now and then, never one per check).
-	if mx := res.phase("max"); mx.ScriptCallsPerCheck <= 0 || mx.ScriptCallsPerCheck > 1.05 {
-		t.Errorf("max: %.3f script calls per check, want 1", mx.ScriptCallsPerCheck)
+	// meet a call in flight share the next one. The global failure rate,
+	// which counts every check as it is made, flushes at most every 100ms
+	// (and a refresh every 500ms): never a call per check, at most 12 a
+	// second whatever the rate.
+	if mx := res.phase("max"); mx.ScriptCallsPerCheck <= 0 || mx.ScriptCallsPerCheck > 1+12/mx.ChecksPerSec+0.01 {
+		t.Errorf("max: %.3f script calls per check at %.0f checks a second, want at most 1 and the global rate's 12 a second", mx.ScriptCallsPerCheck, mx.ChecksPerSec)
 	}
 	if mx := res.phase("max"); mx.GuardianCPUPer1000 <= 0 || mx.GuardianAllocsPerCall <= 0 {
 		t.Errorf("max: guardian CPU %v s/1k, %v allocs per request; want both measured", mx.GuardianCPUPer1000, mx.GuardianAllocsPerCall)
@@ -89,14 +91,18 @@ func TestBenchEndToEnd(t *testing.T) {
 	if o := res.phase("open"); o.Checks != 100 || o.Reports == 0 || o.ScriptCallsPerCheck <= 1 {
 		t.Errorf("open: %d checks, %d reports, %.3f script calls per check; want 100 checks, reports, more than one call each", o.Checks, o.Reports, o.ScriptCallsPerCheck)
 	}
-	// Every new user's check adds its account's rate and hard-stop keys and
-	// its address's rate key.
+	// Every new user's check adds its account's rate and hard-stop keys,
+	// its address's two rate keys (login-ip, login-ip6-48), and its /24's
+	// distinct-accounts index and sub-window: random addresses in 10/8
+	// share a /24 now and then, two keys fewer each time.
 	m := res.Memory
-	if m.Checks != 300 || m.Keys < 3*300-5 || m.Keys > 3*300+5 || m.BytesPerKey < 20 || m.BytesPerKey > 1000 {
-		t.Errorf("memory: %d checks added %d keys at %.1f bytes each; want 300 checks, about 900 keys", m.Checks, m.Keys, m.BytesPerKey)
+	if m.Checks != 300 || m.Keys < 6*300-20 || m.Keys > 6*300+5 || m.BytesPerKey < 20 || m.BytesPerKey > 1000 {
+		t.Errorf("memory: %d checks added %d keys at %.1f bytes each; want 300 checks, about 1,800 keys", m.Checks, m.Keys, m.BytesPerKey)
 	}
-	if m.RedisKeys <= 0 || m.RedisKeys > m.Keys || len(m.Sample) == 0 {
-		t.Errorf("memory: %d Redis hashes for %d tracked keys, sample %v; want at most one hash per key, and a sample", m.RedisKeys, m.Keys, m.Sample)
+	// Besides, the global failure rate, which counts every check as it is
+	// made, keeps a few keys of its own.
+	if m.RedisKeys <= 0 || m.RedisKeys > m.Keys+4 || len(m.Sample) == 0 {
+		t.Errorf("memory: %d Redis keys for %d tracked keys, sample %v; want at most one key per tracked key (and the global rate's few), and a sample", m.RedisKeys, m.Keys, m.Sample)
 	}
 	for _, f := range []string{"cpu.pprof", "allocs.pprof"} {
 		if fi, err := os.Stat(filepath.Join(prof, f)); err != nil || fi.Size() == 0 {

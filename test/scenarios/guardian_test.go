@@ -117,6 +117,8 @@ type attempt struct {
 	// SecretFingerprint is the auth service's keyed hash of the password
 	// tried (client.Fingerprint).
 	SecretFingerprint string `json:"secret_fingerprint,omitempty"`
+	// ChallengePassed says the end user solved a challenge.
+	ChallengePassed bool `json:"challenge_passed,omitempty"`
 }
 
 // limit is one entry of a check's or a status's limits.
@@ -136,6 +138,7 @@ type decision struct {
 	AttemptID    string  `json:"attempt_id"`
 	Degraded     bool    `json:"degraded"`
 	RepeatGuess  bool    `json:"repeat_guess"`
+	Trust        string  `json:"trust"`
 	Limits       []limit `json:"limits"`
 }
 

@@ -16,8 +16,9 @@ var fingerprintKey = []byte("the login service's fingerprint key")
 func fp(password string) string { return client.Fingerprint(fingerprintKey, []byte(password)) }
 
 // Password spraying from a botnet: one common password tried once at each
-// of 500 accounts, each from an address of its own, 10 a minute for 50
-// minutes. Every per-account and per-address limit stays fresh; the
+// of 500 accounts, each from an address of its own on a /24 of its own (so
+// that login-ip-distinct-accounts sees one account a network), 10 a minute
+// for 50 minutes. Every per-account and per-address limit stays fresh; the
 // built-in login-secret-spray counts the one fingerprint across accounts:
 // 10 failures back to back, then one a minute, and every other try must
 // pass a challenge: exactly 10 + 49 tries go unchallenged. Real users
@@ -33,7 +34,7 @@ func TestOneGuessSprayedAcrossAccounts(t *testing.T) {
 		}
 		a := attempt{
 			Flow: "login", Account: fmt.Sprintf("user%d@example.com", i),
-			IP: fmt.Sprintf("10.3.%d.%d", i/250, i%250), SecretFingerprint: sprayed,
+			IP: fmt.Sprintf("10.%d.%d.3", i/250, i%250), SecretFingerprint: sprayed,
 		}
 		d := g.check(t, a)
 		switch {
@@ -53,7 +54,7 @@ func TestOneGuessSprayedAcrossAccounts(t *testing.T) {
 
 		if i%10 == 5 {
 			user := fmt.Sprintf("real%d@example.com", i)
-			ip := fmt.Sprintf("192.0.2.%d", i%250)
+			ip := fmt.Sprintf("172.16.%d.9", i%250)
 			mistyped := g.fail(t, attempt{Flow: "login", Account: user, IP: ip, SecretFingerprint: fp("my own passw0rd " + user)})
 			right := g.check(t, attempt{Flow: "login", Account: user, IP: ip, SecretFingerprint: fp("my own password " + user)})
 			for _, d := range []decision{mistyped, right} {

@@ -57,6 +57,7 @@ func TestBruteForceOneAccountOneIP(t *testing.T) {
 		NextAllowedMS:       minuteMS,
 		Limits: []limit{
 			{Rule: "login-account", Remaining: 0, ResetMS: 5 * minuteMS},
+			{Rule: "password-reset-account", Remaining: 10},
 			{Rule: "login-hard-stop", Remaining: 0, ResetMS: holdMS},
 		},
 	}
@@ -86,6 +87,7 @@ func TestBruteForceOneAccountOneIP(t *testing.T) {
 	g.reset(t, victim)
 	want = status{Limits: []limit{
 		{Rule: "login-account", Remaining: 5, ResetMS: 0},
+		{Rule: "password-reset-account", Remaining: 10, ResetMS: 0},
 		{Rule: "login-hard-stop", Remaining: 100, ResetMS: 0},
 	}}
 	if got := g.status(t, victim); !reflect.DeepEqual(got, want) {
@@ -110,7 +112,9 @@ func TestBruteForceFromAThousandIPs(t *testing.T) {
 		if d.Rule == "login-ip" {
 			t.Fatalf("attempt %d was decided by login-ip: %v", next, d)
 		}
-		if ip := d.remaining(t, "login-ip"); (d.Decision == "allow" && ip != 29) || (d.Decision != "allow" && ip != 30) {
+		// An allowed guess spends one of its address's 30, and so does a
+		// slowed one, the toll of knocking while slowed.
+		if ip := d.remaining(t, "login-ip"); ip != 29 {
 			t.Fatalf("attempt %d: login-ip remaining %d after %s: each address is fresh", next, ip, d.Decision)
 		}
 		return d
@@ -173,6 +177,13 @@ func TestPasswordSprayFromOne64(t *testing.T) {
 				t.Fatalf("account %d: %v, an account limit fired", i, d)
 			}
 			switch d.Decision {
+			case "challenge":
+				// Past 20 accounts from the /48 (and so the /64), the
+				// checks that go ahead are challenged.
+				if d.Rule != "login-ip-distinct-accounts" || i < 21 {
+					t.Fatalf("account %d: %v, want a challenge by login-ip-distinct-accounts past 20 accounts", i, d)
+				}
+				fallthrough
 			case "allow":
 				allowed++
 				if got := d.remaining(t, "login-account"); got != 4 {
@@ -199,10 +210,11 @@ func TestPasswordSprayFromOne64(t *testing.T) {
 	if got := spray(100); got != 30 {
 		t.Fatalf("10 minutes later: %d allowed, want 30", got)
 	}
-	// Another /64 is another prefix.
+	// Another /64 is another prefix for login-ip; it is still in the /48
+	// that more than 20 accounts failed from, so it is challenged.
 	d := g.fail(t, attempt{Flow: "login", Account: "user000@example.com", IP: "2001:db8:5:65::1"})
-	if d.Decision != "allow" || d.remaining(t, "login-ip") != 29 {
-		t.Fatalf("from another /64: %v, want allow with 29 left", d)
+	if d.Decision != "challenge" || d.Rule != "login-ip-distinct-accounts" || d.remaining(t, "login-ip") != 29 {
+		t.Fatalf("from another /64: %v, want a challenge with 29 left", d)
 	}
 }
 
@@ -219,7 +231,9 @@ func TestLockoutAsAWeapon(t *testing.T) {
 	stolen := g.login(t, attempt{Flow: "login", Account: "mallory@example.com", IP: "203.0.113.66"})
 	attacker := attempt{Flow: "login", Account: victim, IP: "203.0.113.66", DeviceToken: stolen}
 	trusted := attempt{Flow: "login", Account: victim, IP: home, DeviceToken: laptop}
-	untrusted := attempt{Flow: "login", Account: victim, IP: home}
+	// A new device on a network the victim never logged in from: home
+	// is familiar, and counts in a bucket of its own.
+	untrusted := attempt{Flow: "login", Account: victim, IP: "192.0.2.200"}
 
 	trustedLogin := func(when string) {
 		t.Helper()
@@ -274,14 +288,21 @@ func TestLockoutAsAWeapon(t *testing.T) {
 		t.Fatalf("status after the victim's success = %+v, want 0 failures and 1 unit left, not a fresh burst", st)
 	}
 
-	// The attacker goes on to the hard stop: now the untrusted victim is
-	// blocked, and the trusted device still is not.
+	// That success made its network familiar: from there the victim has
+	// buckets of its own. The attacker goes on to the hard stop: now the
+	// untrusted victim on yet another network is blocked, and neither the
+	// trusted device nor the familiar network is.
+	familiar := untrusted
+	untrusted.IP = "198.18.0.1"
 	failures = 0
 	for failures < 100 {
 		attack()
 	}
 	if d := g.check(t, untrusted); d.Decision != "block" || d.Rule != "login-hard-stop" {
 		t.Fatalf("untrusted victim after 100 failures: %v, want block", d)
+	}
+	if d := g.check(t, familiar); d.Decision != "allow" || d.Trust != "network" {
+		t.Fatalf("victim on the familiar network after 100 failures: %v trust %q, want allow on its own bucket", d, d.Trust)
 	}
 	trustedLogin("at the hard stop")
 	g.reset(t, victim)
@@ -378,6 +399,7 @@ func TestStatusDoesNotRevealAccounts(t *testing.T) {
 	known, unknown := g.status(t, "alice@example.com"), g.status(t, "nobody@example.com")
 	want := status{Limits: []limit{
 		{Rule: "login-account", Remaining: 5},
+		{Rule: "password-reset-account", Remaining: 10},
 		{Rule: "login-hard-stop", Remaining: 100},
 	}}
 	if !reflect.DeepEqual(known, want) || !reflect.DeepEqual(unknown, want) {

@@ -154,8 +154,12 @@ type entry struct {
 	v    int64
 	exp  int64
 	rank rank
-	// mem is a Guesses key's memory; nil for every other kind.
-	mem *memory
+	// mem is a Guesses key's memory, fam a Familiar key's list
+	// (familiar.go), dist a Distinct key's sub-windows (distinct.go); nil
+	// for other keys.
+	mem  *memory
+	fam  *famList
+	dist *distinctState
 }
 
 // New returns an empty Store configured by cfg.
@@ -237,11 +241,17 @@ type eval struct {
 	// op of a batch whose guess is a repeat: evaluated, never spent.
 	mem            *memory
 	repeat, waived bool
+	// skip reports a conditional op that does not count (familiar.go).
+	skip bool
+	// dist is what a Distinct op found (distinct.go).
+	dist distinctEval
+	// found is the entry found, for a Distinct op's spend.
+	found entry
 }
 
 // needsKey reports whether spending the op would add a key.
 func (ev *eval) needsKey(op *store.Op) bool {
-	return ev.ok && !ev.live && op.Cost > 0 && !ev.waived
+	return ev.ok && !ev.live && op.Cost > 0 && !ev.waived && !ev.skip
 }
 
 // Do evaluates ops at one instant and fills res: the enforced ops are spent
@@ -289,7 +299,7 @@ func (s *Store) run(ctx context.Context, ops []store.Op, res []store.Result, spe
 			s.shards[i].mu.Lock()
 		}
 		now := s.now().UnixMicro()
-		allOK, need := s.evaluateAll(ops, evs, now, spend)
+		allOK, tollsOK, need := s.evaluateAll(ops, evs, now, spend)
 		if held < need {
 			held += s.take(need - held)
 		}
@@ -303,13 +313,13 @@ func (s *Store) run(ctx context.Context, ops []store.Op, res []store.Result, spe
 		if held < need {
 			// Nothing left to evict: every op that needs a new key is
 			// denied, and so the batch.
-			allOK = denyNew(ops, evs)
+			allOK, tollsOK = denyNew(ops, evs)
 			need = 0
 		}
 		s.n.Add(need - held)
 		for i := range ops {
 			op, ev := &ops[i], &evs[i]
-			if spend && ev.ok && op.Cost > 0 && !ev.waived && (op.Shadow || allOK) {
+			if spend && ev.ok && !ev.skip && !ev.waived && op.Cost > 0 && (op.Shadow || op.Toll && tollsOK || allOK) {
 				s.spend(op, ev, now)
 			}
 			fill(op, ev, &res[i], now)
@@ -320,22 +330,40 @@ func (s *Store) run(ctx context.Context, ops []store.Op, res []store.Result, spe
 }
 
 // evaluateAll evaluates every op at now, and reports whether the enforced
-// ops fit together and how many new keys spending the batch adds (none when
-// spend is false).
-func (s *Store) evaluateAll(ops []store.Op, evs []eval, now int64, spend bool) (allOK bool, need int64) {
-	allOK = true
-	for i := range ops {
-		evs[i] = eval{shard: evs[i].shard}
-		s.evaluate(&ops[i], &evs[i], now)
-	}
-	waive(ops, evs)
-	var enforcedNew, shadowNew int64
+// ops fit together, whether the Toll ops do, and how many new keys spending
+// the batch adds (none when spend is false).
+func (s *Store) evaluateAll(ops []store.Op, evs []eval, now int64, spend bool) (allOK, tollsOK bool, need int64) {
+	allOK, tollsOK = true, true
+	var enforcedNew, shadowNew, tollNew int64
+	familiar := s.evaluateFamiliar(ops, evs, now)
 	for i := range ops {
 		op, ev := &ops[i], &evs[i]
+		if op.Kind == store.Familiar {
+			continue
+		}
+		*ev = eval{shard: ev.shard}
+		if !op.When.Counts(familiar) {
+			ev.ok, ev.skip = true, true
+			continue
+		}
+		s.evaluate(op, ev, now)
+	}
+	waive(ops, evs)
+	for i := range ops {
+		op, ev := &ops[i], &evs[i]
+		if op.Kind == store.Familiar || ev.skip {
+			continue
+		}
 		switch {
 		case op.Shadow:
 			if ev.needsKey(op) {
 				shadowNew++
+			}
+		case op.Toll:
+			tollsOK = tollsOK && ev.ok
+			allOK = allOK && ev.ok
+			if ev.needsKey(op) {
+				tollNew++
 			}
 		case !ev.ok:
 			// A soft op that does not fit is left alone; it never denies.
@@ -344,19 +372,21 @@ func (s *Store) evaluateAll(ops []store.Op, evs []eval, now int64, spend bool) (
 			enforcedNew++
 		}
 	}
-	if !spend {
-		return allOK, 0
+	switch {
+	case !spend:
+		return allOK, tollsOK, 0
+	case allOK:
+		return allOK, tollsOK, enforcedNew + tollNew + shadowNew
+	case tollsOK:
+		return allOK, tollsOK, tollNew + shadowNew
 	}
-	if allOK {
-		return allOK, enforcedNew + shadowNew
-	}
-	return allOK, shadowNew
+	return allOK, tollsOK, shadowNew
 }
 
 // denyNew marks every op that needs a new key as met by a full store, and
-// reports whether the enforced ops still fit together.
-func denyNew(ops []store.Op, evs []eval) bool {
-	allOK := true
+// reports whether the enforced ops, and the Toll ops, still fit together.
+func denyNew(ops []store.Op, evs []eval) (allOK, tollsOK bool) {
+	allOK, tollsOK = true, true
 	for i := range ops {
 		op, ev := &ops[i], &evs[i]
 		if ev.needsKey(op) {
@@ -364,9 +394,10 @@ func denyNew(ops []store.Op, evs []eval) bool {
 		}
 		if !op.Shadow && !ev.ok && !op.Soft && op.Kind != store.Guesses {
 			allOK = false
+			tollsOK = tollsOK && !op.Toll
 		}
 	}
-	return allOK
+	return allOK, tollsOK
 }
 
 // unlock releases the shards of set, in reverse order.
@@ -387,6 +418,9 @@ func (s *Store) evaluate(op *store.Op, ev *eval, now int64) {
 	}
 	ev.live = found
 	switch op.Kind {
+	case store.Distinct:
+		ev.found = e
+		s.evaluateDistinct(op, ev, e, found, now)
 	case store.Rate:
 		ev.cur = now
 		if found {
@@ -419,6 +453,8 @@ func (s *Store) spend(op *store.Op, ev *eval, now int64) {
 		e.rank = counterRank(ev.next, op.Limit)
 	case store.Guesses:
 		e = spendGuesses(op, ev, now)
+	case store.Distinct:
+		e = s.spendDistinct(op, ev, ev.found)
 	}
 	sh := &s.shards[ev.shard]
 	s.set(sh, op.Key, e)
@@ -430,7 +466,19 @@ func (s *Store) spend(op *store.Op, ev *eval, now int64) {
 
 // fill writes what op found, and left behind, into r.
 func fill(op *store.Op, ev *eval, r *store.Result, now int64) {
+	if ev.skip {
+		*r = store.Result{Allowed: true}
+		return
+	}
 	switch op.Kind {
+	case store.Familiar:
+		*r = store.Result{Allowed: ev.ok, ResetAfter: duration(max(ev.curExp-now, 0)), Count: ev.cur}
+	case store.Distinct:
+		if ev.full {
+			*r = store.Result{RetryAfter: op.Interval, ResetAfter: op.Interval}
+			return
+		}
+		fillDistinct(op, ev, r, now)
 	case store.Rate:
 		if ev.full {
 			*r = store.Result{RetryAfter: op.Interval, ResetAfter: op.Interval}
@@ -587,6 +635,10 @@ func (s *Store) Refund(ctx context.Context, refunds []store.Refund) error {
 
 // refund applies one refund.
 func (s *Store) refund(r *store.Refund) {
+	if r.Kind == store.Familiar {
+		s.addFamiliar(r)
+		return
+	}
 	sh := &s.shards[s.shardOf(r.Key)]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()

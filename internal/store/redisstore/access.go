@@ -31,7 +31,14 @@ const accessKey = "guardian:access-check:{access-check}"
 // fallback.
 func (s *Store) CheckAccess(ctx context.Context) error {
 	rate := store.Op{Key: accessKey, Kind: store.Rate, Cost: 1, Interval: time.Millisecond, Burst: 1}
+	// A distinct op adds its member (PFADD) the first time and counts its
+	// live sub-window (PFCOUNT) the second.
+	distinct := store.Op{Key: accessKey + ":distinct", Kind: store.Distinct, Cost: 1, Interval: time.Second, Limit: 1, Member: "access-check"}
 	res := make([]store.Result, 1)
+	gone := []string{accessKey, accessKey + ":once", distinct.Key}
+	for j := range store.DistinctSlots {
+		gone = append(gone, distinctSlotKey(distinct.Key, j))
+	}
 	steps := []struct {
 		name string
 		call func() error
@@ -44,7 +51,12 @@ func (s *Store) CheckAccess(ctx context.Context) error {
 			return s.Refund(ctx, []store.Refund{{Key: accessKey, Kind: store.Rate, Amount: time.Millisecond}})
 		}},
 		{"mark once", func() error { _, err := s.MarkOnce(ctx, accessKey+":once", time.Second); return err }},
-		{"delete", func() error { return s.Delete(ctx, accessKey, accessKey+":once") }},
+		// Deleting first starts the distinct op afresh, whatever an
+		// earlier check that stopped half-way left.
+		{"delete", func() error { return s.Delete(ctx, gone...) }},
+		{"distinct add", func() error { return s.Do(ctx, []store.Op{distinct}, res) }},
+		{"distinct count", func() error { return s.Do(ctx, []store.Op{distinct}, res) }},
+		{"delete again", func() error { return s.Delete(ctx, gone...) }},
 	}
 	for _, st := range steps {
 		if err := st.call(); err != nil {

@@ -57,7 +57,7 @@ func TestACLUser(t *testing.T) {
 	// CheckAccess says so. (The rest serve other paths: SCRIPT LOAD Warm,
 	// SELECT a DB other than 0, the hash, sorted-set and transaction
 	// commands the fleet's shared state, CLUSTER and ASKING a Cluster.)
-	for _, cmd := range []string{"+ping", "+info", "+evalsha", "+eval", "+time", "+get", "+set", "+del"} {
+	for _, cmd := range []string{"+ping", "+info", "+evalsha", "+eval", "+time", "+get", "+set", "+del", "+pfadd", "+pfcount", "+pexpire"} {
 		t.Run("without_"+cmd[1:], func(t *testing.T) {
 			srv.AddUser(t, "lacking", "pw", slices.DeleteFunc(slices.Clone(rules), func(r string) bool { return r == cmd }))
 			lc := open(t, "redis://lacking:pw@"+srv.Addr()+"/0")

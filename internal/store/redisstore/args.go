@@ -21,43 +21,63 @@ var (
 	argDo, argPeek any = "do", "peek"
 	// A Guesses op's code: it never denies its batch.
 	argGuesses any = "gs"
-	// An op's code: its kind (rate, counter) and its role (enforce, soft,
-	// shadow), indexed by opCode.
-	opCodes = [2][3]any{{"re", "rs", "rh"}, {"ce", "cs", "ch"}}
+	// An op's code, indexed by opCode: its kind, role and condition.
+	opCodes     = makeOpCodes()
+	argZero any = int64(0)
 	// The give-back entries: microseconds off a rate key, units off a
-	// counter, keep a counter longer, forget, forget one guess, keep one
-	// guess longer.
-	argRefundRate, argRefundCounter, argConfirm, argForget, argForgetGuess, argConfirmGuess any = "r", "c", "k", "x", "g", "G"
+	// counter, keep a counter longer, forget, put on a familiar list,
+	// forget one guess, keep one guess longer.
+	argRefundRate, argRefundCounter, argConfirm, argForget, argAddFamiliar, argForgetGuess, argConfirmGuess any = "r", "c", "k", "x", "f", "g", "G"
 )
+
+// The op codes' letters: by kind, by role (enforce, toll, soft, shadow), by
+// store.When.
+var (
+	kindLetters = [...]string{store.Rate: "r", store.Counter: "c", store.Familiar: "f", store.Distinct: "d"}
+	roleLetters = [...]string{"e", "t", "s", "h"}
+	whenLetters = [...]string{store.Always: "", store.IfFamiliar: "+", store.IfUnfamiliar: "-"}
+)
+
+// makeOpCodes boxes every op code the do script takes.
+func makeOpCodes() (c [len(kindLetters)][len(roleLetters)][len(whenLetters)]any) {
+	for k, kl := range kindLetters {
+		for r, rl := range roleLetters {
+			for w, wl := range whenLetters {
+				c[k][r][w] = kl + rl + wl
+			}
+		}
+	}
+	return c
+}
 
 // opCode is the do script's code of op.
 func opCode(op *store.Op) any {
-	kind, role := 1, 0
-	if op.Kind == store.Rate {
-		kind = 0
-	}
+	role := 0
 	switch {
 	case op.Shadow:
-		role = 2
+		role = 3
 	case op.Soft:
+		role = 2
+	case op.Toll:
 		role = 1
 	}
-	return opCodes[kind][role]
+	return opCodes[op.Kind][role][op.When]
 }
 
-// doArgsPerOp is how many ARGV the do script takes per op, and
-// doArgsPerBatch per batch besides.
+// doArgsPerOp is how many ARGV the do script takes per op (a distinct op
+// one more, its member), and doArgsPerBatch per batch besides.
 const doArgsPerOp, doArgsPerBatch = 4, 2
 
 // giveback is one entry of the give-back step: how is argRefundRate,
-// argRefundCounter, argConfirm, argForget, argForgetGuess or
-// argConfirmGuess, amount its microseconds or units, guess the guess the
-// last two are about.
+// argRefundCounter, argConfirm, argForget, argAddFamiliar, argForgetGuess
+// or argConfirmGuess, amount its microseconds or units; spec, when set,
+// what the entry carries instead: argAddFamiliar's "hold:member",
+// argForgetGuess's guess, argConfirmGuess's "guess:span".
 type giveback struct {
 	key    string
 	how    any
 	amount int64
-	guess  string
+	spec   string
 }
 
 // refundEntries converts refunds to give-back entries.
@@ -72,10 +92,12 @@ func refundEntries(refunds []store.Refund) ([]giveback, error) {
 		case r.Kind == store.Rate:
 			// Truncated: a refund never gives back more than was spent.
 			e.how, e.amount = argRefundRate, min(r.Amount.Microseconds(), maxSpan)
+		case r.Kind == store.Familiar:
+			e.how, e.spec = argAddFamiliar, strconv.FormatInt(micros(r.Amount), 10)+":"+r.Member
 		case r.Confirm && r.Kind == store.Counter:
 			e.how, e.amount = argConfirm, micros(r.Amount)
 		case r.Confirm && r.Kind == store.Guesses:
-			e.how, e.amount, e.guess = argConfirmGuess, micros(r.Amount), guessText(r.Guess)
+			e.how, e.spec = argConfirmGuess, guessText(r.Guess)+":"+strconv.FormatInt(micros(r.Amount), 10)
 		}
 		entries[i] = e
 	}
@@ -87,12 +109,8 @@ func refundEntries(refunds []store.Refund) ([]giveback, error) {
 func appendGiveback(keys []string, args []any, entries []giveback) ([]string, []any) {
 	for _, e := range entries {
 		keys = append(keys, e.key)
-		switch e.how {
-		case argForgetGuess:
-			args = append(args, e.how, e.guess)
-			continue
-		case argConfirmGuess:
-			args = append(args, e.how, e.guess+":"+strconv.FormatInt(e.amount, 10))
+		if e.spec != "" {
+			args = append(args, e.how, e.spec)
 			continue
 		}
 		args = append(args, e.how, e.amount)
@@ -123,18 +141,32 @@ func appendOps(keys []string, args []any, mode string, ops []store.Op) ([]string
 	for i := range ops {
 		op := &ops[i]
 		keys = append(keys, op.Key)
-		if op.Kind == store.Guesses {
+		switch op.Kind {
+		case store.Guesses:
 			args = appendGuessOp(args, op, ops)
-			continue
+		case store.Familiar:
+			args = append(args, opCode(op), argZero, op.Member, argZero)
+		case store.Distinct:
+			for j := range store.DistinctSlots {
+				keys = append(keys, distinctSlotKey(op.Key, j))
+			}
+			args = append(args, opCode(op), op.Cost, micros(op.Interval), min(op.Limit, maxSpan), op.Member)
+		default:
+			p := paramsOf(op)
+			a, b := p.interval, p.burst
+			if op.Kind == store.Counter {
+				a, b = p.limit, p.hold
+			}
+			args = append(args, opCode(op), p.cost, a, b)
 		}
-		p := paramsOf(op)
-		a, b := p.interval, p.burst
-		if op.Kind == store.Counter {
-			a, b = p.limit, p.hold
-		}
-		args = append(args, opCode(op), p.cost, a, b)
 	}
 	return keys, args
+}
+
+// distinctSlotKey is the key of sub-window j of the Distinct key k: k with
+// a suffix, so in k's slot.
+func distinctSlotKey(k string, j int) string {
+	return k + ":" + strconv.Itoa(j)
 }
 
 // batch is the KEYS and ARGV of one script call, reused through batches:

@@ -24,11 +24,30 @@ func loginBatch(interval time.Duration, burst int64) []store.Op {
 	}
 }
 
+// familiarBatch is the batch of an untrusted login check under the built-in
+// rules: the account's familiar list, its rate and hard stop each as the
+// shared bucket and the network's (one of each counts), the address's two
+// rates, and its network's distinct accounts.
+func familiarBatch(interval time.Duration, burst int64) []store.Op {
+	when := func(op store.Op, w store.When) store.Op { op.When = w; return op }
+	return []store.Op{
+		{Key: "guardian:v3:{acct1}:familiar", Kind: store.Familiar, Member: "netA"},
+		when(rate("guardian:v3:{acct1}:login-account", 1, interval, burst), store.IfUnfamiliar),
+		when(rate("guardian:v3:{acct1}:login-account:net:netA", 1, interval, burst), store.IfFamiliar),
+		rate("guardian:v3:{ip2}:login-ip", 1, interval, burst),
+		rate("guardian:v3:{ip3}:login-ip6-48", 1, interval, burst),
+		{Key: "guardian:v3:{net4}:login-ip-distinct-accounts", Kind: store.Distinct, Member: "acct1", Cost: 1, Interval: 6 * time.Hour, Limit: 20, Soft: true},
+		when(counter("guardian:v3:{acct1}:hard-stop", 0, 100, 90*24*time.Hour), store.IfUnfamiliar),
+		when(counter("guardian:v3:{acct1}:hard-stop:net:netA", 0, 100, 90*24*time.Hour), store.IfFamiliar),
+	}
+}
+
 // Batches that every call spends, and that every call after the first is
 // denied.
 var (
-	spendBatch = loginBatch(time.Microsecond, 1<<40)
-	denyBatch  = loginBatch(time.Hour, 1)
+	spendBatch    = loginBatch(time.Microsecond, 1<<40)
+	denyBatch     = loginBatch(time.Hour, 1)
+	familiarSpend = familiarBatch(time.Microsecond, 1<<40)
 )
 
 // BenchmarkDo measures one login check against a Redis container. Besides
@@ -55,6 +74,7 @@ func BenchmarkDo(b *testing.B) {
 		{"spend", spendBatch, false},
 		{"deny", denyBatch, false},
 		{"spend_parallel", spendBatch, true},
+		{"spend_builtin_login", familiarSpend, false},
 	} {
 		b.Run(bb.name, func(b *testing.B) {
 			flush(b, c)

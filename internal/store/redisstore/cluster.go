@@ -12,7 +12,8 @@ import (
 
 // runSlots evaluates a batch whose keys span several cluster slots: one
 // script per slot in one pipeline, then, if an enforced op was denied, a
-// second pipeline giving back the enforced ops other slots spent.
+// second pipeline giving back the enforced ops other slots spent: every one
+// but the Toll ops, unless a Toll op denied.
 func (s *Store) runSlots(ctx context.Context, mode string, now any, ops []store.Op, res []store.Result, groups [][]int) error {
 	replies, errs := s.evalSlots(ctx, mode, now, ops, groups)
 	part := make([]store.Result, len(ops))
@@ -33,10 +34,12 @@ func (s *Store) runSlots(ctx context.Context, mode string, now any, ops []store.
 	}
 	readGuesses(ops, res)
 
-	denied := firstErr != nil
+	denied, tollDenied := firstErr != nil, firstErr != nil
 	for i := range ops {
-		if !ops[i].Shadow && !ops[i].Soft && !res[i].Allowed {
+		// A Familiar op that did not find its member denies nothing.
+		if !ops[i].Shadow && !ops[i].Soft && ops[i].Kind != store.Familiar && !res[i].Allowed {
 			denied = true
+			tollDenied = tollDenied || ops[i].Toll
 		}
 	}
 	_, repeat := store.RepeatOf(ops, res)
@@ -53,7 +56,7 @@ func (s *Store) runSlots(ctx context.Context, mode string, now any, ops []store.
 			continue
 		}
 		for _, i := range g {
-			e, ok := slotGiveback(&ops[i], &res[i], denied, repeat)
+			e, ok := slotGiveback(&ops[i], &res[i], denied, tollDenied, repeat)
 			if !ok {
 				continue
 			}

@@ -3,21 +3,34 @@
 -- is decided on its own, in order, so a later batch sees what an earlier
 -- one spent. Within a batch: when every hard enforced op fits, every
 -- enforced op that fits is spent (soft ones too); when one does not, no
--- enforced op is. A soft op never denies its batch. Shadow ops are spent
+-- enforced op is, but a toll op is still spent when every toll op of the
+-- batch fits. A soft op never denies its batch. Shadow ops are spent
 -- whenever they fit on their own. Every time value is whole microseconds.
 --
 -- KEYS         the keys of every batch's ops, batch after batch (all share
---              one cluster slot); ARGV[1] is the time (see prelude.lua)
+--              one cluster slot); a distinct op has six, its own and its
+--              five sub-windows' (distinct.lua); ARGV[1] is the time (see
+--              prelude.lua)
 -- ARGV[base+1] how many batches follow; then each batch:
 --   mode       "do" spends, "peek" only evaluates
 --   n          how many ops
---   4 per op   code (kind and role: "r" rate or "c" counter, then "e"
---              enforce, "s" soft or "h" shadow), cost, then the kind's two
---              numbers x and y: a rate's interval and burst, a counter's
---              limit and hold; a guesses op ("gs", at most one a batch)
---              has its guess (16 hex digits) as x and
---              "limit:hold:indexes" as y, the indexes (in the batch,
---              comma-separated) of the ops a repeat of it does not spend
+--   per op     code, cost, then the kind's two arguments x and y, and a
+--              distinct op's member after them. The code is the kind ("r"
+--              rate, "c" counter, "f" familiar, see familiar.lua, "d"
+--              distinct), the role ("e" enforce, "t" toll, "s" soft, "h"
+--              shadow) and, for an op that counts only when the batch's
+--              familiar op found its member, "+", or only when it did not,
+--              "-". x and y are a rate's interval and burst, a counter's
+--              limit and hold, a distinct op's sub-window and limit, and a
+--              familiar op's member and 0. A guesses op ("gs", at most one
+--              a batch, never conditional) has its guess (16 hex digits) as
+--              x and "limit:hold:indexes" as y, the indexes (in the batch,
+--              comma-separated) of the ops a repeat of it does not spend.
+--
+-- The familiar op of a batch, if it has one, is read first: it decides the
+-- batch's conditional ops. One that does not count is skipped: it fits,
+-- spends nothing and replies allowed alone. The familiar op itself spends
+-- nothing and replies allowed when it found its member.
 --
 -- A rate key holds its theoretical arrival time (TAT). A counter key holds
 -- "count:deadline", the deadline being when the count is forgotten; a spend
@@ -32,16 +45,19 @@
 -- guardian's state spends nothing and replies -1 for each of its integers,
 -- so that the other batches of the call stand.
 
--- An op is a table: kind and role (the bytes of its code), cost, and the
--- kind's numbers x and y. Each kind is one branch of read, write and settle.
-local RATE, COUNTER, GUESSES = string.byte('r'), string.byte('c'), string.byte('g')
-local ENFORCE, SHADOW = string.byte('e'), string.byte('h')
+-- An op is a table: kind, role and condition (the bytes of its code), its
+-- first key k, cost, and the kind's arguments. Each kind is one branch of
+-- read, write and settle.
+local RATE, COUNTER, FAMILIAR, DISTINCT, GUESSES =
+  string.byte('r'), string.byte('c'), string.byte('f'), string.byte('d'), string.byte('g')
+local ENFORCE, TOLL, SHADOW = string.byte('e'), string.byte('t'), string.byte('h')
+local IF_FAMILIAR, IF_UNFAMILIAR = string.byte('+'), string.byte('-')
 
--- readGuess fills a guesses op o from its key's value v: its list, whether
+-- readGuess fills a guesses op o from its key's state: its list, whether
 -- it found its guess, and the ops a repeat waives. It always fits; it
--- returns nil when v is not a guesses value.
-local function readGuess(o, v)
-  o.list = guessList(v)
+-- returns nil when the state is not a guesses value.
+local function readGuess(o)
+  o.list = guessList(get(o.k))
   if not o.list then
     return nil
   end
@@ -67,10 +83,10 @@ local function readGuess(o, v)
   return true
 end
 
--- writeGuess records a guesses op's guess at key i as the most recent,
--- remembered for its hold at least (a later deadline it had stays),
--- keeping its limit of guesses and one more.
-local function writeGuess(o, i)
+-- writeGuess records a guesses op's guess as the most recent, remembered
+-- for its hold at least (a later deadline it had stays), keeping its limit
+-- of guesses and one more.
+local function writeGuess(o)
   local d = now + o.y
   local j = guessIndex(o.list, o.xs, #o.list)
   if j then
@@ -83,23 +99,18 @@ local function writeGuess(o, i)
     table.remove(o.list, 1)
   end
   o.list[#o.list + 1] = {g = o.xs, d = d}
-  putGuesses(i, o.list)
+  putGuesses(o.k, o.list)
 end
 
--- settleGuess returns what a guesses op found: 1 for its guess, how long
--- until the last guess is forgotten, and how many.
-local function settleGuess(o)
-  return o.found and 1 or 0, 0, o.reset, o.count
-end
-
--- read fills o from its key's value v (false when absent) and returns
--- whether o's cost fits, or nil when v is not o's kind of state.
-local function read(o, v)
+-- read fills o from its key's state and returns whether o's cost fits, or
+-- nil when the state is not o's kind of state.
+local function read(o)
   if o.kind == GUESSES then
-    return readGuess(o, v)
+    return readGuess(o)
   elseif o.kind == RATE then
     o.tau = o.x * o.y
     o.tat = now
+    local v = get(o.k)
     if v then
       local tat = tonumber(v)
       if not tat then
@@ -113,6 +124,7 @@ local function read(o, v)
     return o.new - now <= o.tau
   elseif o.kind == COUNTER then
     o.count, o.deadline = 0, now
+    local v = get(o.k)
     if v then
       local c, d = counterState(v)
       if not c then
@@ -123,30 +135,41 @@ local function read(o, v)
       end
     end
     return o.count + o.cost <= o.x
+  elseif o.kind == DISTINCT then
+    o.dist = distinctOp(o.k, o.x)
+    if not o.dist then
+      return nil
+    end
+    o.newest = o.dist.newest
+    return o.dist.count <= o.y
   end
   return nil
 end
 
--- write spends o on key i.
-local function write(o, i)
+-- write spends o.
+local function write(o)
   if o.kind == GUESSES then
-    writeGuess(o, i)
+    writeGuess(o)
   elseif o.kind == RATE then
     o.tat = o.new
-    put(i, int(o.tat), o.tat)
-  else
+    put(o.k, int(o.tat), o.tat)
+  elseif o.kind == COUNTER then
     o.count = o.count + o.cost
     if now + o.y > o.deadline then
       o.deadline = now + o.y
     end
-    put(i, string.format('%d:%d', o.count, o.deadline), o.deadline)
+    put(o.k, string.format('%d:%d', o.count, o.deadline), o.deadline)
+  else
+    o.newest = distinctAdd(o.k, o.dist, o.x, o.member)
   end
 end
 
 -- settle returns o's remaining units, retry after, reset after and count.
 local function settle(o)
   if o.kind == GUESSES then
-    return settleGuess(o)
+    -- what it found: 1 for its guess, how long until the last guess is
+    -- forgotten, and how many
+    return o.found and 1 or 0, 0, o.reset, o.count
   elseif o.kind == RATE then
     local remaining = math.floor((now + o.tau - o.tat) / o.x)
     if remaining < 0 then
@@ -159,6 +182,17 @@ local function settle(o)
       retry = o.new - now - o.tau
     end
     return remaining, retry, o.tat - now, 0
+  elseif o.kind == DISTINCT then
+    local d = o.dist
+    local remaining = math.max(o.y - d.count, 0)
+    local retry, reset = 0, 0
+    if o.newest >= 0 then
+      reset = (o.newest + 5) * o.x - now
+    end
+    if not o.fits and d.oldest >= 0 then
+      retry = (d.oldest + 5) * o.x - now
+    end
+    return remaining, retry, reset, d.count
   end
   local remaining = o.x - o.count
   if remaining < 0 then
@@ -167,51 +201,94 @@ local function settle(o)
   return remaining, 0, o.deadline - now, o.count
 end
 
-local out = {}
-
--- batch decides the n ops of one batch, keys from KEYS[first] and
--- arguments from ARGV[a], and appends their replies to out. It reads every
--- op before it writes any, and returns false, having written nothing, when
--- a key's state cannot be read.
-local function batch(spend, first, a, n)
+-- parse reads the n ops of a batch, its keys from KEYS[k] and arguments
+-- from ARGV[a], and returns them with the key and argument after them.
+local function parse(k, a, n)
   local ops = {}
-  local all = true
-  -- the ops a remembered guess does not spend
-  local waived = {}
   for j = 1, n do
-    local kind, role = string.byte(ARGV[a], 1, 2)
-    local o = {kind = kind, role = role, cost = tonumber(ARGV[a + 1]), x = tonumber(ARGV[a + 2]), y = tonumber(ARGV[a + 3])}
-    if kind == GUESSES then
+    local kind, role, cond = string.byte(ARGV[a], 1, 3)
+    local o = {kind = kind, role = role, cond = cond, k = k, cost = tonumber(ARGV[a + 1])}
+    if kind == FAMILIAR then
+      o.member = ARGV[a + 2]
+    elseif kind == GUESSES then
       o.xs, o.ys = ARGV[a + 2], ARGV[a + 3]
+    else
+      o.x, o.y = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
     end
-    local fits = read(o, get(first + j - 1))
-    if fits == nil then
-      return false
-    end
-    o.fits = fits
-    if role == ENFORCE and not fits then
-      all = false
-    end
-    if o.waives then
-      waived = o.waives
+    a, k = a + 4, k + 1
+    if kind == DISTINCT then
+      o.member = ARGV[a]
+      a, k = a + 1, k + 5
     end
     ops[j] = o
-    a = a + 4
   end
-  for j = 1, n do
-    local o = ops[j]
-    local spent = spend and o.fits and o.cost > 0 and not waived[j] and (o.role == SHADOW or all)
-    if spent then
-      write(o, first + j - 1)
+  return ops, k, a
+end
+
+local out = {}
+
+-- reply appends one op's six integers to out.
+local function reply(fits, spent, remaining, retry, reset, count)
+  local m = #out
+  out[m + 1] = fits and 1 or 0
+  out[m + 2] = spent and 1 or 0
+  out[m + 3] = remaining
+  out[m + 4] = retry
+  out[m + 5] = reset
+  out[m + 6] = count
+end
+
+-- batch decides ops and appends their replies to out. It reads every op
+-- before it writes any, and returns false, having written nothing, when a
+-- key's state cannot be read.
+local function batch(spend, ops)
+  local familiar = false
+  for _, o in ipairs(ops) do
+    if o.kind == FAMILIAR then
+      o.fam = familiarOp(o.k, o.member)
+      if not o.fam then
+        return false
+      end
+      familiar = o.fam.found
     end
-    local remaining, retry, reset, count = settle(o)
-    local m = #out
-    out[m + 1] = o.fits and 1 or 0
-    out[m + 2] = spent and 1 or 0
-    out[m + 3] = remaining
-    out[m + 4] = retry
-    out[m + 5] = reset
-    out[m + 6] = count
+  end
+  local all, tolls = true, true
+  -- the ops a remembered guess does not spend
+  local waived = {}
+  for _, o in ipairs(ops) do
+    if o.kind == FAMILIAR then
+      o.fits = true
+    elseif (o.cond == IF_FAMILIAR and not familiar) or (o.cond == IF_UNFAMILIAR and familiar) then
+      o.skip, o.fits = true, true
+    else
+      local fits = read(o)
+      if fits == nil then
+        return false
+      end
+      o.fits = fits
+      if o.waives then
+        waived = o.waives
+      end
+      if not fits and o.role == ENFORCE then
+        all = false
+      elseif not fits and o.role == TOLL then
+        all, tolls = false, false
+      end
+    end
+  end
+  for j, o in ipairs(ops) do
+    if o.fam then
+      reply(o.fam.found, false, 0, 0, o.fam.reset, o.fam.count)
+    elseif o.skip then
+      reply(true, false, 0, 0, 0, 0)
+    else
+      local spent = spend and o.fits and o.cost > 0 and not waived[j] and
+        (o.role == SHADOW or all or (o.role == TOLL and tolls))
+      if spent then
+        write(o)
+      end
+      reply(o.fits, spent, settle(o))
+    end
   end
   return true
 end
@@ -220,12 +297,12 @@ local a = base + 2
 local first = 1
 for _ = 1, tonumber(ARGV[base + 1]) do
   local n = tonumber(ARGV[a + 1])
-  if not batch(ARGV[a] == 'do', first, a + 2, n) then
+  local ops, k, after = parse(first, a + 2, n)
+  if not batch(ARGV[a] == 'do', ops) then
     for _ = 1, 6 * n do
       out[#out + 1] = -1
     end
   end
-  first = first + n
-  a = a + 2 + 4 * n
+  first, a = k, after
 end
 return out

@@ -54,20 +54,22 @@ func readGuesses(ops []store.Op, res []store.Result) {
 // guess its Guesses op recorded (a guess it only found stays remembered:
 // an earlier check made it). A batch whose guess was remembered gives back
 // the FreeOnRepeat ops that slots other than the guess's own spent, so
-// that a repeat costs them nothing, as in one script.
-func slotGiveback(op *store.Op, r *store.Result, denied, repeat bool) (giveback, bool) {
-	if !r.Spent {
+// that a repeat costs them nothing, as in one script. Tolls stay paid
+// unless a toll denied (tollDenied); a member added to a HyperLogLog
+// cannot be taken out, so a Distinct op stays counted, the strict side.
+func slotGiveback(op *store.Op, r *store.Result, denied, tollDenied, repeat bool) (giveback, bool) {
+	if !r.Spent || op.Kind == store.Distinct {
 		return giveback{}, false
 	}
 	switch {
 	case repeat && op.FreeOnRepeat:
-	case !denied || op.Shadow:
+	case !denied || op.Shadow || op.Toll && !tollDenied:
 		return giveback{}, false
 	case op.Kind == store.Guesses:
 		if r.Repeat {
 			return giveback{}, false
 		}
-		return giveback{key: op.Key, how: argForgetGuess, guess: guessText(op.Guess)}, true
+		return giveback{key: op.Key, how: argForgetGuess, spec: guessText(op.Guess)}, true
 	}
 	p := paramsOf(op)
 	if op.Kind == store.Rate {

@@ -112,11 +112,15 @@ local function putGuesses(i, list)
   put(i, table.concat(parts, ' '), last)
 end
 
+-- familiarAdd is familiar.lua's: it applies a familiar give-back entry.
+local familiarAdd
+
 -- giveBack applies give-back entries to keys first..#KEYS, entry i's how and
 -- amount at ARGV[at+2(i-first)] and the one after: "r" takes microseconds
 -- off a rate key's arrival time, "c" takes units off a counter, "k" keeps a
 -- counter until at least amount microseconds from now (a confirmed count),
--- "x" forgets, "g" forgets one guess of a Guesses key (amount is the
+-- "x" forgets, "f" puts a member on a familiar list ("hold:member", see
+-- familiar.lua), "g" forgets one guess of a Guesses key (amount is the
 -- guess), "G" keeps one until at least a span from now (amount is
 -- "guess:span"). A key that no longer exists is left alone; state never goes
 -- below empty. It returns how many keys changed, or nil and an error.
@@ -153,6 +157,12 @@ local function giveBack(first, at)
         end
         changed = changed + 1
       end
+    elseif how == 'f' then
+      local ok, err = familiarAdd(i, ARGV[at + 2 * (i - first) + 1])
+      if not ok then
+        return nil, err
+      end
+      changed = changed + 1
     else
       local v = get(i)
       if v then

@@ -27,8 +27,10 @@
 // spent (cluster.go). Between the two steps a concurrent check can see a
 // spend that is about to be given back, and be denied for it: the cluster
 // errs towards denying, never towards admitting more than a limit allows. A
-// counter given back keeps the later deadline its spend set. Shadow ops are
-// spent on their own, as on a single Redis. A batch within one slot (one
+// counter given back keeps the later deadline its spend set. A member a
+// Distinct op added to a HyperLogLog cannot be taken out: it stays counted,
+// the strict side again. Toll ops stay paid unless a toll denied. Shadow ops
+// are spent on their own, as on a single Redis. A batch within one slot (one
 // subject) is one script call and exactly all-or-nothing.
 //
 // Keys reach the store already hashed (package keys); this package never
@@ -55,10 +57,14 @@ var (
 	givebackLua string
 	//go:embed once.lua
 	onceLua string
+	//go:embed familiar.lua
+	familiarLua string
+	//go:embed distinct.lua
+	distinctLua string
 
-	doScript       = redis.NewScript(preludeLua + doLua)
-	givebackScript = redis.NewScript(preludeLua + givebackLua)
-	onceScript     = redis.NewScript(preludeLua + onceLua)
+	doScript       = redis.NewScript(preludeLua + familiarLua + distinctLua + doLua)
+	givebackScript = redis.NewScript(preludeLua + familiarLua + givebackLua)
+	onceScript     = redis.NewScript(preludeLua + familiarLua + onceLua)
 )
 
 // ErrBadReply reports a script reply that does not have the shape the

@@ -45,3 +45,26 @@ func FreeOnRepeat(op store.Op) store.Op {
 	op.FreeOnRepeat = true
 	return op
 }
+
+// Familiar returns a Familiar op on key looking for member.
+func Familiar(key, member string) store.Op {
+	return store.Op{Key: key, Kind: store.Familiar, Member: member}
+}
+
+// When returns op counting only as w says.
+func When(op store.Op, w store.When) store.Op {
+	op.When = w
+	return op
+}
+
+// Toll returns op as a toll: spent whenever it fits.
+func Toll(op store.Op) store.Op {
+	op.Toll = true
+	return op
+}
+
+// Distinct returns a Distinct op on key adding member (cost 1) or only
+// counting (cost 0), with sub-windows of step and limit.
+func Distinct(key, member string, cost int64, step time.Duration, limit int64) store.Op {
+	return store.Op{Key: key, Kind: store.Distinct, Member: member, Cost: cost, Interval: step, Limit: limit}
+}

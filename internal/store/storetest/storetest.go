@@ -73,6 +73,8 @@ var groups = [][]testCase{
 	concurrentCases,
 	holdCases,
 	guessCases,
+	familiarCases,
+	distinctCases,
 }
 
 // Run runs every conformance test against stores made by newStore, as

@@ -1,0 +1,144 @@
+package memstore
+
+import (
+	"hash/maphash"
+
+	"github.com/guardian-sec/guardian/internal/hll"
+	"github.com/guardian-sec/guardian/internal/store"
+)
+
+// A Distinct key's state (store.Distinct): its sub-windows, each a
+// HyperLogLog of 2^hllBits registers. A register array starts sparse, a
+// list of the registers set, and becomes dense past hllSparseMax of them,
+// so a key that saw few members holds a few bytes per member, and at most
+// DistinctSlots × 4 KB.
+const (
+	hllBits      = 12
+	hllRegisters = 1 << hllBits
+	hllSparseMax = hllRegisters / 16
+)
+
+// distinctState is a Distinct key's sub-windows. Like a famList it is
+// replaced, never changed in place, once stored.
+type distinctState struct {
+	// window is the window number each slot holds, slot window%DistinctSlots.
+	window [store.DistinctSlots]int64
+	slots  [store.DistinctSlots]*sketch
+}
+
+// sketch is one sub-window's HyperLogLog registers: sparse entries
+// (register<<8 | rank) until dense is set.
+type sketch struct {
+	sparse []uint32
+	dense  []uint8
+}
+
+// add returns a copy of l (nil: empty) with the register of hash h raised
+// to at least its rank; l itself is shared and never changed.
+func (l *sketch) add(h uint64) *sketch {
+	i, rank := hll.Register(h, hllBits)
+	reg := uint32(i)
+	out := &sketch{}
+	if l != nil && l.dense != nil {
+		out.dense = append([]uint8(nil), l.dense...)
+		out.dense[reg] = max(out.dense[reg], rank)
+		return out
+	}
+	if l != nil {
+		out.sparse = make([]uint32, 0, len(l.sparse)+1)
+		for _, e := range l.sparse {
+			if e>>8 == reg {
+				rank = max(rank, uint8(e))
+				continue
+			}
+			out.sparse = append(out.sparse, e)
+		}
+	}
+	out.sparse = append(out.sparse, reg<<8|uint32(rank))
+	if len(out.sparse) > hllSparseMax {
+		out.dense = make([]uint8, hllRegisters)
+		for _, e := range out.sparse {
+			out.dense[e>>8] = uint8(e)
+		}
+		out.sparse = nil
+	}
+	return out
+}
+
+// mergeInto raises each register of regs to l's.
+func (l *sketch) mergeInto(regs *[hllRegisters]uint8) {
+	if l.dense != nil {
+		for i, r := range l.dense {
+			regs[i] = max(regs[i], r)
+		}
+		return
+	}
+	for _, e := range l.sparse {
+		regs[e>>8] = max(regs[e>>8], uint8(e))
+	}
+}
+
+// distinctEval is what a Distinct op found: its window number, the live
+// slots' estimate, and the oldest and newest live windows (-1: none).
+type distinctEval struct {
+	w, count, oldest, newest int64
+}
+
+// evaluateDistinct evaluates a Distinct op on its entry e (found or not)
+// at now.
+func (s *Store) evaluateDistinct(op *store.Op, ev *eval, e entry, found bool, now int64) {
+	step := micros(op.Interval)
+	d := distinctEval{w: now / step, oldest: -1, newest: -1}
+	var regs [hllRegisters]uint8
+	live := false
+	if found && e.dist != nil {
+		for j, w := range e.dist.window {
+			if l := e.dist.slots[j]; l != nil && w > d.w-store.DistinctSlots && w <= d.w {
+				l.mergeInto(&regs)
+				live = true
+				if d.oldest < 0 || w < d.oldest {
+					d.oldest = w
+				}
+				d.newest = max(d.newest, w)
+			}
+		}
+	}
+	if live {
+		d.count = hll.Estimate(regs[:])
+	}
+	ev.cur, ev.ok = d.count, d.count <= op.Limit
+	ev.dist = d
+}
+
+// spendDistinct adds op's member to the current slot of e's state.
+func (s *Store) spendDistinct(op *store.Op, ev *eval, e entry) entry {
+	step := micros(op.Interval)
+	next := &distinctState{}
+	if e.dist != nil {
+		*next = *e.dist
+	}
+	slot := ev.dist.w % store.DistinctSlots
+	if next.window[slot] != ev.dist.w {
+		next.window[slot], next.slots[slot] = ev.dist.w, nil
+	}
+	next.slots[slot] = next.slots[slot].add(maphash.String(s.seed, op.Member))
+	newest := max(ev.dist.newest, ev.dist.w)
+	return entry{exp: (newest + store.DistinctSlots) * step, dist: next}
+}
+
+// fillDistinct writes what a Distinct op found into r.
+func fillDistinct(op *store.Op, ev *eval, r *store.Result, now int64) {
+	step := micros(op.Interval)
+	d := ev.dist
+	newest := d.newest
+	if ev.spent {
+		newest = max(newest, d.w)
+	}
+	*r = store.Result{Allowed: ev.ok, Spent: ev.spent, Remaining: max(op.Limit-d.count, 0), Count: d.count}
+	if newest >= 0 {
+		r.ResetAfter = duration((newest+store.DistinctSlots)*step - now)
+	}
+	if !ev.ok && d.oldest >= 0 {
+		r.RetryAfter = duration((d.oldest+store.DistinctSlots)*step - now)
+	}
+}

@@ -1,0 +1,121 @@
+package memstore
+
+import (
+	"github.com/guardian-sec/guardian/internal/store"
+)
+
+// famList is a Familiar key's networks, each with the instant (Unix µs) it
+// is forgotten; at most store.MaxFamiliar of them. A list is replaced, never
+// changed in place, so an entry copied out of its shard stays valid.
+type famList struct {
+	members []famMember
+}
+
+// famMember is one familiar network.
+type famMember struct {
+	tag string
+	exp int64
+}
+
+// find returns the unexpired member tag of l, if there is one.
+func (l *famList) find(tag string, now int64) (famMember, bool) {
+	if l != nil {
+		for _, m := range l.members {
+			if m.tag == tag && m.exp > now {
+				return m, true
+			}
+		}
+	}
+	return famMember{}, false
+}
+
+// evaluateFamiliar evaluates the batch's Familiar op, if it has one, and
+// reports whether its member is familiar. Its shard must be locked.
+func (s *Store) evaluateFamiliar(ops []store.Op, evs []eval, now int64) bool {
+	for i := range ops {
+		op, ev := &ops[i], &evs[i]
+		if op.Kind != store.Familiar {
+			continue
+		}
+		*ev = eval{shard: ev.shard, curExp: now}
+		sh := &s.shards[ev.shard]
+		e, found := sh.m[op.Key]
+		if found && e.exp <= now {
+			s.remove(sh, op.Key, e)
+			found = false
+		}
+		if !found {
+			return false
+		}
+		ev.live = true
+		ev.cur = int64(len(e.fam.members))
+		if m, ok := e.fam.find(op.Member, now); ok {
+			ev.ok, ev.curExp = true, m.exp
+		}
+		return ev.ok
+	}
+	return false
+}
+
+// addFamiliar applies a Familiar refund: r.Member joins r.Key's list until
+// r.Amount from now, or stays there until then if that is later; a full
+// list drops the member forgotten soonest first. A new list takes a slot
+// like any new key, evicting to make room; with none to be had, the network
+// is not learned.
+func (s *Store) addFamiliar(r *store.Refund) {
+	now := s.now().UnixMicro()
+	sh := &s.shards[s.shardOf(r.Key)]
+	var held int64
+	for try := 0; ; try++ {
+		sh.mu.Lock()
+		e, found := sh.m[r.Key]
+		if found && e.exp <= now {
+			s.remove(sh, r.Key, e)
+			found = false
+		}
+		if !found && held == 0 {
+			held = s.take(1)
+		}
+		if !found && held == 0 {
+			sh.mu.Unlock()
+			if try == roomTries {
+				return
+			}
+			held = s.makeRoom(1, now)
+			continue
+		}
+		if found {
+			s.n.Add(-held)
+		}
+		exp := now + min(micros(r.Amount), maxSpan)
+		members := make([]famMember, 0, store.MaxFamiliar)
+		if found {
+			for _, m := range e.fam.members {
+				switch {
+				case m.exp <= now:
+				case m.tag == r.Member:
+					exp = max(exp, m.exp)
+				default:
+					members = append(members, m)
+				}
+			}
+		}
+		if len(members) == store.MaxFamiliar {
+			soonest := 0
+			for i, m := range members {
+				if m.exp < members[soonest].exp {
+					soonest = i
+				}
+			}
+			members = append(members[:soonest], members[soonest+1:]...)
+		}
+		members = append(members, famMember{tag: r.Member, exp: exp})
+		last := int64(0)
+		for _, m := range members {
+			last = max(last, m.exp)
+		}
+		s.set(sh, r.Key, entry{exp: last, fam: &famList{members: members}})
+		sh.mu.Unlock()
+		return
+	}
+}

@@ -1,0 +1,126 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/guardian-sec/guardian/internal/store"
+)
+
+// distinctCases test Distinct ops: distinct members over a sliding window.
+var distinctCases = []testCase{
+	{"distinct/counts_members_once", testDistinctCounts},
+	{"distinct/window_slides_by_steps", testDistinctSlides},
+	{"distinct/cost_zero_only_counts", testDistinctCountOnly},
+	{"distinct/denied_batch_adds_nothing", testDistinctDeniedBatch},
+	{"distinct/estimate_within_5_percent", testDistinctEstimate},
+	{"distinct/bad_batches", testDistinctBadBatches},
+}
+
+// testDistinctCounts: each new member counts once; past the limit the op
+// does not fit, and a hard one denies and adds nothing.
+func testDistinctCounts(h *harness) {
+	k := h.key("net")
+	add := func(m string) []store.Op { return ops(Distinct(k, m, 1, time.Minute, 2)) }
+	full := 5 * time.Minute
+	h.run([]step{
+		{at: t0, ops: add("a"), want: rs(result{Allowed: true, Spent: true, Remaining: 2, ResetAfter: full})},
+		{at: t0, ops: add("a"), want: rs(result{Allowed: true, Spent: true, Remaining: 1, Count: 1, ResetAfter: full})},
+		{at: t0, ops: add("b"), want: rs(result{Allowed: true, Spent: true, Remaining: 1, Count: 1, ResetAfter: full})},
+		{at: t0, ops: add("c"), want: rs(result{Allowed: true, Spent: true, Remaining: 0, Count: 2, ResetAfter: full})},
+		{at: t0, ops: add("d"), want: rs(result{Remaining: 0, Count: 3, RetryAfter: full, ResetAfter: full})},
+		{at: t0, peek: true, ops: add("e"), want: rs(result{Remaining: 0, Count: 3, RetryAfter: full, ResetAfter: full})},
+	})
+}
+
+// testDistinctSlides: members leave the window one sub-window at a time,
+// five steps after theirs began.
+func testDistinctSlides(h *harness) {
+	k := h.key("net")
+	add := func(m string) []store.Op { return ops(Distinct(k, m, 1, time.Minute, 100)) }
+	t1, t4, t5, t6 := t0.Add(time.Minute+30*time.Second), t0.Add(4*time.Minute), t0.Add(5*time.Minute), t0.Add(6*time.Minute+30*time.Second)
+	h.run([]step{
+		{at: t0, ops: add("a"), want: rs(result{Allowed: true, Spent: true, Remaining: 100, ResetAfter: 5 * time.Minute})},
+		{at: t1, ops: add("b"), want: rs(result{Allowed: true, Spent: true, Remaining: 99, Count: 1, ResetAfter: 4*time.Minute + 30*time.Second})},
+		{at: t4, peek: true, ops: add("c"), want: rs(result{Allowed: true, Remaining: 98, Count: 2, ResetAfter: 2 * time.Minute})},
+		// a's minute has left the window; b's is still in it.
+		{at: t5, peek: true, ops: add("c"), want: rs(result{Allowed: true, Remaining: 99, Count: 1, ResetAfter: time.Minute})},
+		{at: t6, peek: true, ops: add("c"), want: rs(result{Allowed: true, Remaining: 100})},
+	})
+}
+
+// testDistinctCountOnly: a cost of 0 counts and adds nothing.
+func testDistinctCountOnly(h *harness) {
+	k := h.key("net")
+	h.run([]step{
+		{at: t0, ops: ops(Distinct(k, "a", 1, time.Minute, 5)), want: rs(result{Allowed: true, Spent: true, Remaining: 5, ResetAfter: 5 * time.Minute})},
+		{at: t0, ops: ops(Distinct(k, "b", 0, time.Minute, 5)), want: rs(result{Allowed: true, Remaining: 4, Count: 1, ResetAfter: 5 * time.Minute})},
+		{at: t0, ops: ops(Distinct(k, "c", 0, time.Minute, 5)), want: rs(result{Allowed: true, Remaining: 4, Count: 1, ResetAfter: 5 * time.Minute})},
+	})
+}
+
+// testDistinctDeniedBatch: a batch another op of the same subject denies
+// adds no member; a soft Distinct op past its limit denies nothing. (On
+// Redis Cluster a member added in one slot stays when another slot denies:
+// see package redisstore.)
+func testDistinctDeniedBatch(h *harness) {
+	k := h.key("net")
+	acct := k + ":acct"
+	h.run([]step{
+		{at: t0, ops: ops(Rate(acct, 1, time.Hour, 1)), want: rs(result{Allowed: true, Spent: true, ResetAfter: time.Hour})},
+		{at: t0, ops: ops(Distinct(k, "a", 1, time.Minute, 5), Rate(acct, 1, time.Hour, 1)), want: rs(
+			result{Allowed: true, Remaining: 5},
+			result{RetryAfter: time.Hour, ResetAfter: time.Hour},
+		)},
+		{at: t0, ops: ops(Soft(Distinct(k, "a", 1, time.Minute, 0+1)), Rate(h.key("other"), 1, time.Hour, 1)), want: rs(
+			result{Allowed: true, Spent: true, Remaining: 1, ResetAfter: 5 * time.Minute},
+			result{Allowed: true, Spent: true, ResetAfter: time.Hour},
+		)},
+		{at: t0, ops: ops(Soft(Distinct(k, "b", 1, time.Minute, 0+1)), Rate(h.key("third"), 1, time.Hour, 1)), want: rs(
+			result{Allowed: true, Spent: true, Remaining: 0, Count: 1, ResetAfter: 5 * time.Minute},
+			result{Allowed: true, Spent: true, ResetAfter: time.Hour},
+		)},
+		{at: t0, ops: ops(Soft(Distinct(k, "c", 1, time.Minute, 0+1)), Rate(h.key("fourth"), 1, time.Hour, 1)), want: rs(
+			result{Remaining: 0, Count: 2, RetryAfter: 5 * time.Minute, ResetAfter: 5 * time.Minute},
+			result{Allowed: true, Spent: true, ResetAfter: time.Hour},
+		)},
+	})
+}
+
+// testDistinctEstimate: past 100 members the count is within 5%, and a
+// member seen again adds nothing.
+func testDistinctEstimate(h *harness) {
+	k := h.key("net")
+	res := make([]store.Result, 1)
+	var seen int64
+	for _, n := range []int{100, 500, 2000} {
+		for ; seen < int64(n); seen++ {
+			if err := h.s.Do(context.Background(), ops(Distinct(k, fmt.Sprintf("m%d", seen), 1, time.Hour, 1_000_000)), res); err != nil {
+				h.t.Fatal(err)
+			}
+		}
+		got := h.peekOne(Distinct(k, "m0", 1, time.Hour, 1_000_000)).Count
+		if d := float64(got-int64(n)) / float64(n); d > 0.05 || d < -0.05 {
+			h.t.Errorf("%d members: estimate %d, off by %.1f%%", n, got, 100*d)
+		}
+	}
+}
+
+// testDistinctBadBatches: a Distinct op needs a valid member, a step and a
+// limit, and a cost of 0 or 1.
+func testDistinctBadBatches(h *harness) {
+	k := h.key("net")
+	for name, op := range map[string]store.Op{
+		"no member": Distinct(k, "", 1, time.Minute, 1),
+		"cost 2":    Distinct(k, "a", 2, time.Minute, 1),
+		"no step":   Distinct(k, "a", 1, 0, 1),
+		"no limit":  Distinct(k, "a", 1, time.Minute, 0),
+		"a toll":    Toll(Distinct(k, "a", 1, time.Minute, 1)),
+	} {
+		if err := h.s.Do(context.Background(), ops(op), make([]store.Result, 1)); !errors.Is(err, store.ErrBadBatch) {
+			h.t.Errorf("%s: Do = %v, want ErrBadBatch", name, err)
+		}
+	}
+}
