@@ -26,7 +26,11 @@ func Estimate(regs []uint8) int64 {
 	m := float64(len(regs))
 	sum, zeros := 0.0, 0
 	for _, r := range regs {
-		sum += math.Ldexp(1, -int(r))
+		if int(r) < len(inversePowers) {
+			sum += inversePowers[r]
+		} else {
+			sum += math.Ldexp(1, -int(r))
+		}
 		if r == 0 {
 			zeros++
 		}
@@ -37,3 +41,13 @@ func Estimate(regs []uint8) int64 {
 	}
 	return int64(math.Round(e))
 }
+
+// inversePowers holds 2^-r for every rank a 64-bit hash can give, so that
+// Estimate, run on every check of a distinct rule, adds table entries
+// instead of calling math.Ldexp per register.
+var inversePowers = func() (t [66]float64) {
+	for r := range t {
+		t[r] = math.Ldexp(1, -r)
+	}
+	return t
+}()
