@@ -604,27 +604,6 @@ func TestRejectedWriteKeepsFallback(t *testing.T) {
 	}
 }
 
-func TestIsRejected(t *testing.T) {
-	tests := []struct {
-		err  error
-		want bool
-	}{
-		{oomError{}, true},
-		{fmt.Errorf("redisstore: do: %w", oomError{}), true},
-		{errors.New("OOM command not allowed"), false}, // not a reply
-		{errDown, false},
-		{context.DeadlineExceeded, false},
-	}
-	for _, tt := range tests {
-		if got := IsRejected(tt.err); got != tt.want {
-			t.Errorf("IsRejected(%v) = %v, want %v", tt.err, got, tt.want)
-		}
-	}
-	if got := Classify(oomError{}); got != "rejected" {
-		t.Errorf("Classify(OOM) = %q, want rejected", got)
-	}
-}
-
 // TestHealthyAgreesWithTheGauge: /readyz (Healthy) and
 // guardian_fallback_active say the same from the first failed call, before
 // the primary is taken out of use, and again once a call succeeds.

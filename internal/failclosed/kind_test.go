@@ -49,6 +49,7 @@ func TestClassify(t *testing.T) {
 		{"loading", replyError("LOADING Redis is loading the dataset in memory"), KindRejected},
 		{"noperm", replyError("NOPERM this user has no permissions to run the 'evalsha' command"), KindRejected},
 		{"wrapped oom", fmt.Errorf("redisstore: %w", replyError("OOM command not allowed")), KindRejected},
+		{"oom text that is no reply", errors.New("OOM command not allowed"), KindUnreachable},
 	}
 	for _, tt := range tests {
 		if got := Classify(tt.err); got != tt.want {
