@@ -118,8 +118,11 @@ type Attempts struct {
 
 // attemptState is one HMAC with scratch space, reused through the pool.
 type attemptState struct {
-	mac hash.Hash
-	// previous verify ids sealed under previous signing keys.
+	// keys are what mac and previous follow; from, the keys they hold.
+	keys *purposeKeys
+	from *derived
+	mac  hash.Hash
+	// previous verify ids sealed under the other keys in force.
 	previous []hash.Hash
 	raw      []byte // the binary record
 	txt      []byte // its base64url form
@@ -127,26 +130,40 @@ type attemptState struct {
 }
 
 // NewAttempts returns an Attempts keyed from k. Ids sealed under a previous
-// signing key still open, for the grace period of a key rotation.
+// signing key still open, for the grace period of a key rotation. It is
+// NewKeys(k, previous...).Attempts().
 func NewAttempts(k secret.Key, previous ...secret.Key) *Attempts {
-	key := k.Derive(attemptPurpose)
-	var old [][]byte
-	for _, p := range previous {
-		old = append(old, p.Derive(attemptPurpose))
-	}
+	return NewKeys(k, previous...).Attempts()
+}
+
+// newAttempts returns an Attempts sealing with the signing key of keys and
+// opening what any key of keys sealed, following keys as they change.
+func newAttempts(keys *Keys) *Attempts {
+	pk := newPurposeKeys(attemptPurpose, keys)
 	a := &Attempts{ttl: AttemptTTL}
 	a.pool.New = func() any {
-		st := &attemptState{
-			mac: hmac.New(sha256.New, key),
-			raw: make([]byte, 0, maxRawAttempt+attemptTagLen),
-			txt: make([]byte, 0, MaxAttemptLen+4),
+		return &attemptState{
+			keys: pk,
+			raw:  make([]byte, 0, maxRawAttempt+attemptTagLen),
+			txt:  make([]byte, 0, MaxAttemptLen+4),
 		}
-		for _, k := range old {
-			st.previous = append(st.previous, hmac.New(sha256.New, k))
-		}
-		return st
 	}
 	return a
+}
+
+// follow keys the state's HMACs with the keys in force, when they changed
+// since it was last used.
+func (st *attemptState) follow() {
+	d := st.keys.load()
+	if d == st.from {
+		return
+	}
+	st.from = d
+	st.mac = hmac.New(sha256.New, d.sign)
+	st.previous = st.previous[:0]
+	for _, k := range d.verify[1:] {
+		st.previous = append(st.previous, hmac.New(sha256.New, k))
+	}
 }
 
 // WithTTL sets how long ids opened by a can be reported, when ttl is
@@ -451,14 +468,16 @@ func isB64URL(c byte) bool {
 
 // tag appends the truncated HMAC of b to b.
 func (st *attemptState) tag(b []byte) []byte {
+	st.follow()
 	st.mac.Reset()
 	st.mac.Write(b)
 	return append(b, st.mac.Sum(st.sum[:0])[:attemptTagLen]...)
 }
 
 // verify reports whether tag is the truncated HMAC of payload under the
-// current key or a previous one.
+// signing key or another key in force.
 func (st *attemptState) verify(payload, tag []byte) bool {
+	st.follow()
 	if st.matches(st.mac, payload, tag) {
 		return true
 	}

@@ -24,6 +24,9 @@ type cacheEntry[V any] struct {
 	val V
 	exp *jwt.NumericDate
 	nbf *jwt.NumericDate
+	// keys are the keys it was verified under: once other keys are in
+	// force, it is verified again.
+	keys *keyList
 }
 
 func newVerified[V any](max int) verified[V] {
