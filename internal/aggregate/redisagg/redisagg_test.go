@@ -34,6 +34,7 @@ func TestRedis(t *testing.T) {
 		{"every_key_expires", testEveryKeyExpires},
 		{"heartbeats", testHeartbeats},
 		{"shadow_tallies", testShadowTallies},
+		{"revocations", testRevocations},
 		// Last: it pauses the container.
 		{"paused", testPaused},
 	} {

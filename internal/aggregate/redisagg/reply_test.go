@@ -70,3 +70,41 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+func TestParseRevocations(t *testing.T) {
+	tests := []struct {
+		name        string
+		reply       any
+		held        string
+		wantChanged bool
+		wantN       int
+		wantErr     bool
+	}{
+		{"unchanged", []any{"v1"}, "v1", false, 0, false},
+		{"changed", []any{"v2", []any{"a", "1700000000000", "b", "1700000000001"}}, "v1", true, 2, false},
+		{"emptied", []any{"", []any{}}, "v1", true, 0, false},
+		{"a version without its set", []any{"v2"}, "v1", false, 0, true},
+		{"not an array", "OK", "", false, 0, true},
+		{"too long", []any{"v", []any{}, "x"}, "", false, 0, true},
+		{"version not a string", []any{int64(1)}, "", false, 0, true},
+		{"odd pairs", []any{"v", []any{"a"}}, "", false, 0, true},
+		{"until not a number", []any{"v", []any{"a", "soon"}}, "", false, 0, true},
+		{"jti not a string", []any{"v", []any{int64(1), "1"}}, "", false, 0, true},
+	}
+	for _, tt := range tests {
+		snap, changed, err := parseRevocations(tt.reply, tt.held)
+		if tt.wantErr {
+			if !errors.Is(err, ErrBadReply) {
+				t.Errorf("%s: error %v, want ErrBadReply", tt.name, err)
+			}
+			continue
+		}
+		if err != nil || changed != tt.wantChanged || len(snap.Entries) != tt.wantN {
+			t.Errorf("%s: %+v, %v, %v", tt.name, snap, changed, err)
+		}
+	}
+	snap, _, _ := parseRevocations([]any{"v", []any{"a", "1700000000123"}}, "")
+	if got := snap.Entries[0].Until; !got.Equal(time.UnixMilli(1700000000123)) {
+		t.Errorf("until %v", got)
+	}
+}
