@@ -1,9 +1,11 @@
 // Package audit writes guardian's audit trail, for a SIEM: one log line per
-// admin call that changes state (an account reset, a rules reload), and one
+// admin call that changes state (an account reset, a rules reload, a token
+// revocation), and one
 // per account entering or leaving a hard stop. Lines go to guardian's own
 // logger (JSON by default), at info level, and are told apart by a field:
 //
 //	{"msg": "admin action", "audit": true, "action": "reset", "subject": "ops-alice", "result": "ok", "account": "h-…"}
+//	{"msg": "admin action", "audit": true, "action": "revoke", "subject": "ops-alice", "result": "ok", "jti": "…"}
 //	{"msg": "hard stop started", "event": "hard_stop_started", "account": "h-…"}
 //	{"msg": "hard stop ended", "event": "hard_stop_ended", "account": "h-…"}
 //
@@ -28,6 +30,7 @@ import (
 const (
 	ActionReset  = "reset"
 	ActionReload = "reload"
+	ActionRevoke = "revoke"
 	ResultOK     = "ok"
 	ResultError  = "error"
 )
@@ -82,6 +85,19 @@ func (l *Log) Action(action, subject, result, account string) {
 		if s, err := engine.AccountSubject(l.hasher, l.norm, account); err == nil {
 			attrs = append(attrs, "account", l.Pseudonym(s))
 		}
+	}
+	l.log.Info("admin action", attrs...)
+}
+
+// Revoke writes the line of a token revocation, or of one refused, and
+// counts it: subject is the admin token's subject, result ResultOK or
+// ResultError, jti the revoked token's id as the caller sent it ("" for
+// none). A jti names a token, never a person, and is logged as it is.
+func (l *Log) Revoke(subject, result, jti string) {
+	l.metrics.AdminActions.WithLabelValues(ActionRevoke, result).Inc()
+	attrs := []any{"audit", true, "action", ActionRevoke, "subject", subject, "result", result}
+	if jti != "" {
+		attrs = append(attrs, "jti", jti)
 	}
 	l.log.Info("admin action", attrs...)
 }
