@@ -83,17 +83,24 @@ type Config struct {
 	Logger *slog.Logger
 	// MaxEntries bounds the revocations in force (default MaxEntries).
 	MaxEntries int
+	// Timeout bounds Revoke's write to the store (default 2s); the rounds
+	// are bounded by the aggregate loop's own timeout.
+	Timeout time.Duration
 }
+
+// defaultTimeout is Config.Timeout's default.
+const defaultTimeout = 2 * time.Second
 
 // List is an instance's view of the revoked tokens. It is a
 // tokens.Revocations, read on every request from an immutable snapshot,
 // and an aggregate.Rider that refreshes that snapshot from the store. It is
 // safe for concurrent use; build one with New.
 type List struct {
-	shared Shared
-	now    func() time.Time
-	log    *slog.Logger
-	max    int
+	shared  Shared
+	now     func() time.Time
+	log     *slog.Logger
+	max     int
+	timeout time.Duration
 
 	// mu guards everything below but view.
 	mu sync.Mutex
@@ -119,7 +126,7 @@ var (
 
 // New returns an empty List for cfg.
 func New(cfg Config) *List {
-	l := &List{shared: cfg.Shared, now: cfg.Now, log: cfg.Logger, max: cfg.MaxEntries,
+	l := &List{shared: cfg.Shared, now: cfg.Now, log: cfg.Logger, max: cfg.MaxEntries, timeout: cfg.Timeout,
 		local: map[string]time.Time{}, pending: map[string]time.Time{}, fleet: map[string]time.Time{}}
 	if l.now == nil {
 		l.now = time.Now
@@ -129,6 +136,9 @@ func New(cfg Config) *List {
 	}
 	if l.max <= 0 {
 		l.max = MaxEntries
+	}
+	if l.timeout <= 0 {
+		l.timeout = defaultTimeout
 	}
 	l.view.Store(&map[string]time.Time{})
 	return l
@@ -165,6 +175,8 @@ func (l *List) Revoke(ctx context.Context, jti string, until time.Time) error {
 	if l.shared == nil {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
 	if err := l.shared.Add(ctx, Entry{JTI: jti, Until: until}); err != nil {
 		return fmt.Errorf("%w: %w", ErrNotShared, err)
 	}
