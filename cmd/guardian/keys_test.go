@@ -111,7 +111,8 @@ func TestServeSIGHUPReloadsKeysAndCertificate(t *testing.T) {
 		write(to, string(b))
 	}
 	oldCA, newCA := testcert.New(t), testcert.New(t)
-	write(keyFile, testSigningKey+"\n")
+	const thirdSigningKey = "guardian-cli-test-third-signing-key-0123456789"
+	write(keyFile, testSigningKey+"\n"+thirdSigningKey+"\n")
 	write(hashFile, "guardian-cli-test-hash-key-0123456789abcdef\n")
 	copyFile(oldCA.ServerCert, certFile)
 	copyFile(oldCA.ServerKey, certKey)
@@ -154,8 +155,35 @@ func TestServeSIGHUPReloadsKeysAndCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool { return status(newCA) == http.StatusOK })
+	// The third key, in the file at start, is gone from it now.
+	thirdTok, err := tokens.NewService(mustKey(t, thirdSigningKey)).Issue(tokens.ScopeAdmin, "ops", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, thirdTok = thirdTok, tok
+	if got := status(newCA); got != http.StatusUnauthorized {
+		t.Errorf("a token of a key removed from the file: %d, want 401", got)
+	}
+	tok = thirdTok
 	if got := status(oldCA); got != -1 {
 		t.Errorf("a client trusting the old CA only: %d, want the handshake refused", got)
+	}
+	// The first key removed from the file: its tokens are refused.
+	firstTok, err := tokens.NewService(mustKey(t, testSigningKey)).Issue(tokens.ScopeAdmin, "ops", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherTok := tok
+	tok = firstTok // status presents the first key's token now
+	waitFor(t, func() bool { return status(newCA) == http.StatusOK })
+	write(keyFile, otherSigningKey+"\n")
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return status(newCA) == http.StatusUnauthorized })
+	tok = otherTok
+	if got := status(newCA); got != http.StatusOK {
+		t.Errorf("the remaining key's token after the old key went: %d", got)
 	}
 	for _, want := range []string{`"msg":"signing keys loaded","by":"signal"`, `"msg":"TLS certificate loaded","by":"signal"`} {
 		if !strings.Contains(stderr.String(), want) {
@@ -165,4 +193,13 @@ func TestServeSIGHUPReloadsKeysAndCertificate(t *testing.T) {
 	if strings.Contains(stderr.String(), otherSigningKey) || strings.Contains(stderr.String(), testSigningKey) {
 		t.Error("a signing key was logged")
 	}
+}
+
+func mustKey(t *testing.T, raw string) secret.Key {
+	t.Helper()
+	k, err := secret.New([]byte(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }

@@ -335,7 +335,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	key := signing[0]
 	cfg.SigningKey, cfg.SigningKeyFile = key, keys.keyFile
-	cfg.PreviousSigningKeys = signing[1:]
+	if keys.keyFile == "" {
+		// The server reads a key file itself, again on every reload.
+		cfg.PreviousSigningKeys = signing[1:]
+	}
 	if prev, ok, err := previousKey.loadAll(); err != nil {
 		c.fail(stderr, "%v", err)
 		return exitUsage
