@@ -26,9 +26,9 @@
 // until when each is refused (RevokedKey) and a version that changes with
 // each revocation (RevokedVersionKey). A revocation is one script call
 // (revoke.lua) that also forgets the revocations whose tokens expired; an
-// instance's read, every half second, is one more (revoked.lua), which
-// carries the set only when the version it holds is out of date. A jti is
-// a random token id, never a person's.
+// instance's read, every half second, is a GET of the version, and the set
+// only when the version it holds is out of date. A jti is a random token
+// id, never a person's.
 package redisagg
 
 import (

@@ -3,8 +3,8 @@ package redisagg
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -31,16 +31,15 @@ var (
 	//go:embed revoke.lua
 	revokeLua    string
 	revokeScript = redis.NewScript(revokeLua)
-	//go:embed revoked.lua
-	revokedLua    string
-	revokedScript = redis.NewScript(revokedLua)
 )
 
 // Revocations is a revocation.Shared on Redis: RevokedKey holds every
 // revocation in force and RevokedVersionKey its version; a revocation is
-// one script call that also forgets the revocations whose tokens expired,
-// and a read one more, which carries the set only when its version
-// changed. It holds no state and is safe for concurrent use.
+// one script call that also forgets the revocations whose tokens expired.
+// A read is one GET of the version, and only when it changed one MULTI of
+// the version and the set, so an instance polling a set that does not
+// change costs Redis a GET a round. It holds no state and is safe for
+// concurrent use.
 type Revocations struct {
 	c redis.UniversalClient
 }
@@ -63,44 +62,36 @@ func (r *Revocations) Add(ctx context.Context, e revocation.Entry) error {
 	return nil
 }
 
-// Load returns the revocations in force, unless version is theirs.
+// Load returns the revocations stored, unless version is theirs. Those
+// whose tokens expired since the last revocation are among them; the
+// caller drops them by its clock.
 func (r *Revocations) Load(ctx context.Context, version string) (revocation.Snapshot, bool, error) {
-	reply, err := revokedScript.Run(ctx, r.c, []string{RevokedKey, RevokedVersionKey}, version).Result()
-	if err != nil {
+	held, err := r.c.Get(ctx, RevokedVersionKey).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return revocation.Snapshot{}, false, fmt.Errorf("redisagg: revocations: %w", err)
 	}
-	return parseRevocations(reply, version)
-}
-
-// parseRevocations reads the reply of revoked.lua.
-func parseRevocations(reply any, held string) (revocation.Snapshot, bool, error) {
-	vals, ok := reply.([]any)
-	if !ok || len(vals) < 1 || len(vals) > 2 {
-		return revocation.Snapshot{}, false, fmt.Errorf("%w: want a version and the revocations, got %T of %v", ErrBadReply, reply, reply)
+	if held == version {
+		return revocation.Snapshot{Version: version}, false, nil
 	}
-	version, ok := vals[0].(string)
-	if !ok {
-		return revocation.Snapshot{}, false, fmt.Errorf("%w: version %T", ErrBadReply, vals[0])
+	// The version and the set of one moment: a revocation between the GET
+	// above and here shows as a version this caller reads again next time.
+	var v *redis.StringCmd
+	var set *redis.ZSliceCmd
+	_, err = r.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		v = p.Get(ctx, RevokedVersionKey)
+		set = p.ZRangeByScoreWithScores(ctx, RevokedKey, &redis.ZRangeBy{Min: "-inf", Max: "+inf"})
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return revocation.Snapshot{}, false, fmt.Errorf("redisagg: revocations: %w", err)
 	}
-	snap := revocation.Snapshot{Version: version}
-	if len(vals) == 1 {
-		if version != held {
-			return revocation.Snapshot{}, false, fmt.Errorf("%w: version %q without its revocations", ErrBadReply, version)
+	snap := revocation.Snapshot{Version: v.Val()}
+	for _, z := range set.Val() {
+		jti, ok := z.Member.(string)
+		if !ok {
+			return revocation.Snapshot{}, false, fmt.Errorf("%w: revocation member %T", ErrBadReply, z.Member)
 		}
-		return snap, false, nil
+		snap.Entries = append(snap.Entries, revocation.Entry{JTI: jti, Until: time.UnixMilli(int64(z.Score)).UTC()})
 	}
-	pairs, ok := vals[1].([]any)
-	if !ok || len(pairs)%2 != 0 {
-		return revocation.Snapshot{}, false, fmt.Errorf("%w: want jti, until pairs, got %T of %v", ErrBadReply, vals[1], vals[1])
-	}
-	for i := 0; i < len(pairs); i += 2 {
-		jti, ok1 := pairs[i].(string)
-		until, ok2 := pairs[i+1].(string)
-		ms, err := strconv.ParseFloat(until, 64)
-		if !ok1 || !ok2 || err != nil {
-			return revocation.Snapshot{}, false, fmt.Errorf("%w: revocation %d: %v, %v", ErrBadReply, i/2, pairs[i], pairs[i+1])
-		}
-		snap.Entries = append(snap.Entries, revocation.Entry{JTI: jti, Until: time.UnixMilli(int64(ms)).UTC()})
-	}
-	return snap, true, nil
+	return snap, snap.Version != version, nil
 }
