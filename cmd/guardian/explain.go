@@ -24,7 +24,7 @@ func explainCmd(args []string, stdout, stderr io.Writer) int {
 	c := newCommand("guardian rules explain", explainHelp)
 	var format string
 	c.fs.StringVar(&format, "format", "table", "output: table (for people) or json (for machines)")
-	pos, code, ok := c.parse(args, func(string) string { return "" }, stdout, stderr)
+	pos, code, ok := c.parse(args, nil, stdout, stderr)
 	if !ok {
 		return code
 	}

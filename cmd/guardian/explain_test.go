@@ -84,7 +84,7 @@ rules:
 			},
 		},
 		{name: "an invalid file", args: []string{bad}, wantCode: exitUsage, wantErr: bad + ":7: limit"},
-		{name: "a missing file", args: []string{filepath.Join(dir, "none.yaml")}, wantCode: exitUsage, wantErr: "none.yaml:0:"},
+		{name: "a missing file", args: []string{filepath.Join(dir, "none.yaml")}, wantCode: exitUsage, wantErr: "none.yaml: cannot read the rules file: no such file or directory"},
 		{name: "an unknown format", args: []string{"--format", "xml"}, wantCode: exitUsage, wantErr: `"xml" is not table or json`},
 		{name: "two files", args: []string{file, file}, wantCode: exitUsage, wantErr: "want at most one rules file"},
 		{name: "help", args: []string{"--help"}, wantCode: exitOK, wantOut: "burst + floor(24h × limit / per)"},
