@@ -336,12 +336,15 @@ func (k *keyFlags) source(flag string) string {
 
 const signingKeyUsage = "secret (at least 32 bytes) for service tokens, attempt ids and device tokens; empty: development mode with an ephemeral key"
 
+// newLogger is the log of --log-format and --log-level. Durations are
+// written one way in both formats, as Go writes them ("24h0m0s", "1.5ms"),
+// never as JSON's nanoseconds.
 func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level: %q is not debug, info, warn or error", level)
 	}
-	opts := &slog.HandlerOptions{Level: lv}
+	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: durationString}
 	switch format {
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
@@ -349,6 +352,14 @@ func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
 		return slog.New(slog.NewTextHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format: %q is not json or text", format)
+}
+
+// durationString writes a duration attribute as its String.
+func durationString(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 const serveHelp = `Usage: guardian serve [flags]
