@@ -34,7 +34,8 @@ func boundsTable(t *testing.T) string {
 		Rules []struct {
 			Rule   string `json:"rule"`
 			Key    string `json:"key"`
-			PerDay int64  `json:"per_day"`
+			Bound  int64  `json:"bound"`
+			Window string `json:"window"`
 			What   string `json:"what"`
 		} `json:"rules"`
 	}
@@ -42,9 +43,9 @@ func boundsTable(t *testing.T) string {
 		t.Fatalf("rules explain --format json: %v\n%s", err, out.String())
 	}
 	var b strings.Builder
-	b.WriteString("| rule | key | per key and day | what it bounds |\n|---|---|---:|---|\n")
+	b.WriteString("| rule | key | per key, in the rule's window | what it bounds |\n|---|---|---:|---|\n")
 	for _, r := range doc.Rules {
-		fmt.Fprintf(&b, "| `%s` | %s | %d | %s |\n", r.Rule, r.Key, r.PerDay, strings.ReplaceAll(r.What, "|", `\|`))
+		fmt.Fprintf(&b, "| `%s` | %s | %d %s | %s |\n", r.Rule, r.Key, r.Bound, r.Window, strings.ReplaceAll(r.What, "|", `\|`))
 	}
 	return b.String()
 }
