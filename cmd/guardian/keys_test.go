@@ -75,7 +75,7 @@ func TestTokenDefaultsAndJTI(t *testing.T) {
 	}
 	for _, cmd := range [][]string{{"token", "--scope", "check"}, {"serve", "--addr", "127.0.0.1:0"}} {
 		var out, errOut bytes.Buffer
-		if code := run(context.Background(), append(cmd, "--signing-key-file", empty), env(nil), &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), "no key") {
+		if code := run(context.Background(), append(cmd, "--signing-key-file", empty), env(nil), &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), "is empty") {
 			t.Errorf("%s with an empty key file: exit %d, stderr %q; want 2 and why", cmd[0], code, errOut.String())
 		}
 	}

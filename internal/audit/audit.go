@@ -4,8 +4,8 @@
 // per account entering or leaving a hard stop. Lines go to guardian's own
 // logger (JSON by default), at info level, and are told apart by a field:
 //
-//	{"msg": "admin action", "audit": true, "action": "reset", "subject": "ops-alice", "result": "ok", "account": "h-…"}
-//	{"msg": "admin action", "audit": true, "action": "revoke", "subject": "ops-alice", "result": "ok", "jti": "…"}
+//	{"msg": "admin action", "audit": true, "action": "reset", "subject": "ops-alice", "result": "ok", "account": "h-…", "request_id": "…"}
+//	{"msg": "admin action", "audit": true, "action": "revoke", "subject": "ops-alice", "result": "ok", "jti": "…", "request_id": "…"}
 //	{"msg": "hard stop started", "event": "hard_stop_started", "account": "h-…"}
 //	{"msg": "hard stop ended", "event": "hard_stop_ended", "account": "h-…"}
 //
@@ -18,6 +18,7 @@
 package audit
 
 import (
+	"context"
 	"log/slog"
 
 	"github.com/guardian-sec/guardian/internal/engine"
@@ -77,8 +78,10 @@ func New(cfg Config) *Log {
 // and counts it: action is ActionReset or ActionReload, subject the token's
 // subject, result ResultOK or ResultError. account is the account the call
 // named, in clear as the caller sent it, or "" for none; the line carries
-// its pseudonym, and none when it is not a valid account.
-func (l *Log) Action(action, subject, result, account string) {
+// its pseudonym, and none when it is not a valid account. ctx is the
+// call's: a logger that reads request ids from it (requestid.Handler)
+// adds the call's request_id, so the line and the caller's own logs match.
+func (l *Log) Action(ctx context.Context, action, subject, result, account string) {
 	l.metrics.AdminActions.WithLabelValues(action, result).Inc()
 	attrs := []any{"audit", true, "action", action, "subject", subject, "result", result}
 	if account != "" {
@@ -86,20 +89,21 @@ func (l *Log) Action(action, subject, result, account string) {
 			attrs = append(attrs, "account", l.Pseudonym(s))
 		}
 	}
-	l.log.Info("admin action", attrs...)
+	l.log.InfoContext(ctx, "admin action", attrs...)
 }
 
 // Revoke writes the line of a token revocation, or of one refused, and
-// counts it: subject is the admin token's subject, result ResultOK or
-// ResultError, jti the revoked token's id as the caller sent it ("" for
-// none). A jti names a token, never a person, and is logged as it is.
-func (l *Log) Revoke(subject, result, jti string) {
+// counts it, as Action does: subject is the admin token's subject, result
+// ResultOK or ResultError, jti the revoked token's id as the caller sent
+// it ("" for none). A jti names a token, never a person, and is logged as
+// it is. ctx is the call's, for its request_id.
+func (l *Log) Revoke(ctx context.Context, subject, result, jti string) {
 	l.metrics.AdminActions.WithLabelValues(ActionRevoke, result).Inc()
 	attrs := []any{"audit", true, "action", ActionRevoke, "subject", subject, "result", result}
 	if jti != "" {
 		attrs = append(attrs, "jti", jti)
 	}
-	l.log.Info("admin action", attrs...)
+	l.log.InfoContext(ctx, "admin action", attrs...)
 }
 
 // HardStopStarted writes the line of an account entering a hard stop;

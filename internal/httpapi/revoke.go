@@ -23,7 +23,7 @@ const maxJTILen = 128
 
 func (a *API) revokeToken(c *gin.Context) {
 	jti, until, err := a.revoke(c)
-	a.cfg.Audit.Revoke(subject(c), result(err), jti)
+	a.cfg.Audit.Revoke(c.Request.Context(), subject(c), result(err), jti)
 	if err != nil {
 		a.abort(c, err)
 		return

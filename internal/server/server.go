@@ -437,7 +437,7 @@ func (s *Server) Start() error {
 		s.serveErr = s.serveOn(s.http, ln)
 	}()
 	set := s.holder.Load()
-	attrs := []any{"addr", ln.Addr().String(), "rules", set.Source, "rule_count", len(set.Rules), "rules_hash", set.Hash(), "fleet_size", s.cfg.FleetSize}
+	attrs := []any{"instance", s.fleet.ID(), "addr", ln.Addr().String(), "rules", set.Source, "rule_count", len(set.Rules), "rules_hash", set.Hash(), "fleet_size", s.cfg.FleetSize}
 	if s.adminLn != nil {
 		attrs = append(attrs, "admin_addr", s.adminLn.Addr().String())
 	}
@@ -556,7 +556,7 @@ func (s *Server) watchRules() {
 	}
 	s.watch(s.cfg.RulesPath, func() {
 		s.log.Info("rules file changed, reloading", "source", s.cfg.RulesPath)
-		_, _ = s.Reload() // Reload logs and counts both outcomes.
+		_, _ = s.reload(context.Background(), "watch") // logs and counts both outcomes
 	})
 }
 
