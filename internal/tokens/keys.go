@@ -135,8 +135,8 @@ func (d *derived) keyFunc(tok *jwt.Token) (any, error) {
 	return nil, errUnknownKID
 }
 
-// sign returns the signed JWT of claims with its kid and, when typ is not
-// empty, its typ header.
+// signJWT returns the JWT of claims signed with d's signing key, with its
+// kid and, when typ is not empty, its typ header.
 func (d *derived) signJWT(claims jwt.Claims, typ string) (string, error) {
 	t := jwt.NewWithClaims(alg, claims)
 	t.Header["kid"] = d.kid
