@@ -2,6 +2,7 @@ package breached
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
@@ -27,7 +28,7 @@ func benchFilter(b *testing.B, n int) *Filter {
 		}
 	}
 	path := filepath.Join(b.TempDir(), "bench.bgf")
-	st, err := bl.Write(path)
+	st, err := bl.Write(context.Background(), path)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -126,10 +127,10 @@ func BenchmarkBuild(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := bl.Read("bench", bytes.NewReader(in.Bytes())); err != nil {
+		if err := bl.Read(context.Background(), "bench", bytes.NewReader(in.Bytes())); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := bl.Write(out); err != nil {
+		if _, err := bl.Write(context.Background(), out); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -2,6 +2,7 @@ package breached_test
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha1"
 	"encoding/base64"
 	"encoding/hex"
@@ -51,14 +52,14 @@ func build(t testing.TB, cfg breached.BuildConfig, inputs ...string) (string, br
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = b.Read(in, f)
+		err = b.Read(context.Background(), in, f)
 		f.Close()
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
 	out := filepath.Join(t.TempDir(), "breached.bgf")
-	st, err := b.Write(out)
+	st, err := b.Write(context.Background(), out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +316,7 @@ func TestBuildRefusesBadInput(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer b.Close()
-			err = b.Read("list.txt", strings.NewReader(tc.input))
+			err = b.Read(context.Background(), "list.txt", strings.NewReader(tc.input))
 			if err == nil || !strings.Contains(err.Error(), tc.errHas) {
 				t.Errorf("Read: %v, want an error with %q", err, tc.errHas)
 			}
@@ -332,10 +333,10 @@ func TestBuildRefusesBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if err := b.Read("low.txt", strings.NewReader(sha+":3\n\n"+sha+":0\n")); err != nil {
+	if err := b.Read(context.Background(), "low.txt", strings.NewReader(sha+":3\n\n"+sha+":0\n")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Write(filepath.Join(t.TempDir(), "x.bgf")); !errors.Is(err, breached.ErrEmpty) {
+	if _, err := b.Write(context.Background(), filepath.Join(t.TempDir(), "x.bgf")); !errors.Is(err, breached.ErrEmpty) {
 		t.Errorf("Write of nothing kept: %v, want ErrEmpty", err)
 	}
 }
@@ -354,11 +355,11 @@ func TestHashLinesAsTheyCome(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if err := b.Read("-", strings.NewReader(input)); err != nil {
+	if err := b.Read(context.Background(), "-", strings.NewReader(input)); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "x.bgf")
-	st, err := b.Write(path)
+	st, err := b.Write(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,11 +387,11 @@ func TestPlainListsAsTheyCome(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if err := b.Read("-", strings.NewReader(input)); err != nil {
+	if err := b.Read(context.Background(), "-", strings.NewReader(input)); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "x.bgf")
-	st, err := b.Write(path)
+	st, err := b.Write(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,6 +417,36 @@ func TestParseSHA1(t *testing.T) {
 	for _, s := range []string{"", sum[:39], sum + "0", "g" + sum[1:], " " + sum[1:]} {
 		if _, ok := breached.ParseSHA1(s); ok {
 			t.Errorf("ParseSHA1(%q) accepted", s)
+		}
+	}
+}
+
+// TestCancelledBuild: a build stopped midway leaves no file, no part of
+// one and no spill file behind.
+func TestCancelledBuild(t *testing.T) {
+	es := generated(1<<17, 9)
+	list := writeList(t, breached.SHA1, es)
+	dir, spillDir := t.TempDir(), t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	b, err := breached.NewBuilder(breached.BuildConfig{Format: breached.SHA1, MemoryKeys: 1000, TempDir: spillDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cancel()
+	if err := b.Read(ctx, list, f); !errors.Is(err, context.Canceled) {
+		t.Errorf("Read after cancel: %v, want context.Canceled", err)
+	}
+	if _, err := b.Write(ctx, filepath.Join(dir, "x.bgf")); !errors.Is(err, context.Canceled) {
+		t.Errorf("Write after cancel: %v, want context.Canceled", err)
+	}
+	for _, d := range []string{dir, spillDir} {
+		if left, _ := os.ReadDir(d); len(left) != 0 {
+			t.Errorf("%s after a cancelled build: %v", d, left)
 		}
 	}
 }

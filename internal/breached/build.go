@@ -2,6 +2,7 @@ package breached
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/binary"
@@ -133,8 +134,8 @@ const progressEvery = 1 << 16
 
 // Read adds the list r holds; name is how errors call it. A line that is not
 // of the format is an error naming name and the line's number, and the
-// build should stop.
-func (b *Builder) Read(name string, r io.Reader) error {
+// build should stop. It stops with ctx's error when ctx ends.
+func (b *Builder) Read(ctx context.Context, name string, r io.Reader) error {
 	br := bufio.NewReaderSize(r, maxLine)
 	for n := int64(1); ; n++ {
 		line, err := br.ReadSlice('\n')
@@ -146,8 +147,13 @@ func (b *Builder) Read(name string, r io.Reader) error {
 			if lerr := b.line(trimLineEnd(line), n == 1); lerr != nil {
 				return fmt.Errorf("breached: %s:%d: %w", name, n, lerr)
 			}
-			if b.cfg.Progress != nil && n%progressEvery == 0 {
-				b.cfg.Progress(b.progress)
+			if n%progressEvery == 0 {
+				if err := ctx.Err(); err != nil {
+					return fmt.Errorf("breached: %s:%d: %w", name, n, err)
+				}
+				if b.cfg.Progress != nil {
+					b.cfg.Progress(b.progress)
+				}
 			}
 		}
 		switch {
@@ -253,8 +259,9 @@ func (b *Builder) Close() error {
 
 // Write builds the filter of everything read and writes it to path,
 // atomically: a new file beside it renamed into place once complete. A
-// reader of path sees the old file or the new one, never a part.
-func (b *Builder) Write(path string) (Stats, error) {
+// reader of path sees the old file or the new one, never a part. It stops
+// with ctx's error when ctx ends.
+func (b *Builder) Write(ctx context.Context, path string) (Stats, error) {
 	defer b.Close()
 	st := Stats{Lines: b.progress.Lines, Kept: b.kept, Spilled: b.spills != nil}
 	if b.kept == 0 {
@@ -286,6 +293,9 @@ func (b *Builder) Write(path string) (Stats, error) {
 	}
 	var fb xorfilter.BinaryFuseBuilder
 	for i := range shards {
+		if err := ctx.Err(); err != nil {
+			return st, fmt.Errorf("breached: %w", err)
+		}
 		keys, err := src.shard(i)
 		if err != nil {
 			return st, err

@@ -1,6 +1,7 @@
 package breached_test
 
 import (
+	"context"
 	"crypto/sha1"
 	"fmt"
 	"os"
@@ -25,10 +26,10 @@ func Example() {
 		panic(err)
 	}
 	defer b.Close()
-	if err := b.Read("common.txt", strings.NewReader("123456\npassword\nqwerty\n")); err != nil {
+	if err := b.Read(context.Background(), "common.txt", strings.NewReader("123456\npassword\nqwerty\n")); err != nil {
 		panic(err)
 	}
-	st, err := b.Write(path)
+	st, err := b.Write(context.Background(), path)
 	if err != nil {
 		panic(err)
 	}

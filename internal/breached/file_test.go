@@ -1,6 +1,7 @@
 package breached_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -21,11 +22,11 @@ func smallFilter(t testing.TB) []byte {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if err := b.Read("-", strings.NewReader("123456\npassword\nqwerty\nletmein\n")); err != nil {
+	if err := b.Read(context.Background(), "-", strings.NewReader("123456\npassword\nqwerty\nletmein\n")); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "small.bgf")
-	if _, err := b.Write(path); err != nil {
+	if _, err := b.Write(context.Background(), path); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(path)

@@ -2,6 +2,7 @@ package breached_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
@@ -97,7 +98,7 @@ func FuzzPlainList(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer b.Close()
-		if err := b.Read("fuzz", bytes.NewReader(list)); err != nil {
+		if err := b.Read(context.Background(), "fuzz", bytes.NewReader(list)); err != nil {
 			t.Fatal(err)
 		}
 		var want []string
@@ -111,7 +112,7 @@ func FuzzPlainList(f *testing.F) {
 			}
 		}
 		path := filepath.Join(t.TempDir(), "fuzz.bgf")
-		st, err := b.Write(path)
+		st, err := b.Write(context.Background(), path)
 		if len(want) == 0 {
 			if !errors.Is(err, breached.ErrEmpty) {
 				t.Fatalf("Write of no password: %v, want ErrEmpty", err)
