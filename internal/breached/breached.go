@@ -144,7 +144,7 @@ func (f *Filter) ContainsPassword(password string) bool {
 		in, _ := f.ContainsNTLM(NTLMHash(password))
 		return in
 	}
-	in, _ := f.ContainsSHA1(sha1.Sum([]byte(password)))
+	in, _ := f.ContainsSHA1(SHA1Sum(password))
 	return in
 }
 
@@ -161,6 +161,10 @@ func (f *Filter) contains(key uint64) bool {
 	runtime.KeepAlive(f)
 	return in
 }
+
+// SHA1Sum is the SHA-1 of password, what a filter of SHA-1 or plain lists
+// is looked up by.
+func SHA1Sum(password string) [sha1.Size]byte { return sha1.Sum([]byte(password)) }
 
 // NTLMHash is the NTLM hash of password: MD4 of its UTF-16LE encoding, as
 // Windows and Have I Been Pwned's NTLM list have it.
