@@ -31,6 +31,8 @@ func TestCLIGolden(t *testing.T) {
 		{"rules-check-help", []string{"rules", "check", "--help"}},
 		{"rules-help", []string{"rules", "--help"}},
 		{"replay-help", []string{"replay", "--help"}},
+		{"breached-help", []string{"breached", "--help"}},
+		{"breached-build-help", []string{"breached", "build", "--help"}},
 		{"version", []string{"version"}},
 		{"version-flag", []string{"--version"}},
 		{"unknown-command", []string{"frobnicate"}},
