@@ -266,19 +266,29 @@ func TestSpilledBuild(t *testing.T) {
 	// Duplicates, across spills: one entry counted once.
 	list := writeList(t, breached.SHA1, append(es, es[:5000]...))
 	mem, memSt := build(t, breached.BuildConfig{Format: breached.SHA1}, list)
+	// Shards of at most 1,000 keys: 64 for 60,000 distinct keys in
+	// memory; 128 spilled, where the count is of lines kept (65,000).
+	sharded, shardSt := build(t, breached.BuildConfig{Format: breached.SHA1, ShardKeys: 1000}, list)
 	spillDir := t.TempDir()
-	spilled, spillSt := build(t, breached.BuildConfig{Format: breached.SHA1, MemoryKeys: 4096, TempDir: spillDir}, list)
-	if memSt.Spilled || !spillSt.Spilled {
-		t.Fatalf("spilled: in memory %v, small memory %v", memSt.Spilled, spillSt.Spilled)
+	spilled, spillSt := build(t, breached.BuildConfig{Format: breached.SHA1, MemoryKeys: 4096, ShardKeys: 1000, TempDir: spillDir}, list)
+	// Shards as large as they come: one spill file each, 256.
+	files, filesSt := build(t, breached.BuildConfig{Format: breached.SHA1, MemoryKeys: 4096, ShardKeys: 1, TempDir: spillDir}, list)
+	if memSt.Spilled || shardSt.Spilled || !spillSt.Spilled || !filesSt.Spilled {
+		t.Fatalf("spilled: %v %v %v %v, want the last two only", memSt.Spilled, shardSt.Spilled, spillSt.Spilled, filesSt.Spilled)
 	}
-	if memSt.Entries != uint64(len(es)) || spillSt.Entries != uint64(len(es)) || spillSt.Shards != 256 {
-		t.Errorf("entries %d and %d (shards %d), want %d and 256 shards", memSt.Entries, spillSt.Entries, spillSt.Shards, len(es))
+	for _, c := range []struct {
+		st     breached.Stats
+		shards int
+	}{{memSt, 1}, {shardSt, 64}, {spillSt, 128}, {filesSt, 256}} {
+		if c.st.Entries != uint64(len(es)) || c.st.Shards != c.shards {
+			t.Errorf("%d entries in %d shards, want %d in %d", c.st.Entries, c.st.Shards, len(es), c.shards)
+		}
 	}
 	left, err := os.ReadDir(spillDir)
 	if err != nil || len(left) != 0 {
 		t.Errorf("spill directory after the build: %v, %v; want empty", left, err)
 	}
-	for _, path := range []string{mem, spilled} {
+	for _, path := range []string{mem, sharded, spilled, files} {
 		f := open(t, path)
 		for _, e := range es {
 			if !f.ContainsPassword(e.password) {

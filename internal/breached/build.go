@@ -22,13 +22,14 @@ import (
 // 64 MiB) before it spills them to temporary files.
 const DefaultMemoryKeys = 1 << 23
 
-// shardKeys is the most keys a shard built in memory holds: the filter
-// library needs about 25 bytes a key while it builds one.
-const shardKeys = 1 << 22
+// DefaultShardKeys is the most keys a shard holds unless a build must
+// make them larger: the filter library needs about 25 bytes a key while
+// it builds one.
+const DefaultShardKeys = 1 << 22
 
-// spillBits is how many top bits of a key choose its spill file, and so its
-// shard, once a build spills: 256 shards, 3.9 million keys each for a
-// billion.
+// spillBits is how many top bits of a key choose its spill file once a
+// build spills: 256 files, 3.9 million keys each for a billion. A shard is
+// one spill file or several consecutive ones.
 const spillBits = 8
 
 // maxLine is the longest input line a build reads.
@@ -51,6 +52,10 @@ type BuildConfig struct {
 	// MemoryKeys is how many keys the build holds in memory before it
 	// spills to TempDir (default DefaultMemoryKeys).
 	MemoryKeys int
+	// ShardKeys is the most keys a shard holds (default
+	// DefaultShardKeys), but for a build that spilled more than 256 times
+	// as many: it has 256 shards.
+	ShardKeys int
 	// BuiltAt is the build time the file records (default time.Now()).
 	BuiltAt time.Time
 	// Progress, when set, is called now and then while the build reads
@@ -119,6 +124,9 @@ func NewBuilder(cfg BuildConfig) (*Builder, error) {
 	if cfg.MemoryKeys <= 0 {
 		cfg.MemoryKeys = DefaultMemoryKeys
 	}
+	if cfg.ShardKeys <= 0 {
+		cfg.ShardKeys = DefaultShardKeys
+	}
 	if cfg.BuiltAt.IsZero() {
 		cfg.BuiltAt = time.Now()
 	}
@@ -126,7 +134,9 @@ func NewBuilder(cfg BuildConfig) (*Builder, error) {
 	if cfg.Format == NTLM {
 		size = NTLMSize
 	}
-	return &Builder{cfg: cfg, keys: make([]uint64, 0, min(cfg.MemoryKeys, 1<<16)), digest: make([]byte, size)}, nil
+	// The key buffer at its full size at once: memory the build never
+	// fills is never touched, and filling it copies nothing.
+	return &Builder{cfg: cfg, keys: make([]uint64, 0, cfg.MemoryKeys), digest: make([]byte, size)}, nil
 }
 
 // progressEvery is how many lines go by between two Progress calls.
@@ -399,7 +409,7 @@ func (b *Builder) sources() (shardSource, error) {
 		slices.Sort(keys)
 		keys = slices.Compact(keys)
 		bits := uint(0)
-		for len(keys)>>bits > shardKeys {
+		for len(keys)>>bits > b.cfg.ShardKeys && bits < maxShardBits {
 			bits++
 		}
 		return shardSource{bits: bits, shard: func(i int) ([]uint64, error) {
@@ -416,7 +426,24 @@ func (b *Builder) sources() (shardSource, error) {
 			return shardSource{}, fmt.Errorf("breached: spill: %w", err)
 		}
 	}
-	return shardSource{bits: spillBits, shard: b.readSpill}, nil
+	// Consecutive spill files make one shard, as many as keep shards at
+	// about ShardKeys keys: a shard of few keys costs more bits a key.
+	bits := uint(0)
+	for int(b.kept>>bits) > b.cfg.ShardKeys && bits < spillBits {
+		bits++
+	}
+	per := 1 << (spillBits - bits)
+	return shardSource{bits: bits, shard: func(i int) ([]uint64, error) {
+		keys := b.keys[:0]
+		for j := i * per; j < (i+1)*per; j++ {
+			var err error
+			if keys, err = b.readSpill(keys, j); err != nil {
+				return nil, err
+			}
+		}
+		b.keys = keys
+		return keys, nil
+	}}, nil
 }
 
 // cmpShard compares the shard of key k, in a filter of 2^bits shards, with
@@ -435,13 +462,12 @@ func cmpShard(k uint64, bits uint, i int) int {
 	return 0
 }
 
-// readSpill reads shard i's spill file into the Builder's key buffer.
-func (b *Builder) readSpill(i int) ([]uint64, error) {
+// readSpill appends the keys of spill file i to keys.
+func (b *Builder) readSpill(keys []uint64, i int) ([]uint64, error) {
 	f := b.spills[i]
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("breached: spill: %w", err)
 	}
-	keys := b.keys[:0]
 	r := bufio.NewReaderSize(f, 1<<20)
 	var buf [8]byte
 	for {
@@ -453,6 +479,5 @@ func (b *Builder) readSpill(i int) ([]uint64, error) {
 		}
 		keys = append(keys, binary.LittleEndian.Uint64(buf[:]))
 	}
-	b.keys = keys
 	return keys, nil
 }
