@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha1"
 	"encoding/hex"
@@ -17,31 +16,16 @@ import (
 	"time"
 
 	"github.com/guardian-sec/guardian/internal/breached"
+	"github.com/guardian-sec/guardian/internal/breached/breachedtest"
 	"github.com/guardian-sec/guardian/internal/logtest"
 	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
-// johnList is John the Ripper's list of common passwords, from Debian's
-// john-data package (.ci/run installs it).
-const johnList = "/usr/share/john/password.lst"
-
-func johnPasswords(t *testing.T) []string {
-	t.Helper()
-	b, err := os.ReadFile(johnList)
-	if err != nil {
-		t.Fatalf("%v: install Debian's john-data (apt-get install john-data)", err)
-	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if line != "" && !strings.HasPrefix(line, "#!comment:") {
-			out = append(out, line)
-		}
-	}
-	return out
-}
+// johnList is John the Ripper's list of common passwords.
+const johnList = breachedtest.JohnList
 
 func TestBreachedBuildJohnTheRipper(t *testing.T) {
-	pws := johnPasswords(t)
+	pws := breachedtest.JohnPasswords(t)
 	out := filepath.Join(t.TempDir(), "john.bgf")
 	code, stdout, stderr := runCLI("breached", "build", "--format", "plain", "--out", out, johnList)
 	if code != exitOK || stderr != "" {
@@ -69,34 +53,14 @@ func TestBreachedBuildJohnTheRipper(t *testing.T) {
 }
 
 // hibpList writes n lines of a Have I Been Pwned list of format, the
-// password of line i being "pw-i" seen i%20+1 times, in upper case as the
-// lists come.
+// password of line i being "pw-i" seen i%20+1 times.
 func hibpList(t *testing.T, format breached.Format, n int) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), string(format)+".txt")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
+	es := make([]breachedtest.Entry, n)
+	for i := range es {
+		es[i] = breachedtest.Entry{Password: fmt.Sprint("pw-", i), Count: uint64(i%20 + 1)}
 	}
-	w := bufio.NewWriter(f)
-	for i := range n {
-		var h []byte
-		if format == breached.NTLM {
-			s := breached.NTLMHash(fmt.Sprint("pw-", i))
-			h = s[:]
-		} else {
-			s := sha1.Sum([]byte(fmt.Sprint("pw-", i)))
-			h = s[:]
-		}
-		fmt.Fprintf(w, "%s:%d\r\n", strings.ToUpper(hex.EncodeToString(h)), i%20+1)
-	}
-	if err := w.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return breachedtest.List(t, format, es)
 }
 
 func TestBreachedBuildHIBPLists(t *testing.T) {

@@ -1,7 +1,6 @@
 package breached_test
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha1"
 	"encoding/base64"
@@ -16,27 +15,8 @@ import (
 	"time"
 
 	"github.com/guardian-sec/guardian/internal/breached"
+	"github.com/guardian-sec/guardian/internal/breached/breachedtest"
 )
-
-// johnList is John the Ripper's list of common passwords, from Debian's
-// john-data package (.ci/run installs it).
-const johnList = "/usr/share/john/password.lst"
-
-// johnPasswords returns the passwords of johnList, comment lines left out.
-func johnPasswords(t testing.TB) []string {
-	t.Helper()
-	b, err := os.ReadFile(johnList)
-	if err != nil {
-		t.Fatalf("%v: install Debian's john-data (apt-get install john-data)", err)
-	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if line != "" && !strings.HasPrefix(line, "#!comment:") {
-			out = append(out, line)
-		}
-	}
-	return out
-}
 
 // build builds a filter of cfg from the named files into a file in a
 // temporary directory, and returns its path and the build's stats.
@@ -64,6 +44,26 @@ func build(t testing.TB, cfg breached.BuildConfig, inputs ...string) (string, br
 		t.Fatal(err)
 	}
 	return out, st
+}
+
+// buildFrom builds a filter of cfg from input into a file in a temporary
+// directory, and returns its path and the build's stats.
+func buildFrom(t testing.TB, cfg breached.BuildConfig, input string) (string, breached.Stats) {
+	t.Helper()
+	b, err := breached.NewBuilder(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Read(context.Background(), "-", strings.NewReader(input)); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "x.bgf")
+	st, err := b.Write(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, st
 }
 
 func open(t testing.TB, path string) *breached.Filter {
@@ -108,8 +108,8 @@ func checkFalsePositives(t *testing.T, f *breached.Filter) {
 }
 
 func TestJohnTheRipperList(t *testing.T) {
-	pws := johnPasswords(t)
-	path, st := build(t, breached.BuildConfig{Format: breached.Plain}, johnList)
+	pws := breachedtest.JohnPasswords(t)
+	path, st := build(t, breached.BuildConfig{Format: breached.Plain}, breachedtest.JohnList)
 	distinct := map[string]bool{}
 	for _, p := range pws {
 		distinct[p] = true
@@ -138,79 +138,30 @@ func TestJohnTheRipperList(t *testing.T) {
 	checkFalsePositives(t, f)
 }
 
-// entry is one generated line of a Have I Been Pwned list.
-type entry struct {
-	password string
-	count    uint64
-}
-
 // generated returns n made-up passwords with counts from 1 to 100.
-func generated(n int, seed uint64) []entry {
+func generated(n int, seed uint64) []breachedtest.Entry {
 	rng := rand.New(rand.NewPCG(seed, 1))
-	out := make([]entry, n)
+	out := make([]breachedtest.Entry, n)
 	for i := range out {
-		out[i] = entry{password: fmt.Sprintf("pw-%d-%x", i, rng.Uint64()), count: 1 + rng.Uint64N(100)}
+		out[i] = breachedtest.Entry{Password: fmt.Sprintf("pw-%d-%x", i, rng.Uint64()), Count: 1 + rng.Uint64N(100)}
 	}
 	return out
-}
-
-// writeList writes es as a Have I Been Pwned list of format (sha1 or ntlm),
-// in the order given, hex digits in upper and lower case, a few lines with
-// CRLF and a few without a trailing newline, as the lists come.
-func writeList(t testing.TB, format breached.Format, es []entry) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), string(format)+".txt")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := bufio.NewWriter(f)
-	for i, e := range es {
-		h := hashHex(format, e.password)
-		if i%2 == 0 {
-			h = strings.ToUpper(h)
-		}
-		end := "\n"
-		if i%7 == 0 {
-			end = "\r\n"
-		}
-		if i == len(es)-1 {
-			end = ""
-		}
-		fmt.Fprintf(w, "%s:%d%s", h, e.count, end)
-	}
-	if err := w.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-func hashHex(format breached.Format, password string) string {
-	if format == breached.NTLM {
-		h := breached.NTLMHash(password)
-		return hex.EncodeToString(h[:])
-	}
-	h := sha1.Sum([]byte(password))
-	return hex.EncodeToString(h[:])
 }
 
 func TestHIBPListsWithMinCount(t *testing.T) {
 	es := generated(200_000, 3)
 	for _, format := range []breached.Format{breached.SHA1, breached.NTLM} {
 		t.Run(string(format), func(t *testing.T) {
-			list := writeList(t, format, es)
+			list := breachedtest.List(t, format, es)
 			path, st := build(t, breached.BuildConfig{Format: format, MinCount: 10}, list)
 			f := open(t, path)
 			var kept, droppedIn, dropped int
 			for _, e := range es {
-				in := f.ContainsPassword(e.password)
-				if e.count >= 10 {
+				in := f.ContainsPassword(e.Password)
+				if e.Count >= 10 {
 					kept++
 					if !in {
-						t.Fatalf("%q (count %d) not in the filter", e.password, e.count)
+						t.Fatalf("%q (count %d) not in the filter", e.Password, e.Count)
 					}
 					continue
 				}
@@ -264,7 +215,7 @@ func TestNTLMFilter(t *testing.T) {
 func TestSpilledBuild(t *testing.T) {
 	es := generated(60_000, 5)
 	// Duplicates, across spills: one entry counted once.
-	list := writeList(t, breached.SHA1, append(es, es[:5000]...))
+	list := breachedtest.List(t, breached.SHA1, append(es, es[:5000]...))
 	mem, memSt := build(t, breached.BuildConfig{Format: breached.SHA1}, list)
 	// Shards of at most 1,000 keys: 64 for 60,000 distinct keys in
 	// memory; 128 spilled, where the count is of lines kept (65,000).
@@ -291,8 +242,8 @@ func TestSpilledBuild(t *testing.T) {
 	for _, path := range []string{mem, sharded, spilled, files} {
 		f := open(t, path)
 		for _, e := range es {
-			if !f.ContainsPassword(e.password) {
-				t.Fatalf("%s: %q missing", filepath.Base(path), e.password)
+			if !f.ContainsPassword(e.Password) {
+				t.Fatalf("%s: %q missing", filepath.Base(path), e.Password)
 			}
 		}
 		if fp := falsePositives(t, f, 100_000); fp > 500 {
@@ -302,8 +253,8 @@ func TestSpilledBuild(t *testing.T) {
 }
 
 func TestBuildRefusesBadInput(t *testing.T) {
-	sha := hashHex(breached.SHA1, "x")
-	ntlm := hashHex(breached.NTLM, "x")
+	sha := breachedtest.Hex(breached.SHA1, "x")
+	ntlm := breachedtest.Hex(breached.NTLM, "x")
 	for _, tc := range []struct {
 		name   string
 		cfg    breached.BuildConfig
@@ -356,23 +307,11 @@ func TestBuildRefusesBadInput(t *testing.T) {
 // the padding entries of the range API (count 0), which are left out.
 func TestHashLinesAsTheyCome(t *testing.T) {
 	pw := func(i int) string { return fmt.Sprintf("line-%d", i) }
-	input := strings.ToUpper(hashHex(breached.SHA1, pw(0))) + ":5\r\n" +
-		hashHex(breached.SHA1, pw(1)) + "\n\n" +
-		hashHex(breached.SHA1, pw(2)) + ":0\n" +
-		hashHex(breached.SHA1, pw(3)) + ":1"
-	b, err := breached.NewBuilder(breached.BuildConfig{Format: breached.SHA1, BuiltAt: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if err := b.Read(context.Background(), "-", strings.NewReader(input)); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "x.bgf")
-	st, err := b.Write(context.Background(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	input := strings.ToUpper(breachedtest.Hex(breached.SHA1, pw(0))) + ":5\r\n" +
+		breachedtest.Hex(breached.SHA1, pw(1)) + "\n\n" +
+		breachedtest.Hex(breached.SHA1, pw(2)) + ":0\n" +
+		breachedtest.Hex(breached.SHA1, pw(3)) + ":1"
+	path, st := buildFrom(t, breached.BuildConfig{Format: breached.SHA1, BuiltAt: time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)}, input)
 	if st.Lines != 4 || st.Entries != 3 {
 		t.Errorf("stats %+v, want 4 lines and 3 entries", st)
 	}
@@ -392,19 +331,7 @@ func TestPlainListsAsTheyCome(t *testing.T) {
 	// A byte order mark, CRLF, blank lines, a comment, and a password
 	// with spaces kept as it is.
 	input := "\xef\xbb\xbfhunter2\r\n\n#!comment: not a password\ncorrect horse battery staple \nhunter2\n"
-	b, err := breached.NewBuilder(breached.BuildConfig{Format: breached.Plain})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if err := b.Read(context.Background(), "-", strings.NewReader(input)); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "x.bgf")
-	st, err := b.Write(context.Background(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, st := buildFrom(t, breached.BuildConfig{Format: breached.Plain}, input)
 	if st.Lines != 3 || st.Entries != 2 {
 		t.Errorf("stats %+v, want 3 lines and 2 entries", st)
 	}
@@ -435,7 +362,7 @@ func TestParseSHA1(t *testing.T) {
 // one and no spill file behind.
 func TestCancelledBuild(t *testing.T) {
 	es := generated(1<<17, 9)
-	list := writeList(t, breached.SHA1, es)
+	list := breachedtest.List(t, breached.SHA1, es)
 	dir, spillDir := t.TempDir(), t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	b, err := breached.NewBuilder(breached.BuildConfig{Format: breached.SHA1, MemoryKeys: 1000, TempDir: spillDir})

@@ -1,7 +1,6 @@
 package breached_test
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -17,18 +16,7 @@ import (
 // smallFilter returns the bytes of a filter of a few passwords.
 func smallFilter(t testing.TB) []byte {
 	t.Helper()
-	b, err := breached.NewBuilder(breached.BuildConfig{Format: breached.Plain})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if err := b.Read(context.Background(), "-", strings.NewReader("123456\npassword\nqwerty\nletmein\n")); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "small.bgf")
-	if _, err := b.Write(context.Background(), path); err != nil {
-		t.Fatal(err)
-	}
+	path, _ := buildFrom(t, breached.BuildConfig{Format: breached.Plain}, "123456\npassword\nqwerty\nletmein\n")
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

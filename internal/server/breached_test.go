@@ -22,24 +22,11 @@ import (
 	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
-// johnList is John the Ripper's list of common passwords, from Debian's
-// john-data package (.ci/run installs it).
-const johnList = "/usr/share/john/password.lst"
-
-// johnFilter builds a filter of johnList into a file, and returns its path
-// and the passwords.
+// johnFilter builds a filter of John the Ripper's list into a file, and
+// returns its path and the passwords.
 func johnFilter(t *testing.T) (string, []string) {
 	t.Helper()
-	b, err := os.ReadFile(johnList)
-	if err != nil {
-		t.Fatalf("%v: install Debian's john-data (apt-get install john-data)", err)
-	}
-	var pws []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if line != "" && !strings.HasPrefix(line, "#!comment:") {
-			pws = append(pws, line)
-		}
-	}
+	pws := breachedtest.JohnPasswords(t)
 	return breachedtest.File(t, breached.Plain, pws...), pws
 }
 
