@@ -117,6 +117,8 @@ export declare class Client {
   report(attemptId: string, outcome: Outcome): Promise<ReportResult>;
   accountStatus(account: string): Promise<AccountStatus>;
   resetAccount(account: string): Promise<void>;
+  /** Whether a password is known to be breached; only its SHA-1 is sent. */
+  checkPassword(password: string | Uint8Array): Promise<boolean>;
 }
 
 export declare class GuardianError extends Error {
@@ -147,3 +149,8 @@ export declare function fileToken(path: string, options?: { intervalMs?: number;
 export declare function fingerprint(key: string | Uint8Array, secret: string | Uint8Array): string;
 /** Whether to go on and verify: allow, or challenge once it is passed. */
 export declare function proceed(d: Decision): boolean;
+
+/** checkPassword() could not be answered: guardian has no breached-password filter that can (404). */
+export declare class NoBreachedFilterError extends GuardianError {}
+/** The SHA-1 of a password (UTF-8) in hex, what checkPassword() sends. */
+export declare function passwordSHA1(password: string | Uint8Array): string;

@@ -6,7 +6,7 @@
 // no default, and check() never throws "guardian is down" for the caller to
 // forget about, it returns the decision of that policy with unavailable set.
 
-import { createHmac, randomBytes } from "node:crypto";
+import { createHash, createHmac, randomBytes } from "node:crypto";
 import { readFile, stat } from "node:fs/promises";
 import { isIP } from "node:net";
 
@@ -55,6 +55,26 @@ export class UnavailableError extends Error {
 
 class Unavailable {
   constructor(reason, detail) { this.reason = reason; this.detail = detail; }
+}
+
+/**
+ * checkPassword() could not be answered: guardian has no breached-password
+ * filter that can (none loaded, or one of NTLM hashes; 404). Nothing was
+ * looked up: "unknown", never "not breached".
+ */
+export class NoBreachedFilterError extends GuardianError {
+  constructor(status, code = "", message = "") {
+    super(status, code, message);
+    this.name = "NoBreachedFilterError";
+  }
+}
+
+/**
+ * The SHA-1 of a password (UTF-8) in hex: what checkPassword() sends in
+ * place of the password, which never leaves the auth service.
+ */
+export function passwordSHA1(password) {
+  return createHash("sha1").update(typeof password === "string" ? Buffer.from(password, "utf8") : password).digest("hex");
 }
 
 // Token sources ------------------------------------------------------------
@@ -351,6 +371,27 @@ export class Client {
   /** Lifts the account's hard stop after a verified reset (admin scope). */
   async resetAccount(account) {
     await this.#admin("POST", "/v1/accounts/reset", { account });
+  }
+
+  /**
+   * Whether a password is known to be breached, for password set and change
+   * flows: refuse a new password on true. Only its SHA-1 is sent; guardian
+   * answers from the filter of serve --breached and never logs, keeps or
+   * counts it. A password not in the list answers true 1 time in 256.
+   * Rejects with NoBreachedFilterError when guardian has no filter that can
+   * answer, UnavailableError when it does not answer, GuardianError when it
+   * refuses: none of them is a "no".
+   */
+  async checkPassword(password) {
+    let w;
+    try {
+      w = await this.#admin("POST", "/v1/passwords/check", { sha1: passwordSHA1(password) });
+    } catch (e) {
+      if (e instanceof GuardianError && e.status === 404) throw new NoBreachedFilterError(e.status, e.code, e.detail);
+      throw e;
+    }
+    if (typeof w.breached !== "boolean") throw new UnavailableError("malformed", 'password check answer is not {"breached": bool}');
+    return w.breached;
   }
 
   async #admin(method, path, body) {

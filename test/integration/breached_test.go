@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
+	guardianclient "github.com/guardian-sec/guardian/client"
 	"github.com/guardian-sec/guardian/internal/breached"
 	"github.com/guardian-sec/guardian/internal/breached/breachedtest"
 	"github.com/guardian-sec/guardian/internal/redistest"
@@ -99,4 +102,34 @@ func TestBreachedLeavesNothingInRedis(t *testing.T) {
 func toString(v any) string {
 	s, _ := v.(string)
 	return s
+}
+
+// TestBreachedGoClient: the Go client's CheckPassword against a real
+// guardian with a filter, and one without.
+func TestBreachedGoClient(t *testing.T) {
+	r := redistest.Start(t)
+	with := startFleet(t, 1, fleetConfig{redisURL: r.URL(), breached: breachedtest.File(t, breached.Plain, "hunter2", "123456")})[0]
+	without := startFleet(t, 1, fleetConfig{redisURL: r.URL()})[0]
+	newClient := func(in *instance) *guardianclient.Client {
+		c, err := guardianclient.New(guardianclient.Config{BaseURL: in.base, Tokens: guardianclient.StaticToken(checkToken),
+			OnUnavailable: guardianclient.FailClosed, Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c := newClient(with)
+	f, err := breached.Open(breachedtest.File(t, breached.Plain, "hunter2", "123456"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside := breachedtest.NotIn(t, f)
+	for pw, want := range map[string]bool{"hunter2": true, "123456": true, outside: false} {
+		if got, err := c.CheckPassword(t.Context(), pw); got != want || err != nil {
+			t.Errorf("CheckPassword(%q) = %v, %v; want %v", pw, got, err, want)
+		}
+	}
+	if got, err := newClient(without).CheckPassword(t.Context(), "hunter2"); got || !errors.Is(err, guardianclient.ErrNoBreachedFilter) {
+		t.Errorf("CheckPassword without a filter = %v, %v; want ErrNoBreachedFilter", got, err)
+	}
 }

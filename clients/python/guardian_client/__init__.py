@@ -42,6 +42,7 @@ __all__ = [
     "LocalLimits", "Rate", "Stats", "GuardianError", "UnavailableError", "ConfigError",
     "StaticToken", "FileToken", "Responder", "Response", "fingerprint",
     "RULE_LOCAL_ACCOUNT", "RULE_LOCAL_IP",
+    "NoBreachedFilterError", "password_sha1",
 ]
 
 #: Default deadline of one call, its retry included, in seconds. guardian
@@ -99,6 +100,20 @@ class GuardianError(Exception):
     def invalid_attempt(self) -> bool:
         """True for a forged or expired attempt id (400)."""
         return self.code == "invalid_attempt"
+
+
+class NoBreachedFilterError(GuardianError):
+    """:meth:`Client.check_password` could not be answered: guardian has no
+    breached-password filter that can (none loaded, or one of NTLM hashes;
+    404). Nothing was looked up: "unknown", never "not breached"."""
+
+
+def password_sha1(password: Union[str, bytes]) -> str:
+    """The SHA-1 of a password (UTF-8) in hex: what :meth:`Client.check_password`
+    sends in place of the password, which never leaves the auth service."""
+    if isinstance(password, str):
+        password = password.encode("utf-8")
+    return hashlib.sha1(password).hexdigest()
 
 
 class UnavailableError(Exception):
@@ -556,6 +571,26 @@ class Client:
         scope). Only after the owner proved who they are through a verified
         channel."""
         self._admin("POST", "/v1/accounts/reset", {"account": account})
+
+    def check_password(self, password: Union[str, bytes]) -> bool:
+        """Whether ``password`` is known to be breached, for password set and
+        change flows (NIST SP 800-63B 3.1.1.2): refuse a new password when
+        True. Only its SHA-1 is sent (:func:`password_sha1`); guardian answers
+        from the filter of ``serve --breached`` and never logs, keeps or
+        counts it. A password not in the list answers True 1 time in 256.
+        Raises :class:`NoBreachedFilterError` when guardian has no filter that
+        can answer, :class:`UnavailableError` when it does not answer and
+        :class:`GuardianError` when it refuses: none of them is a "no"."""
+        try:
+            w = self._admin("POST", "/v1/passwords/check", {"sha1": password_sha1(password)})
+        except GuardianError as e:
+            if e.status == 404:
+                raise NoBreachedFilterError(e.status, e.code, e.message) from None
+            raise
+        breached = w.get("breached")
+        if not isinstance(breached, bool):
+            raise UnavailableError("malformed", 'password check answer is not {"breached": bool}')
+        return breached
 
     def close(self) -> None:
         """Closes this thread's connection to guardian."""

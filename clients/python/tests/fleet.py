@@ -18,6 +18,9 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")
 
 # The rules every client test runs, shared with the TypeScript client.
 RULES = os.path.join(ROOT, "clients", "testdata", "rules.yaml")
+# The breached-password list of a fleet that serves one, shared with the
+# TypeScript client.
+BREACHED = os.path.join(ROOT, "clients", "testdata", "breached.txt")
 
 
 def free_port() -> int:
@@ -36,9 +39,12 @@ def _wait(what, cond, timeout=15.0):
 
 
 class Fleet:
-    """A redis-server and a guardian serving on it; close() stops both."""
+    """A redis-server and a guardian serving on it; close() stops both.
+    With ``breached``, a plain password list, guardian also serves a
+    breached-password filter built from it."""
 
-    def __init__(self):
+    def __init__(self, breached: str = ""):
+        self.breached = breached
         self.dir = tempfile.mkdtemp(prefix="guardian-client-test-")
         self.procs = []
         try:
@@ -65,10 +71,16 @@ class Fleet:
 
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
+        extra = []
+        if self.breached:
+            bgf = os.path.join(self.dir, "breached.bgf")
+            subprocess.run([binary, "breached", "build", "--format", "plain", "--out", bgf, self.breached],
+                           check=True, capture_output=True)
+            extra = ["--breached", bgf]
         self.guardian = self._spawn([binary, "serve", "--addr", f"127.0.0.1:{port}",
                                      "--redis-url", f"redis://127.0.0.1:{self.redis_port}/0",
                                      "--signing-key-file", self.key_file, "--rules", rules,
-                                     "--store-timeout", "250ms", "--log-format", "text"], "guardian.log")
+                                     "--store-timeout", "250ms", "--log-format", "text"] + extra, "guardian.log")
         _wait("guardian", lambda: self._ready() == 200)
         self.check_token = self.token("check")
         self.admin_token = self.token("admin")

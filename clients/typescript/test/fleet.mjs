@@ -15,6 +15,9 @@ export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..",
 
 // The rules every client test runs, shared with the Python client.
 const RULES = join(ROOT, "clients", "testdata", "rules.yaml");
+// The breached-password list of a fleet that serves one, shared with the
+// Python client.
+export const BREACHED = join(ROOT, "clients", "testdata", "breached.txt");
 
 export function freePort() {
   return new Promise((ok, fail) => {
@@ -43,10 +46,15 @@ const connects = (port) => new Promise((ok) => {
   c.on("error", () => ok(false));
 });
 
-/** A redis-server and a guardian serving on it; close() stops both. */
+/**
+ * A redis-server and a guardian serving on it; close() stops both. With
+ * breached, a plain password list, guardian also serves a breached-password
+ * filter built from it.
+ */
 export class Fleet {
-  static async start() {
+  static async start({ breached = "" } = {}) {
     const f = new Fleet();
+    f.breached = breached;
     try {
       await f.#start();
     } catch (e) {
@@ -78,8 +86,14 @@ export class Fleet {
 
     const port = await freePort();
     this.url = `http://127.0.0.1:${port}`;
+    const extra = [];
+    if (this.breached) {
+      const bgf = join(this.dir, "breached.bgf");
+      execFileSync(this.binary, ["breached", "build", "--format", "plain", "--out", bgf, this.breached], { stdio: "ignore" });
+      extra.push("--breached", bgf);
+    }
     this.guardian = this.#spawn(this.binary, ["serve", "--addr", `127.0.0.1:${port}`, "--redis-url", `redis://127.0.0.1:${redisPort}/0`,
-      "--signing-key-file", this.keyFile, "--rules", rules, "--store-timeout", "250ms", "--log-format", "text"], "guardian.log");
+      "--signing-key-file", this.keyFile, "--rules", rules, "--store-timeout", "250ms", "--log-format", "text", ...extra], "guardian.log");
     await waitFor("guardian", async () => {
       try {
         return (await fetch(`${this.url}/readyz`)).status === 200;
