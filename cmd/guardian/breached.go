@@ -35,13 +35,15 @@ it holds. Exit status: 0 done, 1 an input or FILE could not be used, 2 bad
 usage.
 `
 
-func breachedCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+// breachedCmd is `guardian breached`: build and info. Neither reads the
+// environment; only serve's flags do.
+func breachedCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		switch args[0] {
 		case "build":
-			return breachedBuild(ctx, args[1:], getenv, stdout, stderr)
+			return breachedBuild(ctx, args[1:], stdout, stderr)
 		case "info":
-			return breachedInfo(args[1:], getenv, stdout, stderr)
+			return breachedInfo(args[1:], stdout, stderr)
 		}
 	}
 	c := newCommand("guardian breached", breachedHelp)
@@ -53,7 +55,7 @@ func breachedCmd(ctx context.Context, args []string, getenv func(string) string,
 	return exitUsage
 }
 
-func breachedBuild(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+func breachedBuild(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := newCommand("guardian breached build", breachedHelp)
 	fs := c.fs
 	var out, format, tempDir string
@@ -62,7 +64,7 @@ func breachedBuild(ctx context.Context, args []string, getenv func(string) strin
 	fs.StringVar(&format, "format", "sha1", "the inputs' `format`: sha1 or ntlm (Have I Been Pwned's HASH:COUNT lists) or plain (one password a line)")
 	fs.Uint64Var(&minCount, "min-count", 0, "leave out hashes seen fewer than `N` times (sha1 and ntlm)")
 	fs.StringVar(&tempDir, "temp-dir", "", "`directory` for the spill files of a large build (8 bytes an entry); empty: the directory of --out")
-	inputs, code, ok := c.parse(args, getenv, stdout, stderr)
+	inputs, code, ok := c.parse(args, nil, stdout, stderr)
 	if !ok {
 		return code
 	}
@@ -170,9 +172,9 @@ func inputSize(inputs []string) int64 {
 	return total
 }
 
-func breachedInfo(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+func breachedInfo(args []string, stdout, stderr io.Writer) int {
 	c := newCommand("guardian breached info", breachedHelp)
-	pos, code, ok := c.parse(args, getenv, stdout, stderr)
+	pos, code, ok := c.parse(args, nil, stdout, stderr)
 	if !ok {
 		return code
 	}

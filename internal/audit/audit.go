@@ -3,7 +3,7 @@
 // per account entering or leaving a hard stop. Lines go to guardian's own
 // logger (JSON by default), at info level, and are told apart by a field:
 //
-//	{"msg": "admin action", "audit": true, "action": "reset", "subject": "ops-alice", "result": "ok", "account": "h-…"}
+//	{"msg": "admin action", "audit": true, "action": "reset", "subject": "ops-alice", "result": "ok", "account": "h-…", "request_id": "…"}
 //	{"msg": "hard stop started", "event": "hard_stop_started", "account": "h-…"}
 //	{"msg": "hard stop ended", "event": "hard_stop_ended", "account": "h-…"}
 //
@@ -16,6 +16,7 @@
 package audit
 
 import (
+	"context"
 	"log/slog"
 
 	"github.com/guardian-sec/guardian/internal/engine"
@@ -74,8 +75,10 @@ func New(cfg Config) *Log {
 // and counts it: action is ActionReset or ActionReload, subject the token's
 // subject, result ResultOK or ResultError. account is the account the call
 // named, in clear as the caller sent it, or "" for none; the line carries
-// its pseudonym, and none when it is not a valid account.
-func (l *Log) Action(action, subject, result, account string) {
+// its pseudonym, and none when it is not a valid account. ctx is the
+// call's: a logger that reads request ids from it (requestid.Handler)
+// adds the call's request_id, so the line and the caller's own logs match.
+func (l *Log) Action(ctx context.Context, action, subject, result, account string) {
 	l.metrics.AdminActions.WithLabelValues(action, result).Inc()
 	attrs := []any{"audit", true, "action", action, "subject", subject, "result", result}
 	if account != "" {
@@ -83,7 +86,7 @@ func (l *Log) Action(action, subject, result, account string) {
 			attrs = append(attrs, "account", l.Pseudonym(s))
 		}
 	}
-	l.log.Info("admin action", attrs...)
+	l.log.InfoContext(ctx, "admin action", attrs...)
 }
 
 // HardStopStarted writes the line of an account entering a hard stop;

@@ -2,6 +2,7 @@ package audit_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"log/slog"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/metrics"
+	"github.com/guardian-sec/guardian/internal/requestid"
 	"github.com/guardian-sec/guardian/internal/secret"
 )
 
@@ -21,14 +23,14 @@ func TestLinesAndPseudonyms(t *testing.T) {
 	var buf bytes.Buffer
 	key := secret.Generate()
 	m := metrics.New(prometheus.NewRegistry())
-	l := audit.New(audit.Config{Key: key, Metrics: m, Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	l := audit.New(audit.Config{Key: key, Metrics: m, Logger: slog.New(requestid.NewHandler(slog.NewJSONHandler(&buf, nil)))})
 	subject, err := engine.AccountSubject(keys.NewHasher(key), nil, "alice@example.com")
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.HardStopStarted(subject)
-	l.Action(audit.ActionReset, "ops", audit.ResultOK, " ALICE@example.com")
-	l.Action(audit.ActionReset, "ops", audit.ResultError, "")
+	l.Action(requestid.With(context.Background(), "req-1"), audit.ActionReset, "ops", audit.ResultOK, " ALICE@example.com")
+	l.Action(context.Background(), audit.ActionReset, "ops", audit.ResultError, "")
 	l.HardStopEnded(subject)
 
 	var lines []map[string]any
@@ -43,7 +45,7 @@ func TestLinesAndPseudonyms(t *testing.T) {
 	p := l.Pseudonym(subject)
 	want := []map[string]any{
 		{"level": "INFO", "msg": "hard stop started", "event": "hard_stop_started", "account": p},
-		{"level": "INFO", "msg": "admin action", "audit": true, "action": "reset", "subject": "ops", "result": "ok", "account": p},
+		{"level": "INFO", "msg": "admin action", "audit": true, "action": "reset", "subject": "ops", "result": "ok", "account": p, "request_id": "req-1"},
 		{"level": "INFO", "msg": "admin action", "audit": true, "action": "reset", "subject": "ops", "result": "error"},
 		{"level": "INFO", "msg": "hard stop ended", "event": "hard_stop_ended", "account": p},
 	}

@@ -254,7 +254,7 @@ func (a *API) getRules(c *gin.Context) {
 
 func (a *API) reloadRules(c *gin.Context) {
 	set, err := a.cfg.Reload(c.Request.Context(), subject(c))
-	a.cfg.Audit.Action(audit.ActionReload, subject(c), result(err), "")
+	a.cfg.Audit.Action(c.Request.Context(), audit.ActionReload, subject(c), result(err), "")
 	if err != nil {
 		a.abort(c, err)
 		return
@@ -319,7 +319,7 @@ type resetRequest struct {
 
 func (a *API) accountReset(c *gin.Context) {
 	account, err := a.reset(c)
-	a.cfg.Audit.Action(audit.ActionReset, subject(c), result(err), account)
+	a.cfg.Audit.Action(c.Request.Context(), audit.ActionReset, subject(c), result(err), account)
 	if err != nil {
 		a.abort(c, err)
 		return

@@ -6,8 +6,9 @@ import (
 	"time"
 )
 
-// Bound is what one enforced rule allows an attacker per key and day: the
-// figure a rule change moves, so that its effect reads before it ships.
+// Bound is what one enforced rule allows an attacker per key, in the rule's
+// own window and per day: the figure a rule change moves, so that its
+// effect reads before it ships.
 type Bound struct {
 	// Rule is the rule's name.
 	Rule string `json:"rule"`
@@ -19,20 +20,33 @@ type Bound struct {
 	// a day or more, limit·ceil(24h/per) otherwise; for any other rule its
 	// limit.
 	PerDay int64 `json:"per_day"`
-	// What says in words what PerDay means.
+	// Most is what the rule bounds in its own Window: PerDay for a rate
+	// rule, whose window is a day; the limit for any other rule.
+	Most int64 `json:"bound"`
+	// Window is the span Most counts in: "a day" for a rate rule, "in a
+	// row" for consecutive failures, "in " and the rule's per for a
+	// failure rate or a distinct count ("in 1m", "in 1d").
+	Window string `json:"window"`
+	// What says in words what the rule bounds.
 	What string `json:"what"`
 }
 
-// Bound returns what r allows per key and day.
+// String is the bound in its window: "1445 a day", "100 in a row",
+// "1000 in 1m".
+func (b Bound) String() string { return fmt.Sprintf("%d %s", b.Most, b.Window) }
+
+// Bound returns what r allows per key.
 func (r *Rule) Bound() Bound {
-	b := Bound{Rule: r.Name, Key: r.Key, PerDay: r.Limit}
+	b := Bound{Rule: r.Name, Key: r.Key, PerDay: r.Limit, Most: r.Limit, Window: "in " + FormatDuration(r.Per)}
 	subject := r.subject()
 	switch r.Type {
 	case Rate:
 		b.PerDay = r.Burst + perDay(r.Limit, r.Per)
+		b.Most, b.Window = b.PerDay, "a day"
 		b.What = fmt.Sprintf("at most %d %s per %s a day (%d back to back, then %s); past that, %s",
 			b.PerDay, r.units(), subject, r.Burst, rate(r.Limit, r.Per), r.Action)
 	case ConsecutiveFailures:
+		b.Window = "in a row"
 		b.What = fmt.Sprintf("at most %d failures in a row per %s; then %s", r.Limit, subject, r.Action)
 		if r.Key == KeyAccount {
 			b.What += " until the account is reset"
