@@ -1,7 +1,9 @@
 package client_test
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"reflect"
 	"testing"
@@ -68,4 +70,53 @@ func TestCheckPasswordWhenGuardianIsUnreachable(t *testing.T) {
 	if breached, err := c.CheckPassword(t.Context(), "hunter2"); breached || !errors.Is(err, client.ErrUnavailable) {
 		t.Errorf("CheckPassword = %v, %v; want ErrUnavailable (no policy decides a password)", breached, err)
 	}
+}
+
+// TestCheckCarriesPasswordSHA1: a check sends password_sha1 only when the
+// caller sets PasswordSHA1, and Decision.Breached is guardian's answer, nil
+// when guardian gave none.
+func TestCheckCarriesPasswordSHA1(t *testing.T) {
+	breachedSHA1 := client.PasswordSHA1("hunter2")
+	g := newFakeGuardian(t, func(w http.ResponseWriter, r *http.Request) {
+		var q map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&q)
+		breached := ""
+		if sum, ok := q["password_sha1"].(string); ok {
+			breached = fmt.Sprintf(`,"breached":%t`, sum == breachedSHA1)
+		}
+		answer(200, `{"decision":"allow","attempt_id":"a1","degraded":false,"limits":[],"shadow":[]`+breached+`}`)(w, r)
+	})
+	c := newClient(t, client.Config{BaseURL: g.URL, OnUnavailable: client.FailClosed})
+	for _, tt := range []struct {
+		name, sha1 string
+		want       *bool
+	}{
+		{"none", "", nil},
+		{"breached", breachedSHA1, ptr(true)},
+		{"not breached", client.PasswordSHA1("a passphrase of its own"), ptr(false)},
+	} {
+		req := login
+		req.PasswordSHA1 = tt.sha1
+		d, err := c.Check(t.Context(), req)
+		if err != nil || !reflect.DeepEqual(d.Breached, tt.want) || d.Action != client.Allow {
+			t.Errorf("%s: Check = %+v (Breached %v), %v; want allow, Breached %v", tt.name, d, deref(d.Breached), err, deref(tt.want))
+		}
+	}
+	var sent []any
+	for _, r := range g.received() {
+		sent = append(sent, r.body["password_sha1"])
+	}
+	if want := []any{nil, breachedSHA1, client.PasswordSHA1("a passphrase of its own")}; !reflect.DeepEqual(sent, want) {
+		t.Errorf("password_sha1 sent %v, want %v (nothing when unset)", sent, want)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// deref writes a *bool for a message: true, false or nil.
+func deref(b *bool) any {
+	if b == nil {
+		return nil
+	}
+	return *b
 }

@@ -43,6 +43,8 @@ export interface CheckRequest {
   secretFingerprint?: string;
   /** The end user solved a CAPTCHA or second factor for this attempt. */
   challengePassed?: boolean;
+  /** passwordSHA1() of the password about to be verified: the decision's breached answers for it. Sent only when given. */
+  passwordSHA1?: string;
 }
 
 export interface Limit { rule: string; remaining: number; resetMs: number }
@@ -70,6 +72,12 @@ export interface Decision {
   reason: Reason | "";
   /** The check carried challengePassed: a challenge lets the attempt go ahead. */
   challengePassed: boolean;
+  /**
+   * Whether guardian's breached-password filter holds the check's passwordSHA1;
+   * null is "unknown", never "not breached": no passwordSHA1, no filter that can
+   * answer, or the policy decided.
+   */
+  breached: boolean | null;
 }
 
 /** What attempt() needs besides the check: both required. */

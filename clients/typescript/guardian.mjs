@@ -376,11 +376,15 @@ export class Client {
    * Asks guardian whether an attempt may go ahead. When guardian does not
    * answer, resolves to the policy's decision with unavailable set. Rejects
    * with GuardianError only for a request guardian refused: verify nothing.
+   * passwordSHA1 (passwordSHA1() of the password about to be verified) asks
+   * in the same call whether guardian's breached-password filter holds it:
+   * the decision's breached, the decision unchanged. Like every field newer
+   * than guardian 0.1.0, it is sent only when given.
    */
   async check(req) {
     const body = { flow: req.flow, ip: req.ip };
     for (const [k, w] of [["account", "account"], ["recipient", "recipient"], ["deviceToken", "device_token"], ["cost", "cost"],
-      ["secretFingerprint", "secret_fingerprint"], ["challengePassed", "challenge_passed"]]) {
+      ["secretFingerprint", "secret_fingerprint"], ["challengePassed", "challenge_passed"], ["passwordSHA1", "password_sha1"]]) {
       if (req[k]) body[w] = req[k];
     }
     let d;
@@ -561,7 +565,7 @@ function limits(ws) {
 
 function emptyDecision() {
   return { decision: "", rule: "", retryAfterMs: 0, attemptId: "", degraded: false, limits: [], shadow: [], trust: "", repeatGuess: false,
-    rateLimitPolicy: "", rateLimit: "", unavailable: false, reason: "", challengePassed: false };
+    rateLimitPolicy: "", rateLimit: "", unavailable: false, reason: "", challengePassed: false, breached: null };
 }
 
 const ACTIONS = ["allow", "challenge", "slow", "block"];
@@ -596,6 +600,7 @@ function parseDecision(a) {
     trust: String(w.trust ?? ""), repeatGuess: !!w.repeat_guess,
     rateLimitPolicy: a.headers.get("ratelimit-policy") ?? "", rateLimit: a.headers.get("ratelimit") ?? "",
     unavailable: false, reason: "", challengePassed: false,
+    breached: typeof w.breached === "boolean" ? w.breached : null,
   };
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -131,5 +132,35 @@ func TestBreachedGoClient(t *testing.T) {
 	}
 	if got, err := newClient(without).CheckPassword(t.Context(), "hunter2"); got || !errors.Is(err, guardianclient.ErrNoBreachedFilter) {
 		t.Errorf("CheckPassword without a filter = %v, %v; want ErrNoBreachedFilter", got, err)
+	}
+
+	// A check's PasswordSHA1: Decision.Breached is the filter's answer,
+	// nil without the field or without a filter.
+	check := func(c *guardianclient.Client, account, pw string) *bool {
+		t.Helper()
+		req := guardianclient.CheckRequest{Flow: guardianclient.FlowLogin, Account: account, IP: "203.0.113.7"}
+		if pw != "" {
+			req.PasswordSHA1 = guardianclient.PasswordSHA1(pw)
+		}
+		d, err := c.Check(t.Context(), req)
+		if err != nil || d.Action != guardianclient.Allow {
+			t.Fatalf("Check(%q) = %+v, %v; want allow", pw, d, err)
+		}
+		return d.Breached
+	}
+	for i, tt := range []struct {
+		c    *guardianclient.Client
+		pw   string
+		want any
+	}{
+		{c, "hunter2", true}, {c, outside, false}, {c, "", nil}, {newClient(without), "hunter2", nil},
+	} {
+		var got any
+		if b := check(tt.c, fmt.Sprintf("sha1-%d@example.com", i), tt.pw); b != nil {
+			got = *b
+		}
+		if got != tt.want {
+			t.Errorf("check %d with PasswordSHA1(%q): Breached %v, want %v", i, tt.pw, got, tt.want)
+		}
 	}
 }

@@ -161,6 +161,9 @@ class AgainstGuardian(unittest.TestCase):
             self.client().check_password("hunter2")
         self.assertEqual((e.exception.status, e.exception.code), (404, "not_found"))
         self.assertIsInstance(e.exception, GuardianError)
+        # A check with password_sha1 is decided as usual, breached unknown.
+        d = self.client().check("login", ip="203.0.113.7", account=account(), password_sha1=password_sha1("hunter2"))
+        self.assertEqual((d.decision, d.breached), ("allow", None))
 
 
 class BreachedPasswords(unittest.TestCase):
@@ -197,6 +200,19 @@ class BreachedPasswords(unittest.TestCase):
         self.assertEqual(password_sha1("café"), password_sha1("café".encode("utf-8")))
         self.client().check_password("hunter2")
         self.assertNotIn("hunter2", self.fleet.log())
+        self.assertNotIn(password_sha1("hunter2"), self.fleet.log())
+
+    def test_check_carries_password_sha1(self):
+        # The answer's breached is the filter's, the decision guardian's as
+        # without the field; a check without it has breached None.
+        c = self.client()
+        for pw, want in (("hunter2", True), ("a password nobody has breached yet", False)):
+            d = c.check("login", ip="203.0.113.7", account=account(), password_sha1=password_sha1(pw))
+            self.assertEqual((d.decision, d.breached), ("allow", want), pw)
+        self.assertIsNone(c.check("login", ip="203.0.113.7", account=account()).breached)
+        a = c.attempt("login", ip="203.0.113.7", account=account(), password_sha1=password_sha1("hunter2"),
+                      on_challenge=lambda d: False, verify=lambda: True)
+        self.assertEqual((a.verified, a.decision.breached), (True, True))
         self.assertNotIn(password_sha1("hunter2"), self.fleet.log())
 
     def test_refused_token(self):

@@ -150,6 +150,9 @@ describe("against guardian", () => {
     // This fleet serves no breached-password filter.
     await assert.rejects(client().checkPassword("hunter2"),
       (e) => e instanceof NoBreachedFilterError && e instanceof GuardianError && e.status === 404 && e.code === "not_found");
+    // A check with passwordSHA1 is decided as usual, breached unknown.
+    const d = await client().check({ flow: "login", ip: IP, account: account(), passwordSHA1: passwordSHA1("hunter2") });
+    assert.deepEqual([d.decision, d.breached], ["allow", null]);
   });
 });
 
@@ -179,6 +182,19 @@ describe("breached passwords", () => {
     const c = new Client(fleet.url, { tokens: fleet.checkToken, onUnavailable: Policy.FAIL_CLOSED, timeoutMs: 5000, fetch: spy });
     assert.equal(await c.checkPassword("hunter2"), true);
     assert.deepEqual(seen, [JSON.stringify({ sha1: passwordSHA1("hunter2") })]);
+    assert.ok(!fleet.log().includes(passwordSHA1("hunter2")));
+  });
+
+  test("a check carries passwordSHA1 only when given, and answers breached", async () => {
+    const c = client();
+    for (const [pw, want] of [["hunter2", true], ["a password nobody has breached yet", false]]) {
+      const d = await c.check({ flow: "login", ip: IP, account: account(), passwordSHA1: passwordSHA1(pw) });
+      assert.deepEqual([d.decision, d.breached], ["allow", want], pw);
+    }
+    assert.equal((await c.check({ flow: "login", ip: IP, account: account() })).breached, null);
+    const a = await c.attempt({ flow: "login", ip: IP, account: account(), passwordSHA1: passwordSHA1("hunter2") },
+      { onChallenge: () => false, verify: () => true });
+    assert.deepEqual([a.verified, a.decision.breached], [true, true]);
     assert.ok(!fleet.log().includes(passwordSHA1("hunter2")));
   });
 
