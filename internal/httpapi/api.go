@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/guardian-sec/guardian/internal/audit"
+	"github.com/guardian-sec/guardian/internal/breached"
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/fleet"
 	"github.com/guardian-sec/guardian/internal/keys"
@@ -40,7 +41,7 @@ type Decider interface {
 var _ Decider = (*engine.Engine)(nil)
 
 // Config holds what an API is built from. Every field is required except
-// Metrics, Tracer, Now and Logger.
+// Metrics, Tracer, Breached, Now and Logger.
 type Config struct {
 	Engine Decider
 	Tokens *tokens.Service
@@ -69,6 +70,10 @@ type Config struct {
 	Tracer trace.Tracer
 	Logger *slog.Logger
 	Now    func() time.Time
+
+	// Breached holds the breached-password filter in use, if any (nil:
+	// none ever is).
+	Breached *breached.Holder
 }
 
 // API serves guardian's HTTP interface.
@@ -114,6 +119,7 @@ func New(cfg Config) *API {
 	}
 	check.POST("/check", a.check)
 	check.POST("/report", a.report)
+	check.POST("/passwords/check", a.checkPassword)
 
 	admin := r.Group("/v1", a.authorize(tokens.ScopeAdmin))
 	admin.GET("/rules", a.getRules)

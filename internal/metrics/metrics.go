@@ -69,6 +69,9 @@ type Metrics struct {
 	// BuildInfo is 1, labelled with the running binary's version, revision
 	// and Go version.
 	BuildInfo *prometheus.GaugeVec
+	// BreachedEntries is how many passwords the breached-password filter
+	// in use holds (serve --breached), 0 without one.
+	BreachedEntries prometheus.Gauge
 }
 
 // New registers guardian's metrics on reg, guardian_build_info set.
@@ -148,6 +151,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "guardian_build_info",
 			Help: "1, labelled with the running guardian's version, revision and Go version.",
 		}, []string{"version", "revision", "goversion"}),
+		BreachedEntries: f.NewGauge(prometheus.GaugeOpts{
+			Name: "guardian_breached_entries",
+			Help: "Passwords in the breached-password filter in use (serve --breached); 0 without one.",
+		}),
 	}
 	v := version.Get()
 	m.BuildInfo.WithLabelValues(v.Version, v.Revision, v.GoVersion).Set(1)

@@ -100,6 +100,11 @@ type Config struct {
 	// as child spans, to this OTLP/HTTP collector ("http://collector:4318").
 	// Empty: off.
 	OTLPEndpoint string
+	// BreachedPath, when set, is the breached-password filter file (guardian
+	// breached build) that POST /v1/passwords/check and a check's
+	// password_sha1 are answered from; an unusable file stops New, and
+	// ReloadBreached reads it again.
+	BreachedPath string
 }
 
 // memoryEvery is how often the Redis memory ratio is read.
@@ -132,6 +137,11 @@ type Server struct {
 	ln        net.Listener
 	done      chan struct{}
 	serveErr  error
+
+	// breached is the breached-password filter in use; breachedMu
+	// serialises its reloads.
+	breached   breachedFile
+	breachedMu sync.Mutex
 }
 
 // New builds an instance from cfg; it loads the rules and opens the store but
@@ -153,6 +163,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.applyRules(set)
+	if err := s.loadBreached(); err != nil {
+		return nil, err
+	}
 
 	st, storeHealthy, sh, err := s.openStore(m)
 	if err != nil {
@@ -221,6 +234,7 @@ func New(cfg Config) (*Server, error) {
 		Gatherer:     s.registry,
 		Metrics:      m,
 		Tracer:       tracer,
+		Breached:     &s.breached.holder,
 		Logger:       s.log,
 		Now:          cfg.Now,
 	})

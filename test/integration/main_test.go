@@ -61,6 +61,8 @@ type fleetConfig struct {
 	redis redisstore.Options
 	// decisionLog, when set, receives every instance's decision log.
 	decisionLog io.Writer
+	// breached is every instance's --breached filter file, "" for none.
+	breached string
 }
 
 // startFleet starts n instances on cfg, stopped when the test ends.
@@ -91,6 +93,7 @@ func startFleet(t *testing.T, n int, cfg fleetConfig) []*instance {
 			AttemptTTL:   cfg.attemptTTL,
 			Logger:       cfg.logger,
 			Redis:        cfg.redis,
+			BreachedPath: cfg.breached,
 		}
 		if cfg.now != nil {
 			sc.Now = cfg.now(i)
