@@ -186,7 +186,7 @@ type plan struct {
 	rules    []*rules.Rule
 	subjects []string
 	res      []store.Result
-	refunds  []store.Refund
+	refunds  []store.Settlement
 }
 
 // planCap is how many ops a new plan has room for: the built-in login
@@ -199,7 +199,7 @@ var plans = sync.Pool{New: func() any {
 		rules:    make([]*rules.Rule, 0, planCap),
 		subjects: make([]string, 0, planCap),
 		res:      make([]store.Result, 0, planCap),
-		refunds:  make([]store.Refund, 0, planCap),
+		refunds:  make([]store.Settlement, 0, planCap),
 	}
 }}
 
@@ -252,28 +252,27 @@ func (p *plan) results() []store.Result {
 func opFor(r *rules.Rule, subject string, cost int64) store.Op {
 	op := store.Op{
 		Key:     keys.StoreKey(subject, r.Name),
-		Shadow:  r.Mode == rules.Shadow,
-		Soft:    r.Action == rules.Challenge,
 		Rule:    r.Name,
 		OnError: onError(r.OnStoreError),
 	}
+	switch {
+	case r.Mode == rules.Shadow:
+		op.Role = store.Shadow
+	case r.Action == rules.Challenge:
+		op.Role = store.Soft
+	case tolls(r):
+		op.Role = store.Toll
+	}
 	switch r.Type {
 	case rules.Rate:
-		op.Kind = store.Rate
 		op.Cost = cost
-		op.Toll = tolls(r)
-		op.Interval = r.Interval()
-		op.Burst = r.Burst
+		op.Limit = store.Rate{Interval: r.Interval(), Burst: r.Burst}
 	case rules.ConsecutiveFailures:
-		op.Kind = store.Counter
 		op.Cost = 1
-		op.Limit = r.Limit
-		op.Hold = r.Hold
+		op.Limit = store.Counter{Max: r.Limit, Hold: r.Hold}
 	case rules.Distinct:
-		op.Kind = store.Distinct
 		op.Cost = 1
-		op.Limit = r.Limit
-		op.Interval = r.Per / (store.DistinctSlots - 1)
+		op.Limit = store.Distinct{Step: r.Per / (store.DistinctSlots - 1), Max: r.Limit}
 	}
 	return op
 }

@@ -83,13 +83,10 @@ func guessesKey(account string) string { return keys.StoreKey(account, guessesNa
 func guessesOp(account string, guess uint64, cost int64) store.Op {
 	return store.Op{
 		Key:   guessesKey(account),
-		Kind:  store.Guesses,
-		Soft:  true,
+		Role:  store.Soft,
 		Cost:  cost,
 		Guess: guess,
-		Limit: rememberedGuesses,
-		Hold:  guessHold,
-		Rule:  guessesName,
+		Limit: store.Guesses{Max: rememberedGuesses, Hold: guessHold},
 	}
 }
 
@@ -122,10 +119,10 @@ func guessOf(p *plan, res []store.Result) *store.Result {
 // carries for the account's memory: a success report forgets every guess;
 // a failure report confirms the check's own (loginlimits.Confirmations),
 // kept then for guessHold.
-func guessRefund(dst []store.Refund, p *plan) []store.Refund {
+func guessRefund(dst []store.Settlement, p *plan) []store.Settlement {
 	if len(p.ops) > len(p.rules) {
 		op := &p.ops[len(p.rules)]
-		dst = append(dst, store.Refund{Key: op.Key, Kind: store.Guesses, Guess: op.Guess, Amount: guessHold})
+		dst = append(dst, store.Settlement{Key: op.Key, Action: store.Forget, Guess: op.Guess, Span: guessHold})
 	}
 	return dst
 }

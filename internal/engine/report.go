@@ -43,7 +43,7 @@ func (e *Engine) Report(ctx context.Context, attemptID string, outcome Outcome) 
 	}
 	// A success gives back what its check reserved in the same store call
 	// that accepts the report, one round trip for both.
-	var refunds []store.Refund
+	var refunds []store.Settlement
 	switch {
 	case outcome == Success:
 		refunds = at.Refunds
@@ -97,8 +97,15 @@ func (e *Engine) Report(ctx context.Context, attemptID string, outcome Outcome) 
 func (e *Engine) holdUnconfirmed(ops []store.Op) {
 	most := 2 * e.attempts.TTL()
 	for i := range ops {
-		if ops[i].Kind == store.Counter || ops[i].Kind == store.Guesses {
-			ops[i].Hold = min(ops[i].Hold, most)
+		switch l := ops[i].Limit.(type) {
+		case store.Counter:
+			if l.Hold > most {
+				ops[i].Limit = store.Counter{Max: l.Max, Hold: most}
+			}
+		case store.Guesses:
+			if l.Hold > most {
+				ops[i].Limit = store.Guesses{Max: l.Max, Hold: most}
+			}
 		}
 	}
 }
@@ -112,7 +119,7 @@ func settles(flow rules.Flow) bool { return otp.Settles(flow) }
 
 // reservations appends to dst what a success report of the check behind p
 // and res gives back, nothing for a flow whose success settles nothing.
-func reservations(dst []store.Refund, flow rules.Flow, p *plan, res []store.Result) []store.Refund {
+func reservations(dst []store.Settlement, flow rules.Flow, p *plan, res []store.Result) []store.Settlement {
 	if !settles(flow) {
 		return dst
 	}

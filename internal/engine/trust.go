@@ -67,7 +67,7 @@ func (s *subjects) add(p *plan, h *keys.Hasher, r *rules.Rule, cost int64) error
 		return nil
 	}
 	if !store.HasFamiliar(p.ops) {
-		p.ops = append(p.ops, store.Op{Key: loginlimits.FamiliarKey(s.account), Kind: store.Familiar, Member: s.member, Rule: r.Name})
+		p.ops = append(p.ops, store.Op{Key: loginlimits.FamiliarKey(s.account), Limit: store.Familiar{}, Member: s.member})
 		p.rules = append(p.rules, nil)
 		p.subjects = append(p.subjects, s.account)
 	}
@@ -123,7 +123,7 @@ func (s *subjects) trust(p *plan, res []store.Result) Trust {
 // learn appends to dst what a success of the check of s teaches, under
 // set's familiar networks: its network joins the account's familiar list
 // (loginlimits.Learn), for a login or password_reset check with an account.
-func (s *subjects) learn(dst []store.Refund, flow rules.Flow, set *rules.Set) []store.Refund {
+func (s *subjects) learn(dst []store.Settlement, flow rules.Flow, set *rules.Set) []store.Settlement {
 	if s.member == "" || !loginlimits.Learns(flow) || !settles(flow) {
 		return dst
 	}

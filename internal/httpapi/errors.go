@@ -9,9 +9,9 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/guardian-sec/guardian/internal/engine"
-	"github.com/guardian-sec/guardian/internal/failclosed"
 	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/rules"
+	"github.com/guardian-sec/guardian/internal/store"
 	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
@@ -55,7 +55,7 @@ func errorFor(err error) *apiError {
 		return newError(http.StatusBadRequest, "invalid_attempt", "attempt_id: not an attempt id issued by guardian")
 	case errors.Is(err, tokens.ErrInvalidToken):
 		return newError(http.StatusUnauthorized, "unauthorized", detail(err, tokens.ErrInvalidToken))
-	case errors.Is(err, failclosed.ErrUnavailable):
+	case errors.Is(err, store.ErrUnavailable):
 		return newError(http.StatusServiceUnavailable, "store_unavailable", "the store is not answering; retry when /readyz says ok")
 	case errors.Is(err, rules.ErrInvalid):
 		return newError(http.StatusBadRequest, "invalid_rules", err.Error())

@@ -77,11 +77,11 @@ func Counts(r *rules.Rule) bool {
 // consecutive-failure counts of rs are reset, so that the owner's success
 // at home ends a run of failures counted there. A failure report confirms
 // none of them (their Amount is zero).
-func Learn(dst []store.Refund, rs []*rules.Rule, fam rules.FamiliarNetworks, account, member string) []store.Refund {
+func Learn(dst []store.Settlement, rs []*rules.Rule, fam rules.FamiliarNetworks, account, member string) []store.Settlement {
 	for _, r := range rs {
 		if Counts(r) && r.Type == rules.ConsecutiveFailures {
-			dst = append(dst, store.Refund{Key: NetworkKey(account, r.Name, member), Kind: store.Counter})
+			dst = append(dst, store.Settlement{Key: NetworkKey(account, r.Name, member), Action: store.Reset})
 		}
 	}
-	return append(dst, store.Refund{Key: FamiliarKey(account), Kind: store.Familiar, Member: member, Amount: fam.Hold})
+	return append(dst, store.Settlement{Key: FamiliarKey(account), Action: store.Learn, Member: member, Span: fam.Hold})
 }

@@ -168,10 +168,10 @@ func rule(tb testing.TB, name string) *rules.Rule {
 func TestReservations(t *testing.T) {
 	account, ip, stop, send := rule(t, "login-account"), rule(t, "login-ip"), rule(t, "login-hard-stop"), rule(t, "otp-send-recipient")
 	ops := []store.Op{
-		{Key: "k-account", Kind: store.Rate, Cost: 3, Interval: time.Minute, Burst: 5},
-		{Key: "k-ip", Kind: store.Rate, Cost: 3, Interval: 20 * time.Second, Burst: 30},
-		{Key: "k-stop", Kind: store.Counter, Cost: 1, Limit: 100, Hold: time.Hour},
-		{Key: "k-send", Kind: store.Rate, Cost: 3, Interval: 5 * time.Minute, Burst: 3},
+		{Key: "k-account", Cost: 3, Limit: store.Rate{Interval: time.Minute, Burst: 5}},
+		{Key: "k-ip", Cost: 3, Limit: store.Rate{Interval: 20 * time.Second, Burst: 30}},
+		{Key: "k-stop", Cost: 1, Limit: store.Counter{Max: 100, Hold: time.Hour}},
+		{Key: "k-send", Cost: 3, Limit: store.Rate{Interval: 5 * time.Minute, Burst: 3}},
 	}
 	rs := []*rules.Rule{account, ip, stop, send}
 	spent := store.Result{Allowed: true, Spent: true}
@@ -180,21 +180,21 @@ func TestReservations(t *testing.T) {
 	tests := []struct {
 		name string
 		res  []store.Result
-		want []store.Refund
+		want []store.Settlement
 	}{
 		{
 			name: "all spent",
 			res:  []store.Result{spent, spent, spent, spent},
-			want: []store.Refund{
-				{Key: "k-account", Kind: store.Rate, Amount: 3 * time.Minute},
-				{Key: "k-ip", Kind: store.Rate, Amount: time.Minute},
-				{Key: "k-stop", Kind: store.Counter},
+			want: []store.Settlement{
+				{Key: "k-account", Action: store.GiveBack, Span: 3 * time.Minute},
+				{Key: "k-ip", Action: store.GiveBack, Span: time.Minute},
+				{Key: "k-stop", Action: store.Reset},
 			},
 		},
 		{
 			name: "a challenged check spent what fitted",
 			res:  []store.Result{spent, fits, spent, spent},
-			want: []store.Refund{{Key: "k-account", Kind: store.Rate, Amount: 3 * time.Minute}, {Key: "k-stop", Kind: store.Counter}},
+			want: []store.Settlement{{Key: "k-account", Action: store.GiveBack, Span: 3 * time.Minute}, {Key: "k-stop", Action: store.Reset}},
 		},
 		{
 			name: "nothing spent",
@@ -211,9 +211,9 @@ func TestReservations(t *testing.T) {
 		})
 	}
 	t.Run("appends to dst", func(t *testing.T) {
-		dst := []store.Refund{{Key: "before"}}
+		dst := []store.Settlement{{Key: "before"}}
 		got := loginlimits.Reservations(dst, rs[2:3], ops[2:3], []store.Result{spent})
-		want := []store.Refund{{Key: "before"}, {Key: "k-stop", Kind: store.Counter}}
+		want := []store.Settlement{{Key: "before"}, {Key: "k-stop", Action: store.Reset}}
 		if !slices.Equal(got, want) {
 			t.Fatalf("Reservations = %+v, want %+v", got, want)
 		}
@@ -229,8 +229,8 @@ func TestSuccessGivesBackOnlyItsOwnReservation(t *testing.T) {
 	ctx := context.Background()
 	rs := []*rules.Rule{rule(t, "login-account"), rule(t, "login-hard-stop")}
 	ops := []store.Op{
-		{Key: "acct", Kind: store.Rate, Cost: 1, Interval: time.Minute, Burst: 5},
-		{Key: "stop", Kind: store.Counter, Cost: 1, Limit: 100, Hold: 90 * 24 * time.Hour},
+		{Key: "acct", Cost: 1, Limit: store.Rate{Interval: time.Minute, Burst: 5}},
+		{Key: "stop", Cost: 1, Limit: store.Counter{Max: 100, Hold: 90 * 24 * time.Hour}},
 	}
 	res := make([]store.Result, len(ops))
 	for range 3 { // the attacker's failures
@@ -244,7 +244,7 @@ func TestSuccessGivesBackOnlyItsOwnReservation(t *testing.T) {
 	if got, want := res[0].Remaining, int64(1); got != want {
 		t.Fatalf("remaining after 4 checks = %d, want %d", got, want)
 	}
-	if err := st.Refund(ctx, loginlimits.Reservations(nil, rs, ops, res)); err != nil {
+	if err := st.Settle(ctx, loginlimits.Reservations(nil, rs, ops, res)); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Peek(ctx, ops, res); err != nil {

@@ -24,7 +24,7 @@ import (
 // A count: attempts rate rule gives nothing back. Shadow ops are treated
 // like enforced ones: a shadow rule previews its enforced twin, state
 // included.
-func Reservations(dst []store.Refund, rs []*rules.Rule, ops []store.Op, res []store.Result) []store.Refund {
+func Reservations(dst []store.Settlement, rs []*rules.Rule, ops []store.Op, res []store.Result) []store.Settlement {
 	for i, r := range rs {
 		if !res[i].Spent {
 			continue
@@ -32,9 +32,9 @@ func Reservations(dst []store.Refund, rs []*rules.Rule, ops []store.Op, res []st
 		op := &ops[i]
 		switch {
 		case r.Type == rules.ConsecutiveFailures:
-			dst = append(dst, store.Refund{Key: op.Key, Kind: store.Counter, Amount: ConfirmedHold(r.Hold, r.Limit, res[i].Count)})
+			dst = append(dst, store.Settlement{Key: op.Key, Action: store.Reset, Span: ConfirmedHold(r.Hold, r.Limit, res[i].Count)})
 		case r.Type == rules.Rate && r.Count == rules.Failures:
-			dst = append(dst, store.Refund{Key: op.Key, Kind: store.Rate, Amount: time.Duration(op.Cost) * op.Interval})
+			dst = append(dst, store.Settlement{Key: op.Key, Action: store.GiveBack, Span: time.Duration(op.Cost) * r.Interval()})
 		}
 	}
 	return dst
@@ -56,11 +56,11 @@ func ConfirmedHold(hold time.Duration, limit, count int64) time.Duration {
 // consecutive-failure count its check spent, confirmed and so kept for its
 // ConfirmedHold, and the guess it made, kept as a failed guess, on the store
 // that took them. It returns nil when the check counted none.
-func Confirmations(at *tokens.Attempt) []store.Refund {
-	var out []store.Refund
+func Confirmations(at *tokens.Attempt) []store.Settlement {
+	var out []store.Settlement
 	for _, r := range at.Refunds {
-		if r.Kind == store.Counter || r.Kind == store.Guesses {
-			r.Confirm = true
+		if r.Action == store.Reset || r.Action == store.Forget {
+			r.Action = store.Confirm
 			out = append(out, r)
 		}
 	}

@@ -88,12 +88,12 @@ type Attempt struct {
 	// Counted reports that the check counted in the global failure rate,
 	// so that a success report takes it back (package aggregate).
 	Counted bool
-	// Refunds are given back on a success report: Rate, Counter, Guesses
-	// (with its Guess, which a failure report confirms) and Familiar
-	// refunds only. Confirm is not sealed. Local is not sealed either:
-	// Open sets it to Fallback, since the store that took a check's spends
-	// is the one to give them back.
-	Refunds []store.Refund
+	// Refunds are what a success report settles: GiveBack, Reset, Forget
+	// (with its Guess, which a failure report confirms) and Learn
+	// settlements only. Local is not sealed: Open sets it to Fallback,
+	// since the store that took a check's spends is the one to settle
+	// them.
+	Refunds []store.Settlement
 }
 
 // The kinds of refund an attempt id carries: a Rate's give-back, a
@@ -213,13 +213,13 @@ func (a *Attempts) Seal(at Attempt) (string, error) {
 		if len(r.Key) > MaxRefundKeyLen {
 			return "", errAttemptKey
 		}
-		if r.Amount < 0 {
+		if r.Span < 0 {
 			return "", errAttemptAmount
 		}
-		if r.Kind != store.Rate && r.Kind != store.Counter && r.Kind != store.Guesses && r.Kind != store.Familiar {
+		if r.Action != store.GiveBack && r.Action != store.Reset && r.Action != store.Forget && r.Action != store.Learn {
 			return "", errAttemptKind
 		}
-		if r.Kind == store.Familiar && !store.ValidMember(r.Member) {
+		if r.Action == store.Learn && !store.ValidMember(r.Member) {
 			return "", errAttemptKind
 		}
 	}
@@ -246,19 +246,19 @@ func (a *Attempts) Seal(at Attempt) (string, error) {
 	b = binary.AppendUvarint(b, uint64(len(at.Refunds)))
 	for _, r := range at.Refunds {
 		b = appendString(b, r.Key)
-		switch r.Kind {
-		case store.Counter:
+		switch r.Action {
+		case store.Reset:
 			b = append(b, refundCounter)
-		case store.Guesses:
+		case store.Forget:
 			b = append(b, refundGuesses)
-		case store.Familiar:
+		case store.Learn:
 			b = append(b, refundFamiliar)
 			b = appendString(b, r.Member)
 		default:
 			b = append(b, refundRate)
 		}
-		b = binary.AppendUvarint(b, uint64(r.Amount))
-		if r.Kind == store.Guesses {
+		b = binary.AppendUvarint(b, uint64(r.Span))
+		if r.Action == store.Forget {
 			b = binary.BigEndian.AppendUint64(b, r.Guess)
 		}
 	}
@@ -337,27 +337,27 @@ func parseAttempt(p, scratch []byte) (Attempt, error) {
 	at.Fallback, at.HardStop, at.Counted = flags&flagFallback != 0, flags&flagHardStop != 0, flags&flagCounted != 0
 	count := r.uvarint(MaxRefunds)
 	if !r.bad && count > 0 {
-		at.Refunds = make([]store.Refund, count)
+		at.Refunds = make([]store.Settlement, count)
 		for i := range at.Refunds {
 			f := &at.Refunds[i]
 			f.Key = r.string(MaxRefundKeyLen)
 			f.Local = at.Fallback
 			switch r.byte() {
 			case refundRate:
-				f.Kind = store.Rate
+				f.Action = store.GiveBack
 			case refundCounter:
-				f.Kind = store.Counter
+				f.Action = store.Reset
 			case refundGuesses:
-				f.Kind = store.Guesses
+				f.Action = store.Forget
 			case refundFamiliar:
-				f.Kind = store.Familiar
+				f.Action = store.Learn
 				f.Member = r.string(store.MaxMemberLen)
 				r.bad = r.bad || !store.ValidMember(f.Member)
 			default:
 				r.bad = true
 			}
-			f.Amount = time.Duration(r.uvarint(math.MaxInt64))
-			if f.Kind == store.Guesses {
+			f.Span = time.Duration(r.uvarint(math.MaxInt64))
+			if f.Action == store.Forget {
 				f.Guess = r.uint64()
 			}
 		}

@@ -20,10 +20,10 @@ func sampleAttempt() Attempt {
 		Device:   "ZyXwVuTsRqPoNmLkJiHgFe",
 		Fallback: true,
 		HardStop: true,
-		Refunds: []store.Refund{
-			{Key: "guardian:v1:{AbCdEfGhIjKlMnOpQrStUv}:login-account", Kind: store.Rate, Amount: 12 * time.Second, Local: true},
-			{Key: "guardian:v1:{AbCdEfGhIjKlMnOpQrStUv}:hard-stop", Kind: store.Counter, Local: true},
-			{Key: "guardian:v1:{0123456789abcdefghijkl}:login-ip", Kind: store.Rate, Amount: 20 * time.Second, Local: true},
+		Refunds: []store.Settlement{
+			{Key: "guardian:v1:{AbCdEfGhIjKlMnOpQrStUv}:login-account", Action: store.GiveBack, Span: 12 * time.Second, Local: true},
+			{Key: "guardian:v1:{AbCdEfGhIjKlMnOpQrStUv}:hard-stop", Action: store.Reset, Local: true},
+			{Key: "guardian:v1:{0123456789abcdefghijkl}:login-ip", Action: store.GiveBack, Span: 20 * time.Second, Local: true},
 		},
 	}
 }
@@ -53,25 +53,25 @@ func TestAttemptRoundTrip(t *testing.T) {
 		{"every field", sampleAttempt()},
 		{"minimal", Attempt{Issued: t0}},
 		{"given id", Attempt{ID: "AAECAwQFBgcICQoLDA0ODw", Issued: t0, Flow: "otp_send"}},
-		{"counter only", Attempt{Issued: t0, Flow: "login", Refunds: []store.Refund{{Key: "k", Kind: store.Counter}}}},
-		{"guesses", Attempt{Issued: t0, Flow: "login", Refunds: []store.Refund{{Key: "g", Kind: store.Guesses, Guess: 1<<64 - 1, Amount: 24 * time.Hour}}}},
+		{"counter only", Attempt{Issued: t0, Flow: "login", Refunds: []store.Settlement{{Key: "k", Action: store.Reset}}}},
+		{"guesses", Attempt{Issued: t0, Flow: "login", Refunds: []store.Settlement{{Key: "g", Action: store.Forget, Guess: 1<<64 - 1, Span: 24 * time.Hour}}}},
 		{"hard stop alone", Attempt{Issued: t0, Flow: "login", HardStop: true}},
 		{"counted", Attempt{Issued: t0, Flow: "login", Counted: true}},
 		{"counted, on the fallback", Attempt{Issued: t0, Flow: "login", Counted: true, Fallback: true}},
 		{"counted, a hard stop", Attempt{Issued: t0, Flow: "login", Counted: true, HardStop: true}},
-		{"a familiar network", Attempt{Issued: t0, Flow: "login", Refunds: []store.Refund{
-			{Key: "k", Kind: store.Counter},
-			{Key: "f", Kind: store.Familiar, Member: "AbCdEfGhIjKlMnOp", Amount: 90 * 24 * time.Hour},
+		{"a familiar network", Attempt{Issued: t0, Flow: "login", Refunds: []store.Settlement{
+			{Key: "k", Action: store.Reset},
+			{Key: "f", Action: store.Learn, Member: "AbCdEfGhIjKlMnOp", Span: 90 * 24 * time.Hour},
 		}}},
-		{"counted, a guess and a familiar network", Attempt{Issued: t0, Flow: "login", Counted: true, HardStop: true, Refunds: []store.Refund{
-			{Key: "g", Kind: store.Guesses, Guess: 0x0102030405060708, Amount: 24 * time.Hour},
-			{Key: "f", Kind: store.Familiar, Member: "AbCdEfGhIjKlMnOp", Amount: 90 * 24 * time.Hour},
-			{Key: "k", Kind: store.Counter},
+		{"counted, a guess and a familiar network", Attempt{Issued: t0, Flow: "login", Counted: true, HardStop: true, Refunds: []store.Settlement{
+			{Key: "g", Action: store.Forget, Guess: 0x0102030405060708, Span: 24 * time.Hour},
+			{Key: "f", Action: store.Learn, Member: "AbCdEfGhIjKlMnOp", Span: 90 * 24 * time.Hour},
+			{Key: "k", Action: store.Reset},
 		}}},
 		{"bounds", Attempt{
 			Issued: t0, Flow: strings.Repeat("f", MaxAttemptFieldLen), Account: strings.Repeat("a", MaxAttemptFieldLen),
 			Device:  strings.Repeat("d", MaxAttemptFieldLen),
-			Refunds: slices.Repeat([]store.Refund{{Key: strings.Repeat("k", MaxRefundKeyLen), Kind: store.Rate, Amount: 1<<63 - 1}}, 20),
+			Refunds: slices.Repeat([]store.Settlement{{Key: strings.Repeat("k", MaxRefundKeyLen), Action: store.GiveBack, Span: 1<<63 - 1}}, 20),
 		}},
 	}
 	for _, tt := range tests {
@@ -296,8 +296,8 @@ func TestAttemptOpenIsStrict(t *testing.T) {
 
 func TestAttemptSealRejects(t *testing.T) {
 	a := NewAttempts(testKey(t, 1))
-	refunds := func(n, keyLen int) []store.Refund {
-		return slices.Repeat([]store.Refund{{Key: strings.Repeat("k", keyLen), Kind: store.Rate}}, n)
+	refunds := func(n, keyLen int) []store.Settlement {
+		return slices.Repeat([]store.Settlement{{Key: strings.Repeat("k", keyLen), Action: store.GiveBack}}, n)
 	}
 	tests := []struct {
 		name string
@@ -313,9 +313,9 @@ func TestAttemptSealRejects(t *testing.T) {
 		{"device too long", Attempt{Issued: t0, Device: strings.Repeat("d", MaxAttemptFieldLen+1)}},
 		{"33 refunds", Attempt{Issued: t0, Refunds: refunds(MaxRefunds+1, 1)}},
 		{"refund key too long", Attempt{Issued: t0, Refunds: refunds(1, MaxRefundKeyLen+1)}},
-		{"negative amount", Attempt{Issued: t0, Refunds: []store.Refund{{Key: "k", Kind: store.Rate, Amount: -time.Second}}}},
-		{"unknown kind", Attempt{Issued: t0, Refunds: []store.Refund{{Key: "k"}}}},
-		{"familiar without a member", Attempt{Issued: t0, Refunds: []store.Refund{{Key: "k", Kind: store.Familiar}}}},
+		{"negative amount", Attempt{Issued: t0, Refunds: []store.Settlement{{Key: "k", Action: store.GiveBack, Span: -time.Second}}}},
+		{"unknown kind", Attempt{Issued: t0, Refunds: []store.Settlement{{Key: "k"}}}},
+		{"familiar without a member", Attempt{Issued: t0, Refunds: []store.Settlement{{Key: "k", Action: store.Learn}}}},
 		{"over 4 KiB in all", Attempt{Issued: t0, Refunds: refunds(MaxRefunds, MaxRefundKeyLen)}},
 	}
 	for _, tt := range tests {

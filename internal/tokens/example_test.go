@@ -32,11 +32,11 @@ func ExampleAttempts() {
 	a := tokens.NewAttempts(k)
 	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 
-	id, _ := a.Seal(tokens.Attempt{Issued: now, Flow: "login", Refunds: []store.Refund{
-		{Key: "guardian:v1:{AbCdEfGhIjKlMnOpQrStUv}:login-account", Kind: store.Rate, Amount: 12 * time.Second},
+	id, _ := a.Seal(tokens.Attempt{Issued: now, Flow: "login", Refunds: []store.Settlement{
+		{Key: "guardian:v1:{AbCdEfGhIjKlMnOpQrStUv}:login-account", Action: store.GiveBack, Span: 12 * time.Second},
 	}})
 	at, err := a.Open(id, now.Add(time.Minute))
-	fmt.Println(at.Flow, at.Refunds[0].Amount, err)
+	fmt.Println(at.Flow, at.Refunds[0].Span, err)
 
 	_, err = a.Open(id, now.Add(11*time.Minute))
 	fmt.Println(errors.Is(err, tokens.ErrExpiredAttempt), errors.Is(err, tokens.ErrInvalidAttempt))

@@ -11,7 +11,7 @@ import (
 
 func FuzzOpenAttempt(f *testing.F) {
 	a := NewAttempts(testKey(f, 1))
-	for _, at := range []Attempt{sampleAttempt(), {Issued: t0}, {Issued: t0, Flow: "otp_send", Refunds: []store.Refund{{Key: "k", Kind: store.Counter}}}} {
+	for _, at := range []Attempt{sampleAttempt(), {Issued: t0}, {Issued: t0, Flow: "otp_send", Refunds: []store.Settlement{{Key: "k", Action: store.Reset}}}} {
 		tok, err := a.Seal(at)
 		if err != nil {
 			f.Fatal(err)
