@@ -6,9 +6,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/guardian-sec/guardian/internal/keys"
+	"github.com/guardian-sec/guardian/internal/loginlimits"
 	"github.com/guardian-sec/guardian/internal/otp"
 	"github.com/guardian-sec/guardian/internal/rules"
 )
@@ -169,75 +169,92 @@ func quote(s string) string {
 	return strconv.Quote(s)
 }
 
-// subjects are a check's keys hashed, each once per check. A trusted device
-// has its key: account rules count on its own bucket: its account's key
-// hashes to the device's subject.
+// subjects are what a plan is built from besides the rules (build): a
+// check's keys hashed, each once per check, and its trust. A check hashes
+// them from its identifiers (Engine.resolve); a report restores them from
+// its attempt id (Engine.restore), which seals the few a report needs: the
+// account's, its trusted device's bucket, and for spent entries keyed by
+// them the account+ip pair's, the recipient's and the address.
 type subjects struct {
 	ids Identifiers
 	// account is the account's own subject, "" without an account: what
-	// the attempt and device tokens are bound to. device is the id of a
-	// valid device token for it, "" when the check is untrusted.
-	account, device string
+	// the attempt and device tokens are bound to. bucket is the subject
+	// its key: account rules count on: the account's, or a trusted
+	// device's (trusted).
+	account, bucket string
+	trusted         bool
 	// guess is what the account's memory holds for the check's guess
 	// (keys.Guesser.AccountGuess); 0 without an account or a guess.
 	guess uint64
 	// challenged and member say which other buckets the account rules
-	// may count the check in (trust.go).
-	challenged bool
-	member     string
-	hashed     [planCap]hashedKey
-	n          int
+	// may count the check in (loginlimits.Buckets); passed that the check
+	// says its end user passed a challenge, account or not.
+	challenged, passed bool
+	member             string
+	// pair, recipient and secret are the subjects of the check's
+	// account+ip pair, recipient and guess, "" until a rule asks.
+	pair, recipient, secret string
+	// prefixes are the subjects of the address cut to the prefixes of the
+	// key: ip rules asked so far.
+	prefixes [maxPrefixes]prefixSubject
+	n        int
 }
 
-// hashedKey is a key and its subject.
-type hashedKey struct {
-	key     keys.Key
+// maxPrefixes is how many address prefixes a check remembers the subject
+// of; a rule set with more hashes the rest each time.
+const maxPrefixes = 8
+
+// prefixSubject is an address prefix and its subject.
+type prefixSubject struct {
+	net     netip.Prefix
 	subject string
 }
 
-// resolve hashes the account of ids and verifies req's device token for it
-// at instant now, and works out the account's other buckets under fam
-// (trust.go). A device token that does not verify is ignored, never an
-// error.
-func (e *Engine) resolve(ids Identifiers, req *CheckRequest, fam rules.FamiliarNetworks, now time.Time) subjects {
-	s := subjects{ids: ids}
-	if ids.Account == "" {
-		return s
+// of returns the subject rule r counts the check by, hashing it with h the
+// first time, and "" when the check lacks the rule's fields.
+func (s *subjects) of(h *keys.Hasher, r *rules.Rule) string {
+	switch r.Key {
+	case rules.KeyAccount:
+		return s.bucket
+	case rules.KeyAccountIP:
+		return s.hashOnce(h, r, &s.pair)
+	case rules.KeyRecipient:
+		return s.hashOnce(h, r, &s.recipient)
+	case rules.KeySecret:
+		return s.hashOnce(h, r, &s.secret)
 	}
-	k := accountKey(ids.Account)
-	s.account = e.hasher.KeySubject(k)
-	bucket := s.account
-	if dev, b := e.login.Trust(s.account, req.DeviceToken, now); dev != "" {
-		s.device, bucket = dev, b
-	}
-	s.remember(k, bucket)
-	e.otherBuckets(&s, req, fam)
-	return s
-}
-
-// subject returns the subject rule r counts the check by, and "" when the
-// check lacks the rule's fields.
-func (s *subjects) subject(h *keys.Hasher, r *rules.Rule) string {
 	k := s.ids.Key(r)
 	if k.IsZero() {
 		return ""
 	}
 	for i := range s.n {
-		if s.hashed[i].key == k {
-			return s.hashed[i].subject
+		if s.prefixes[i].net == k.Net {
+			return s.prefixes[i].subject
 		}
 	}
 	sub := h.KeySubject(k)
-	s.remember(k, sub)
+	if s.n < len(s.prefixes) {
+		s.prefixes[s.n] = prefixSubject{net: k.Net, subject: sub}
+		s.n++
+	}
 	return sub
 }
 
-// remember keeps k's subject for the rest of the check, while there is room.
-func (s *subjects) remember(k keys.Key, subject string) {
-	if s.n < len(s.hashed) {
-		s.hashed[s.n] = hashedKey{key: k, subject: subject}
-		s.n++
+// hashOnce returns *dst, hashing r's key of the check into it first when it
+// is empty and the check has the key's fields.
+func (s *subjects) hashOnce(h *keys.Hasher, r *rules.Rule, dst *string) string {
+	if *dst == "" {
+		if k := s.ids.Key(r); !k.IsZero() {
+			*dst = h.KeySubject(k)
+		}
 	}
+	return *dst
+}
+
+// buckets are the buckets loginlimits chooses among for the account rules
+// of an untrusted check.
+func (s *subjects) buckets() loginlimits.Buckets {
+	return loginlimits.Buckets{Account: s.account, Challenged: s.challenged, Member: s.member}
 }
 
 // accountSubject returns the subject of account for the calls that name an

@@ -25,7 +25,7 @@
 // every reload and every gap in listening starts a new epoch: what was
 // remembered before serves the fallback still, but answers nothing until
 // the store is asked again. A success reported on another instance can
-// refund a slowed key early; its remembered slow then lasts at most until
+// give back to a slowed key early; its remembered slow then lasts at most until
 // the retry time the store gave, which is the staleness a local answer may
 // have.
 //

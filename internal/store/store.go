@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -217,9 +218,12 @@ type Settlement struct {
 	Key    string
 	Action Action
 	// Span is how much a GiveBack takes off a Rate key's arrival time, how
-	// long a Confirm keeps a count or a guess at least from now, and how
-	// long a Learn keeps its member familiar.
+	// long a Confirm keeps a count (see Max) or a guess at least from now,
+	// and how long a Learn keeps its member familiar.
 	Span time.Duration
+	// Max, on the Confirm of a Counter, makes the time it is kept grow
+	// with its count: ConfirmedHold(Span, Max, count). 0 keeps it for Span.
+	Max int64
 	// Guess is the guess a Confirm keeps on a Guesses key; 0 confirms a
 	// Counter.
 	Guess uint64
@@ -243,9 +247,10 @@ const (
 	// Reset removes a Counter key: the run of failures it counted ends.
 	Reset
 	// Confirm records that what a key counts was reported a failure: a
-	// Counter (Guess 0) keeps its count and lives for Span at least from
-	// now; a Guesses key keeps Guess for Span at least. So confirmed state
-	// outlasts what only unreported checks left.
+	// Counter (Guess 0) keeps its count and lives at least
+	// ConfirmedHold(Span, Max, count) from now, count being the one it
+	// holds then; a Guesses key keeps Guess for Span at least. So confirmed
+	// state outlasts what only unreported checks left.
 	Confirm
 	// Learn puts Member on its key's familiar list for Span from now
 	// (familiar.go).
@@ -253,6 +258,22 @@ const (
 	// Forget removes a key: every guess of a Guesses key.
 	Forget
 )
+
+// ConfirmedHold is how long a Confirm of span and max keeps a count of
+// count: span × count ÷ max, so that a count is held longer the higher it
+// is, and all of span at max or beyond (or when max is 0). Stores reckon it
+// in whole microseconds, span rounded up, the quotient rounded down, as
+// float64 arithmetic does it (so Redis's Lua agrees to the microsecond).
+func ConfirmedHold(span time.Duration, max, count int64) time.Duration {
+	us := span / time.Microsecond
+	if span%time.Microsecond != 0 && us < math.MaxInt64/time.Microsecond {
+		us++
+	}
+	if max > 0 && count < max {
+		us = time.Duration(math.Floor(float64(us) * float64(count) / float64(max)))
+	}
+	return us * time.Microsecond
+}
 
 // Store is guardian's security store. Implementations are safe for
 // concurrent use, and evaluate every batch against their own clock.
@@ -304,12 +325,12 @@ var ErrBadReply = errors.New("store: bad reply")
 var ErrUnavailable = errors.New("store: unavailable")
 
 // ValidateSettlements checks settlements for what ErrBadBatch names: an
-// empty key, a negative span, an unknown action, or a Learn without a valid
-// member.
+// empty key, a negative span or max, an unknown action, or a Learn without a
+// valid member.
 func ValidateSettlements(settlements []Settlement) error {
 	for i := range settlements {
 		s := &settlements[i]
-		if s.Key == "" || s.Span < 0 || s.Action < GiveBack || s.Action > Forget ||
+		if s.Key == "" || s.Span < 0 || s.Max < 0 || s.Action < GiveBack || s.Action > Forget ||
 			s.Action == Learn && !ValidMember(s.Member) {
 			return fmt.Errorf("settlement %d: %w", i, ErrBadBatch)
 		}

@@ -27,7 +27,8 @@
 // now + Hold), Hold rounded up to whole µs. Remaining is max(Max − C', 0)
 // and Count is C', the count after the call; ResetAfter is the key's time to
 // live, 0 when absent; RetryAfter is 0. A Reset removes the key; a Confirm
-// keeps the count and makes D max(D, now + Span).
+// keeps the count and makes D max(D, now + store.ConfirmedHold(Span, Max,
+// C)).
 //
 // Cost 0 evaluates and never spends, refreshes or adds a key.
 //
@@ -665,7 +666,8 @@ func (s *Store) settle(st *store.Settlement) {
 				return
 			}
 		case st.Action == store.Confirm:
-			e.exp = max(e.exp, now+min(micros(st.Span), maxSpan))
+			hold := store.ConfirmedHold(st.Span, st.Max, e.v)
+			e.exp = max(e.exp, now+min(micros(hold), maxSpan))
 			s.set(sh, st.Key, e)
 			return
 		}

@@ -86,8 +86,9 @@ const doArgsPerOp, doArgsPerBatch = 4, 2
 // giveback is one entry of the give-back step: how is argGiveBack,
 // argUncount, argConfirm, argForget, argAddFamiliar, argForgetGuess
 // or argConfirmGuess, amount its microseconds or units; spec, when set,
-// what the entry carries instead: argAddFamiliar's "hold:member",
-// argForgetGuess's guess, argConfirmGuess's "guess:span".
+// what the entry carries instead: argConfirm's "span:max",
+// argAddFamiliar's "hold:member", argForgetGuess's guess,
+// argConfirmGuess's "guess:span".
 type giveback struct {
 	key    string
 	how    any
@@ -110,7 +111,7 @@ func settlementEntries(settlements []store.Settlement) ([]giveback, error) {
 		case st.Action == store.Learn:
 			e.how, e.spec = argAddFamiliar, strconv.FormatInt(micros(st.Span), 10)+":"+st.Member
 		case st.Action == store.Confirm && st.Guess == 0:
-			e.how, e.amount = argConfirm, micros(st.Span)
+			e.how, e.spec = argConfirm, strconv.FormatInt(micros(st.Span), 10)+":"+strconv.FormatInt(st.Max, 10)
 		case st.Action == store.Confirm:
 			e.how, e.spec = argConfirmGuess, guessText(st.Guess)+":"+strconv.FormatInt(micros(st.Span), 10)
 		}

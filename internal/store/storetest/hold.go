@@ -11,6 +11,7 @@ import (
 var holdCases = []testCase{
 	{"counter/spend_keeps_the_later_deadline", testCounterLaterDeadline},
 	{"counter/confirm_keeps_the_count_longer", testCounterConfirm},
+	{"counter/confirm_grows_with_the_count", testCounterConfirmGrows},
 	{"counter/confirm_absent", testCounterConfirmAbsent},
 	{"mark_once/confirms", testMarkOnceConfirms},
 }
@@ -39,6 +40,31 @@ func testCounterConfirm(h *harness) {
 	h.settle(store.Settlement{Key: k, Action: store.Confirm, Span: time.Minute})
 	h.run([]step{
 		{at: t0.Add(2 * time.Minute), ops: ops(Counter(k, 1, 5, 10*time.Minute)), want: rs(result{Allowed: true, Spent: true, Remaining: 3, ResetAfter: 2*time.Hour - time.Minute, Count: 2})},
+	})
+}
+
+// testCounterConfirmGrows: a Confirm with a Max keeps a count for its Span
+// × count ÷ Max, and for all of its Span once the count reaches Max.
+func testCounterConfirmGrows(h *harness) {
+	k, full := h.key("consecutive"), h.key("at-max")
+	h.run([]step{
+		{at: t0, ops: ops(Counter(k, 1, 5, time.Minute), Counter(full, 1, 5, time.Minute)), want: rs(
+			result{Allowed: true, Spent: true, Remaining: 4, ResetAfter: time.Minute, Count: 1},
+			result{Allowed: true, Spent: true, Remaining: 4, ResetAfter: time.Minute, Count: 1},
+		)},
+		{at: t0, ops: ops(Counter(k, 1, 5, time.Minute), Counter(full, 4, 5, time.Minute)), want: rs(
+			result{Allowed: true, Spent: true, Remaining: 3, ResetAfter: time.Minute, Count: 2},
+			result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: time.Minute, Count: 5},
+		)},
+	})
+	// Two of 4 confirmed for 4h: kept 2h. Five of 5 for 3h: all of it.
+	h.settle(store.Settlement{Key: k, Action: store.Confirm, Span: 4 * time.Hour, Max: 4},
+		store.Settlement{Key: full, Action: store.Confirm, Span: 3 * time.Hour, Max: 5})
+	h.run([]step{
+		{at: t0, peek: true, ops: ops(Counter(k, 0, 5, time.Minute), Counter(full, 0, 5, time.Minute)), want: rs(
+			result{Allowed: true, Remaining: 3, ResetAfter: 2 * time.Hour, Count: 2},
+			result{Allowed: true, Remaining: 0, ResetAfter: 3 * time.Hour, Count: 5},
+		)},
 	})
 }
 
