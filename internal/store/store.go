@@ -242,7 +242,9 @@ type Action uint8
 const (
 	// GiveBack takes Span off a Rate key's arrival time: a count: failures
 	// reservation given back, never beyond full, so that what others spent
-	// on the key stays spent.
+	// on the key stays spent. Span counts as the next whole microsecond,
+	// as an Interval does: a GiveBack of Cost×Interval gives back exactly
+	// what a spend of one unit took, and never more than a spend of Cost.
 	GiveBack Action = iota + 1
 	// Reset removes a Counter key: the run of failures it counted ends.
 	Reset

@@ -19,8 +19,10 @@
 //	ResetAfter = max(TAT' − now, 0), which is also the key's time to live
 //
 // where TAT' is newTAT when the op was spent and TAT otherwise. A GiveBack
-// moves TAT back by its Span, rounded down to whole µs, and removes the key
-// once TAT ≤ now.
+// moves TAT back by its Span, rounded up to whole µs as T is (so that it
+// gives back exactly what a spend of one unit took, and never more than
+// the spend of Cost units: ⌈Cost×T⌉ ≤ Cost×⌈T⌉), and removes the key once
+// TAT ≤ now.
 //
 // A Counter key holds a count C (absent: 0) and a deadline D: the op fits
 // iff C + Cost ≤ Max; a spend adds Cost and keeps the key until max(D,
@@ -621,7 +623,7 @@ func addShard(set []uint32, i uint32) []uint32 {
 }
 
 // Settle applies settlements: a GiveBack moves a Rate key's arrival time
-// back by its Span (rounded down to whole µs), removing the key once that
+// back by its Span (rounded up to whole µs), removing the key once that
 // makes it full; a Reset or a Forget removes its key; a Confirm keeps a
 // Counter until at least Span from now, or a Guesses key's Guess until then;
 // a Learn puts its member on a familiar list (familiar.go). Absent keys are
@@ -660,7 +662,7 @@ func (s *Store) settle(st *store.Settlement) {
 			s.confirmGuess(sh, st, e, now)
 			return
 		case st.Action == store.GiveBack:
-			tat := e.v - min(int64(st.Span/time.Microsecond), maxSpan)
+			tat := e.v - min(micros(st.Span), maxSpan)
 			if tat > now {
 				s.set(sh, st.Key, entry{v: tat, exp: tat})
 				return

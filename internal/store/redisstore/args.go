@@ -106,8 +106,9 @@ func settlementEntries(settlements []store.Settlement) ([]giveback, error) {
 		e := giveback{key: st.Key, how: argForget}
 		switch {
 		case st.Action == store.GiveBack:
-			// Truncated: a settlement never gives back more than was spent.
-			e.how, e.amount = argGiveBack, min(st.Span.Microseconds(), maxSpan)
+			// Rounded up as the spend's interval was: cost × T rounded up
+			// is never more than cost × (T rounded up).
+			e.how, e.amount = argGiveBack, micros(st.Span)
 		case st.Action == store.Learn:
 			e.how, e.spec = argAddFamiliar, strconv.FormatInt(micros(st.Span), 10)+":"+st.Member
 		case st.Action == store.Confirm && st.Guess == 0:

@@ -10,6 +10,7 @@ import (
 var settleCases = []testCase{
 	{"settle/give_back", testGiveBack},
 	{"settle/give_back_never_beyond_full", testGiveBackNeverBeyondFull},
+	{"settle/give_back_rounds_as_the_spend", testGiveBackRounds},
 	{"settle/reset", testReset},
 	{"settle/absent", testSettleAbsent},
 }
@@ -49,6 +50,21 @@ func testGiveBackNeverBeyondFull(h *harness) {
 		{at: t0, peek: true, ops: ops(Rate(k, 1, time.Minute, 5)), want: rs(result{Allowed: true, Remaining: 5})},
 		{at: t0, ops: ops(Rate(k, 5, time.Minute, 5)), want: rs(result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: 5 * time.Minute})},
 		{at: t0, ops: ops(Rate(k, 1, time.Minute, 5)), want: rs(result{Remaining: 0, RetryAfter: time.Minute, ResetAfter: 5 * time.Minute})},
+	})
+}
+
+// testGiveBackRounds: a GiveBack of an interval that is no whole number of
+// microseconds gives back what its spend took, rounded as the spend was.
+func testGiveBackRounds(h *harness) {
+	k := h.key("account")
+	const interval = 21333333333 * time.Nanosecond // 24h / 4050
+	h.run([]step{
+		{at: t0, ops: ops(Rate(k, 1, interval, 3)), want: rs(result{Allowed: true, Spent: true, Remaining: 2, ResetAfter: 21333334 * time.Microsecond})},
+		{at: t0, ops: ops(Rate(k, 1, interval, 3)), want: rs(result{Allowed: true, Spent: true, Remaining: 1, ResetAfter: 42666668 * time.Microsecond})},
+	})
+	h.settle(store.Settlement{Key: k, Action: store.GiveBack, Span: interval})
+	h.run([]step{
+		{at: t0, peek: true, ops: ops(Rate(k, 1, interval, 3)), want: rs(result{Allowed: true, Remaining: 2, ResetAfter: 21333334 * time.Microsecond})},
 	})
 }
 
