@@ -21,7 +21,7 @@ type CheckRequest struct {
 	// SecretFingerprint is the auth service's keyed hash of the secret
 	// the check guesses (CheckFingerprint); it is never stored or logged.
 	SecretFingerprint string
-	// Cost is the units the check spends on rate rules, 1 to MaxCost;
+	// Cost is the units the check spends on rate rules, 1 to rules.MaxCost;
 	// 0 means 1.
 	Cost int64
 	// ChallengePassed is the auth service's word that the end user solved

@@ -37,10 +37,9 @@ import (
 )
 
 // Errors the engine returns for a request it cannot decide. Each is mapped to
-// one error code by package httpapi.
+// one error code by package httpapi. A check of a flow guardian does not
+// know is rules.ErrUnknownFlow.
 var (
-	// ErrUnknownFlow reports a check of a flow guardian does not know.
-	ErrUnknownFlow = errors.New("engine: unknown flow")
 	// ErrMissingField reports a field the check's flow requires.
 	ErrMissingField = errors.New("engine: missing field")
 	// ErrInvalidField reports a field with a value out of range.
@@ -48,9 +47,6 @@ var (
 	// ErrAlreadyReported reports an attempt id that was reported before.
 	ErrAlreadyReported = errors.New("engine: attempt already reported")
 )
-
-// MaxCost is the largest cost one check may spend.
-const MaxCost = 1000
 
 // fits refuses a cost that an enforced rate rule r could never allow: more
 // than its burst, which no wait makes room for. Shadow rules do not refuse
@@ -76,8 +72,12 @@ type Config struct {
 	// device tokens they signed still open.
 	PreviousKeys []secret.Key
 	// HashKey keys the subjects accounts, addresses and recipients hash to
-	// (package keys); default Key.
+	// (package keys), and the guesses of secret fingerprints; default Key.
 	HashKey secret.Key
+	// Hasher hashes those subjects: the instance's one Hasher of HashKey,
+	// shared with what names the same accounts (the audit trail, the
+	// decision log). Nil: one of the engine's own, keyed from HashKey.
+	Hasher *keys.Hasher
 	// Normalizer normalises accounts and recipients before they are hashed
 	// (CheckRequest.Normalise); nil: the defaults.
 	Normalizer *keys.Normalizer
@@ -148,7 +148,7 @@ func New(cfg Config) *Engine {
 	e := &Engine{
 		rules:     cfg.Rules,
 		store:     cfg.Store,
-		hasher:    keys.NewHasher(hashKey),
+		hasher:    cfg.Hasher,
 		guesser:   keys.NewGuesser(hashKey),
 		norm:      cfg.Normalizer,
 		attempts:  tokens.NewAttempts(cfg.Key, cfg.PreviousKeys...).WithTTL(cfg.AttemptTTL),
@@ -166,6 +166,9 @@ func New(cfg Config) *Engine {
 	e.guesses = store.Guesses{Max: rememberedGuesses, Hold: min(guessHold, hold)}
 	if e.log == nil {
 		e.log = slog.Default()
+	}
+	if e.hasher == nil {
+		e.hasher = keys.NewHasher(hashKey)
 	}
 	e.login = loginlimits.New(e.hasher, tokens.NewDevices(cfg.Key, 0, cfg.PreviousKeys...))
 	if e.aggregate == nil {

@@ -14,13 +14,14 @@ import (
 	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
-// Outcome is how a checked attempt went.
-type Outcome string
+// Outcome is how a checked attempt went: rules.Outcome, named here too for
+// the engine's callers, who report outcomes to it.
+type Outcome = rules.Outcome
 
-// The outcomes of a report.
+// The outcomes of a report (rules.Success, rules.Failure).
 const (
-	Success Outcome = "success"
-	Failure Outcome = "failure"
+	Success = rules.Success
+	Failure = rules.Failure
 )
 
 // ReportResult is the answer to a report.

@@ -89,27 +89,37 @@ func (in *instance) remaining(tb testing.TB, account string) int64 {
 
 var carol = engine.CheckRequest{Flow: rules.Login, Account: "carol", IP: "192.0.2.1"}
 
+// check checks req, which must be allowed, and returns its attempt id.
+func (in *instance) check(tb testing.TB, req engine.CheckRequest) string {
+	tb.Helper()
+	d, err := in.eng.Check(context.Background(), req)
+	if err != nil || d.AttemptID == "" {
+		tb.Fatalf("check: %+v, %v; want an attempt id", d, err)
+	}
+	return d.AttemptID
+}
+
+// report reports id as o, which must be accepted.
+func (in *instance) report(tb testing.TB, id string, o engine.Outcome) {
+	tb.Helper()
+	if _, err := in.eng.Report(context.Background(), id, o); err != nil {
+		tb.Fatalf("report %s: %v", o, err)
+	}
+}
+
 // TestReportAfterAReloadSettlesByTheCheckRules: a report settles by the
 // rules that decided its check, even after a reload replaced them.
 func TestReportAfterAReloadSettlesByTheCheckRules(t *testing.T) {
 	clock := testclock.New(t0)
 	in := newInstance(t, memstore.New(memstore.Config{Now: clock.Now}), clock, givesBack)
-	ctx := context.Background()
-	d, err := in.eng.Check(ctx, carol)
-	if err != nil || d.AttemptID == "" {
-		t.Fatalf("check: %+v, %v", d, err)
-	}
+	id := in.check(t, carol)
 	in.load(t, keepsAll)
-	if _, err := in.eng.Check(ctx, engine.CheckRequest{Flow: rules.Login, Account: "dave", IP: "192.0.2.2"}); err != nil {
-		t.Fatal(err)
-	}
+	in.check(t, engine.CheckRequest{Flow: rules.Login, Account: "dave", IP: "192.0.2.2"})
 	if got := in.remaining(t, "carol"); got != 2 {
 		t.Fatalf("after the check: %d left, want 2", got)
 	}
 	clock.Advance(time.Minute)
-	if _, err := in.eng.Report(ctx, d.AttemptID, engine.Success); err != nil {
-		t.Fatalf("report after the reload: %v", err)
-	}
+	in.report(t, id, engine.Success)
 	// A gave the reservation back; B would have kept it.
 	if got := in.remaining(t, "carol"); got != 3 {
 		t.Errorf("after the success: %d left, want 3: the rules of the check give back", got)
@@ -125,26 +135,16 @@ func TestReportAfterAReloadSettlesByTheCheckRules(t *testing.T) {
 func TestReportUnderUnknownRulesSettlesNothing(t *testing.T) {
 	clock := testclock.New(t0)
 	st := memstore.New(memstore.Config{Now: clock.Now})
-	ctx := context.Background()
 	first := newInstance(t, st, clock, givesBack)
 	other := newInstance(t, st, clock, keepsAll)
-	var ids []string
-	for range 2 {
-		d, err := first.eng.Check(ctx, carol)
-		if err != nil || d.AttemptID == "" {
-			t.Fatalf("check: %+v, %v", d, err)
-		}
-		ids = append(ids, d.AttemptID)
-	}
+	ids := []string{first.check(t, carol), first.check(t, carol)}
 	for _, id := range ids {
-		if _, err := other.eng.Report(ctx, id, engine.Success); err != nil {
-			t.Fatalf("report under unknown rules: %v, want it accepted", err)
-		}
+		other.report(t, id, engine.Success)
 	}
 	if got := first.remaining(t, "carol"); got != 1 {
 		t.Errorf("after two unsettled successes: %d left, want 1: nothing given back", got)
 	}
-	if _, err := other.eng.Report(ctx, ids[0], engine.Failure); !errors.Is(err, engine.ErrAlreadyReported) {
+	if _, err := other.eng.Report(context.Background(), ids[0], engine.Failure); !errors.Is(err, engine.ErrAlreadyReported) {
 		t.Errorf("second report: %v, want ErrAlreadyReported", err)
 	}
 	if n := testutil.ToFloat64(other.metrics.UnsettledReports); n != 2 {
@@ -154,13 +154,7 @@ func TestReportUnderUnknownRulesSettlesNothing(t *testing.T) {
 		t.Errorf("%d log lines of unknown rules, want one per rules hash:\n%s", n, other.logs)
 	}
 	// The instance that decided the checks settles their like.
-	d, err := first.eng.Check(ctx, carol)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := first.eng.Report(ctx, d.AttemptID, engine.Success); err != nil {
-		t.Fatal(err)
-	}
+	first.report(t, first.check(t, carol), engine.Success)
 	if got := first.remaining(t, "carol"); got != 1 {
 		t.Errorf("after a settled success: %d left, want 1 (its own reservation back)", got)
 	}
@@ -172,16 +166,9 @@ func TestReportUnderUnknownRulesSettlesNothing(t *testing.T) {
 func TestReportKnowsRulesLoadedBeforeAnyCheck(t *testing.T) {
 	clock := testclock.New(t0)
 	st := memstore.New(memstore.Config{Now: clock.Now})
-	ctx := context.Background()
-	before := newInstance(t, st, clock, givesBack)
-	d, err := before.eng.Check(ctx, carol)
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := newInstance(t, st, clock, givesBack).check(t, carol)
 	after := newInstance(t, st, clock, givesBack)
-	if _, err := after.eng.Report(ctx, d.AttemptID, engine.Success); err != nil {
-		t.Fatal(err)
-	}
+	after.report(t, id, engine.Success)
 	if got := after.remaining(t, "carol"); got != 3 {
 		t.Errorf("after the success: %d left, want 3", got)
 	}

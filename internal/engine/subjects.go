@@ -3,9 +3,6 @@ package engine
 import (
 	"fmt"
 	"net/netip"
-	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/loginlimits"
@@ -75,23 +72,13 @@ func (ids *Identifiers) Key(r *rules.Rule) keys.Key {
 
 // accountKey is the key of a normalised account: what key: account rules
 // count an untrusted check by, and what device tokens are bound to once
-// hashed.
-func accountKey(account string) keys.Key {
-	return keys.Key{Kind: string(rules.KeyAccount), ID: account}
-}
-
-// flowNames lists the flows for an error message.
-var flowNames = func() string {
-	names := make([]string, len(rules.Flows))
-	for i, f := range rules.Flows {
-		names[i] = string(f)
-	}
-	return strings.Join(names, ", ")
-}()
+// hashed (keys.AccountKey, whose kind is key: account's).
+func accountKey(account string) keys.Key { return keys.AccountKey(account) }
 
 // Validate reports whether guardian decides req, and if not why: each error
 // is one guardian answers with a 400 (package httpapi maps it), and wraps
-// ErrUnknownFlow, ErrMissingField, ErrInvalidField, keys.ErrInvalidIP,
+// rules.ErrUnknownFlow, rules.ErrInvalidCost (with ErrInvalidField),
+// ErrMissingField, ErrInvalidField, keys.ErrInvalidIP,
 // keys.ErrInvalidAccount or keys.ErrInvalidRecipient. Accounts and
 // recipients are normalised with n (nil: the defaults), as the engine's
 // Config.Normalizer: an engine validates every request it is given the same
@@ -105,12 +92,12 @@ func (req *CheckRequest) Validate(n *keys.Normalizer) error {
 // accounts and recipients normalised with n (nil: the defaults).
 func (req *CheckRequest) Normalise(n *keys.Normalizer) (Identifiers, error) {
 	var ids Identifiers
-	if err := CheckFlow(req.Flow); err != nil {
+	if err := rules.CheckFlow(req.Flow); err != nil {
 		return ids, err
 	}
 	if req.Cost != 0 {
-		if err := CheckCost(req.Cost); err != nil {
-			return ids, err
+		if err := rules.CheckCost(req.Cost); err != nil {
+			return ids, fmt.Errorf("%w: %w", ErrInvalidField, err)
 		}
 	}
 	var err error
@@ -136,37 +123,6 @@ func (req *CheckRequest) Normalise(n *keys.Normalizer) (Identifiers, error) {
 		}
 	}
 	return ids, nil
-}
-
-// CheckFlow reports whether f is a flow guardian knows (rules.Flows), with
-// an error wrapping ErrUnknownFlow that lists them when it is not. The wire
-// formats (the HTTP API, the replay format) ask it as soon as they read a
-// flow, so that an unknown flow is the first thing said of a request.
-func CheckFlow(f rules.Flow) error {
-	if !slices.Contains(rules.Flows, f) {
-		return fmt.Errorf("%w: flow: %s is not one of %s", ErrUnknownFlow, quote(string(f)), flowNames)
-	}
-	return nil
-}
-
-// CheckCost reports whether n is a cost a check may name: 1 to MaxCost. A
-// wire format with an explicit cost (the HTTP API, the replay format) holds
-// it to this; only an absent cost is the default.
-func CheckCost(n int64) error {
-	if n < 1 || n > MaxCost {
-		return fmt.Errorf("%w: cost: must be between 1 and %d", ErrInvalidField, MaxCost)
-	}
-	return nil
-}
-
-// quote quotes s for an error message, shortened: a client's typo is worth
-// echoing, a megabyte of it is not.
-func quote(s string) string {
-	const n = 64
-	if len(s) > n {
-		s = s[:n] + "…"
-	}
-	return strconv.Quote(s)
 }
 
 // subjects are what a plan is built from besides the rules (build): a
@@ -260,16 +216,5 @@ func (s *subjects) buckets() loginlimits.Buckets {
 // accountSubject returns the subject of account for the calls that name an
 // account without a check: status and reset.
 func (e *Engine) accountSubject(account string) (string, error) {
-	return AccountSubject(e.hasher, e.norm, account)
-}
-
-// AccountSubject returns the subject h hashes account to, normalised as a
-// check's account is: what key: account rules count an untrusted check by,
-// and what the audit trail pseudonymises.
-func AccountSubject(h *keys.Hasher, n *keys.Normalizer, account string) (string, error) {
-	norm, err := n.Account(account)
-	if err != nil {
-		return "", err
-	}
-	return h.KeySubject(accountKey(norm)), nil
+	return e.hasher.AccountSubject(e.norm, account)
 }

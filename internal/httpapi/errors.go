@@ -41,8 +41,10 @@ func errorFor(err error) *apiError {
 		return newError(http.StatusBadRequest, "invalid_recipient", "recipient: "+detail(err, keys.ErrInvalidRecipient))
 	case errors.Is(err, keys.ErrInvalidAccount):
 		return newError(http.StatusBadRequest, "invalid_field", "account: "+detail(err, keys.ErrInvalidAccount))
-	case errors.Is(err, engine.ErrUnknownFlow):
-		return newError(http.StatusBadRequest, "unknown_flow", detail(err, engine.ErrUnknownFlow))
+	case errors.Is(err, rules.ErrUnknownFlow):
+		return newError(http.StatusBadRequest, "unknown_flow", detail(err, rules.ErrUnknownFlow))
+	case errors.Is(err, rules.ErrInvalidCost):
+		return newError(http.StatusBadRequest, "invalid_field", detail(err, rules.ErrInvalidCost))
 	case errors.Is(err, engine.ErrMissingField):
 		return newError(http.StatusBadRequest, "missing_field", detail(err, engine.ErrMissingField))
 	case errors.Is(err, engine.ErrInvalidField):

@@ -9,7 +9,6 @@ import (
 
 	"github.com/guardian-sec/guardian/internal/audit"
 	"github.com/guardian-sec/guardian/internal/engine"
-	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/shadow"
 )
@@ -59,7 +58,7 @@ func limitsJSON(ls []engine.Limit) []limitJSON {
 }
 
 func (a *API) check(c *gin.Context) {
-	req, err := checkFromBody(c, a.cfg.Normalizer)
+	req, err := checkFromBody(c)
 	if err != nil {
 		a.abort(c, err)
 		return
@@ -128,11 +127,11 @@ func setCheckHeaders(h http.Header, d *engine.Decision) {
 	}
 }
 
-// checkFromBody decodes a check request and validates it
-// (engine.CheckRequest.Validate, with the engine's normaliser n), so that
-// every request guardian would not decide is answered 400 before it
-// reaches the engine.
-func checkFromBody(c *gin.Context, n *keys.Normalizer) (engine.CheckRequest, error) {
+// checkFromBody decodes a check request and checks its shape: required
+// fields, the flow first (rules.CheckFlow) and a given cost
+// (rules.CheckCost). The engine normalises what it holds, once, and refuses
+// what it would not decide with errors errorFor maps to 400.
+func checkFromBody(c *gin.Context) (engine.CheckRequest, error) {
 	var body checkRequest
 	if err := decode(c, &body); err != nil {
 		return engine.CheckRequest{}, err
@@ -143,7 +142,7 @@ func checkFromBody(c *gin.Context, n *keys.Normalizer) (engine.CheckRequest, err
 		return req, err
 	}
 	req.Flow = rules.Flow(flow)
-	if err := engine.CheckFlow(req.Flow); err != nil {
+	if err := rules.CheckFlow(req.Flow); err != nil {
 		return req, err
 	}
 	if req.IP, err = required(body.IP, "ip"); err != nil {
@@ -167,12 +166,12 @@ func checkFromBody(c *gin.Context, n *keys.Normalizer) (engine.CheckRequest, err
 	if body.Cost != nil {
 		// Only an absent cost is the default: a cost given is 1 to
 		// MaxCost, 0 included.
-		if err := engine.CheckCost(*body.Cost); err != nil {
+		if err := rules.CheckCost(*body.Cost); err != nil {
 			return req, err
 		}
 		req.Cost = *body.Cost
 	}
-	return req, req.Validate(n)
+	return req, nil
 }
 
 // reportRequest is the body of /v1/report.
