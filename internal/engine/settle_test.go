@@ -19,6 +19,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/store"
 	"github.com/guardian-sec/guardian/internal/store/memstore"
 	"github.com/guardian-sec/guardian/internal/testclock"
+	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
 // Two rule sets with one account rule of the same name: A gives back a
@@ -174,5 +175,28 @@ func TestReportKnowsRulesLoadedBeforeAnyCheck(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(after.metrics.UnsettledReports); n != 0 {
 		t.Errorf("guardian_reports_unsettled_total = %v, want 0", n)
+	}
+}
+
+// TestReportWithoutRulesSettlesNothing: an attempt id naming no rules (as
+// those of the layout before, which an upgraded instance still opens) is
+// accepted once and settles nothing; a success still trusts its device.
+func TestReportWithoutRulesSettlesNothing(t *testing.T) {
+	clock := testclock.New(t0)
+	in := newInstance(t, memstore.New(memstore.Config{Now: clock.Now}), clock, givesBack)
+	key, err := secret.New([]byte("engine-test-signing-key-0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := tokens.NewAttempts(key).Seal(tokens.Attempt{Issued: t0, Flow: "login", Account: "AbCdEfGhIjKlMnOpQrStUg", Spent: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := in.eng.Report(context.Background(), id, engine.Success)
+	if err != nil || res.DeviceToken == "" {
+		t.Fatalf("report: %+v, %v; want it accepted with a device token", res, err)
+	}
+	if n := testutil.ToFloat64(in.metrics.UnsettledReports); n != 1 {
+		t.Errorf("guardian_reports_unsettled_total = %v, want 1", n)
 	}
 }

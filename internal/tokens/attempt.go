@@ -34,7 +34,20 @@ const (
 	uvarintMaxLen   = binary.MaxVarintLen64
 	maxRawAttempt   = headerLen + 1 + MaxAttemptFlowLen + 3*uvarintMaxLen + rulesHashLen + 4*subjectLen + 1 + MaxAttemptMemberLen + guessLen + addrLen + attemptTagLen
 	maxAttemptCost  = 1 << 20
-	attemptDecodeTo = MaxAttemptLen/4*3 + 3
+	attemptDecodeTo = maxLegacyLen/4*3 + 3
+	// legacyVersion is the layout of attempt ids before this one, which
+	// carried store keys and were up to maxLegacyLen characters: Open
+	// still takes them, so that a fleet being upgraded settles its
+	// reports (see Open), and Seal never writes them.
+	legacyVersion      = 1
+	maxLegacyLen       = 4 << 10
+	maxLegacyFieldLen  = 64
+	legacyFlagsKnown   = 7
+	legacyHeaderLen    = 1 + idLen + 8
+	minLegacyPayload   = legacyHeaderLen + 3 + 1 + 1
+	legacyFlagFallback = 1
+	legacyFlagHardStop = 2
+	legacyFlagCounted  = 4
 )
 
 // AttemptTTL is how long an attempt id can be reported unless WithTTL says
@@ -316,8 +329,13 @@ func (at *Attempt) flags() uint {
 // constant time, before anything else is read), not exactly what Seal
 // writes, or issued more than a minute after now. An id issued more than
 // TTL before now gives ErrExpiredAttempt.
+//
+// An id of the layout before this one, signed with the same key, opens to
+// an Attempt with its ID, issue time, flow, account and flags but no Rules
+// and nothing spent: a report of it is accepted, once, and settles
+// nothing, as one of rules the instance does not know (package engine).
 func (a *Attempts) Open(token string, now time.Time) (Attempt, error) {
-	if len(token) > MaxAttemptLen {
+	if len(token) > maxLegacyLen {
 		return Attempt{}, errAttemptTooLong
 	}
 	if !allB64URL(token) {
@@ -336,7 +354,15 @@ func (a *Attempts) Open(token string, now time.Time) (Attempt, error) {
 	if k == nil {
 		return Attempt{}, errAttemptTag
 	}
-	at, err := parseAttempt(payload, k, st)
+	var at Attempt
+	switch {
+	case payload[0] == legacyVersion:
+		at, err = parseLegacy(payload)
+	case len(token) > MaxAttemptLen:
+		return Attempt{}, errAttemptTooLong
+	default:
+		at, err = parseAttempt(payload, k, st)
+	}
 	if err != nil {
 		return Attempt{}, err
 	}
@@ -402,6 +428,30 @@ func parseAttempt(p []byte, k *attemptKey, st *attemptState) (Attempt, error) {
 	if r.bad || len(r.b) != 0 {
 		return Attempt{}, errAttemptEncoding
 	}
+	return at, nil
+}
+
+// parseLegacy reads the header of an id of the layout before this one,
+// whose tag was verified: id, issue time, flow, account subject, device,
+// flags; what it carried after them was store keys, which no report uses
+// any more.
+func parseLegacy(p []byte) (Attempt, error) {
+	if len(p) < minLegacyPayload {
+		return Attempt{}, errAttemptEncoding
+	}
+	at := Attempt{
+		ID:     strictB64.EncodeToString(p[1 : 1+idLen]),
+		Issued: time.UnixMilli(int64(binary.BigEndian.Uint64(p[1+idLen:]))),
+	}
+	r := reader{b: p[legacyHeaderLen:]}
+	at.Flow = r.string(MaxAttemptFlowLen)
+	at.Account = r.string(keys.SubjectLen)
+	r.string(maxLegacyFieldLen) // the device
+	flags := r.bytes(1)[0]
+	if _, subject := appendSubject(nil, at.Account); r.bad || !subject || flags&^legacyFlagsKnown != 0 {
+		return Attempt{}, errAttemptEncoding
+	}
+	at.Fallback, at.HardStop, at.Counted = flags&legacyFlagFallback != 0, flags&legacyFlagHardStop != 0, flags&legacyFlagCounted != 0
 	return at, nil
 }
 

@@ -363,3 +363,48 @@ func TestAttemptSealRejects(t *testing.T) {
 		})
 	}
 }
+
+// TestAttemptOpensTheLayoutBefore: an id of the layout before this one,
+// store keys and all, opens to its header alone, with no rules and nothing
+// spent, so that a fleet being upgraded settles nothing of it rather than
+// refusing an honest report.
+func TestAttemptOpensTheLayoutBefore(t *testing.T) {
+	a := NewAttempts(testKey(t, 1))
+	legacy := append([]byte{legacyVersion}, bytes.Repeat([]byte{9}, idLen)...)
+	legacy = binary.BigEndian.AppendUint64(legacy, uint64(t0.UnixMilli()))
+	legacy = appendString(legacy, "login")
+	legacy = appendString(legacy, "AbCdEfGhIjKlMnOpQrStUg")
+	legacy = appendString(legacy, "ZyXwVuTsRqPoNmLkJiHgFe")
+	legacy = append(legacy, legacyFlagHardStop|legacyFlagCounted)
+	// Twenty refunds of long store keys, as the layout carried them.
+	legacy = append(legacy, 20)
+	for range 20 {
+		legacy = appendString(legacy, "guardian:v3:{AbCdEfGhIjKlMnOpQrStUg}:"+strings.Repeat("r", 63))
+		legacy = append(legacy, 0, 0x80, 0x01)
+	}
+	tok := sealPayload(a, legacy)
+	if len(tok) <= MaxAttemptLen {
+		t.Fatalf("the legacy id is %d characters; this test wants one longer than %d", len(tok), MaxAttemptLen)
+	}
+	got, err := a.Open(tok, t0)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	want := Attempt{ID: strictB64.EncodeToString(bytes.Repeat([]byte{9}, idLen)), Issued: t0, Flow: "login", Account: "AbCdEfGhIjKlMnOpQrStUg", HardStop: true, Counted: true}
+	if !equalAttempts(got, want) {
+		t.Fatalf("Open = %+v, want %+v", got, want)
+	}
+	for name, bad := range map[string][]byte{
+		"cut in its header": legacy[:legacyHeaderLen+3],
+		"unknown flag":      append(slices.Clone(legacy[:legacyHeaderLen+6+22+22+2]), 8),
+	} {
+		if _, err := a.Open(sealPayload(a, bad), t0); !errors.Is(err, ErrInvalidAttempt) {
+			t.Errorf("%s: Open error = %v, want ErrInvalidAttempt", name, err)
+		}
+	}
+	// Ids of this layout are never that long.
+	long := sealPayload(a, append([]byte{attemptVersion}, legacy[1:]...))
+	if _, err := a.Open(long, t0); !errors.Is(err, ErrInvalidAttempt) {
+		t.Errorf("a long id of this layout: Open error = %v, want ErrInvalidAttempt", err)
+	}
+}
