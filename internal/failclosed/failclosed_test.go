@@ -165,6 +165,44 @@ func TestEachRuleFallsBackByItsOnStoreError(t *testing.T) {
 	}
 }
 
+// TestFeatureOpsAreNoRule: the ops of a check's features (its memory of
+// guesses, its familiar list) name no rule, and count as none in
+// guardian_fallback_decisions_total.
+func TestFeatureOpsAreNoRule(t *testing.T) {
+	f := newFixture(t, 1)
+	f.primary.setErr(errDown)
+	guesses := store.Op{Key: "g", Cost: 1, Role: store.Soft, Guess: 7, Limit: store.Guesses{Max: 3, Hold: time.Hour}}
+	f.do(t, op("k", 5, store.OnErrorLocal), guesses)
+	if n := testutil.CollectAndCount(f.metrics.FallbackDecisions); n != 1 {
+		t.Fatalf("%d series of guardian_fallback_decisions_total, want the rule's alone", n)
+	}
+	if n := testutil.ToFloat64(f.metrics.FallbackDecisions.WithLabelValues("k", "local")); n != 1 {
+		t.Fatalf("fallback decisions of the rule = %v, want 1", n)
+	}
+}
+
+// TestBadBatchIsNoStoreFailure: a batch the primary refuses as bad is an
+// error of the caller's, which neither counts as a store error nor falls
+// back.
+func TestBadBatchIsNoStoreFailure(t *testing.T) {
+	f := newFixture(t, 1)
+	bad := store.Op{Key: "k", Cost: 1}
+	err := f.store.Do(context.Background(), []store.Op{bad}, make([]store.Result, 1))
+	if !errors.Is(err, store.ErrBadBatch) {
+		t.Fatalf("Do of a bad batch = %v, want ErrBadBatch", err)
+	}
+	if !f.store.Healthy() || testutil.CollectAndCount(f.metrics.StoreErrors) != 0 {
+		t.Fatal("a bad batch counted as a store failure")
+	}
+	f.primary.setErr(errDown)
+	if err := f.store.Do(context.Background(), []store.Op{op("a", 1, store.OnErrorLocal)}, make([]store.Result, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.Do(context.Background(), []store.Op{bad}, make([]store.Result, 1)); !errors.Is(err, store.ErrBadBatch) {
+		t.Fatalf("Do of a bad batch on the fallback = %v, want ErrBadBatch", err)
+	}
+}
+
 func TestClosedRuleDeniesTheWholeBatch(t *testing.T) {
 	f := newFixture(t, 1)
 	f.primary.setErr(errDown)
