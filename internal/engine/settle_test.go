@@ -72,6 +72,14 @@ func (in *instance) load(tb testing.TB, yaml string) {
 	in.holder.Store(set)
 }
 
+// wantUnsettled checks that n reports were accepted without settling.
+func (in *instance) wantUnsettled(tb testing.TB, n float64) {
+	tb.Helper()
+	if got := testutil.ToFloat64(in.metrics.UnsettledReports); got != n {
+		tb.Errorf("guardian_reports_unsettled_total = %v, want %v", got, n)
+	}
+}
+
 // remaining is what the account's acct bucket holds, read without spending.
 func (in *instance) remaining(tb testing.TB, account string) int64 {
 	tb.Helper()
@@ -125,9 +133,7 @@ func TestReportAfterAReloadSettlesByTheCheckRules(t *testing.T) {
 	if got := in.remaining(t, "carol"); got != 3 {
 		t.Errorf("after the success: %d left, want 3: the rules of the check give back", got)
 	}
-	if n := testutil.ToFloat64(in.metrics.UnsettledReports); n != 0 {
-		t.Errorf("guardian_reports_unsettled_total = %v, want 0", n)
-	}
+	in.wantUnsettled(t, 0)
 }
 
 // TestReportUnderUnknownRulesSettlesNothing: an instance that never knew
@@ -148,9 +154,7 @@ func TestReportUnderUnknownRulesSettlesNothing(t *testing.T) {
 	if _, err := other.eng.Report(context.Background(), ids[0], engine.Failure); !errors.Is(err, engine.ErrAlreadyReported) {
 		t.Errorf("second report: %v, want ErrAlreadyReported", err)
 	}
-	if n := testutil.ToFloat64(other.metrics.UnsettledReports); n != 2 {
-		t.Errorf("guardian_reports_unsettled_total = %v, want 2", n)
-	}
+	other.wantUnsettled(t, 2)
 	if n := strings.Count(other.logs.String(), "rules this instance does not know"); n != 1 {
 		t.Errorf("%d log lines of unknown rules, want one per rules hash:\n%s", n, other.logs)
 	}
@@ -173,9 +177,7 @@ func TestReportKnowsRulesLoadedBeforeAnyCheck(t *testing.T) {
 	if got := after.remaining(t, "carol"); got != 3 {
 		t.Errorf("after the success: %d left, want 3", got)
 	}
-	if n := testutil.ToFloat64(after.metrics.UnsettledReports); n != 0 {
-		t.Errorf("guardian_reports_unsettled_total = %v, want 0", n)
-	}
+	after.wantUnsettled(t, 0)
 }
 
 // TestReportWithoutRulesSettlesNothing: an attempt id naming no rules (as
@@ -196,7 +198,5 @@ func TestReportWithoutRulesSettlesNothing(t *testing.T) {
 	if err != nil || res.DeviceToken == "" {
 		t.Fatalf("report: %+v, %v; want it accepted with a device token", res, err)
 	}
-	if n := testutil.ToFloat64(in.metrics.UnsettledReports); n != 1 {
-		t.Errorf("guardian_reports_unsettled_total = %v, want 1", n)
-	}
+	in.wantUnsettled(t, 1)
 }
