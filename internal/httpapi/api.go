@@ -18,7 +18,6 @@ import (
 	"github.com/guardian-sec/guardian/internal/breached"
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/fleet"
-	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/shadow"
@@ -56,9 +55,6 @@ type Config struct {
 	// It logs the outcome, once, with who asked (the admin token's
 	// subject) and the request's context.
 	Reload func(ctx context.Context, by string) (*rules.Set, error)
-	// Normalizer is the engine's (engine.Config.Normalizer), so that a check
-	// is validated as the engine will read it; nil: the defaults.
-	Normalizer *keys.Normalizer
 	// StoreHealthy reports whether the store answers (for /readyz).
 	StoreHealthy func() bool
 	// Gatherer serves /metrics.

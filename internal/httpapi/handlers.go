@@ -9,7 +9,6 @@ import (
 
 	"github.com/guardian-sec/guardian/internal/audit"
 	"github.com/guardian-sec/guardian/internal/engine"
-	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/shadow"
 )
@@ -63,7 +62,7 @@ func limitsJSON(ls []engine.Limit) []limitJSON {
 
 func (a *API) check(c *gin.Context) {
 	var body checkRequest
-	req, err := checkFromBody(c, a.cfg.Normalizer, &body)
+	req, err := checkFromBody(c, &body)
 	if err != nil {
 		a.abort(c, err)
 		return
@@ -137,11 +136,11 @@ func setCheckHeaders(h http.Header, d *engine.Decision) {
 	}
 }
 
-// checkFromBody decodes a check request into body and validates it
-// (engine.CheckRequest.Validate, with the engine's normaliser n), so that
-// every request guardian would not decide is answered 400 before it
-// reaches the engine.
-func checkFromBody(c *gin.Context, n *keys.Normalizer, body *checkRequest) (engine.CheckRequest, error) {
+// checkFromBody decodes a check request into body and checks its shape:
+// required fields, the flow first (rules.CheckFlow) and a given cost
+// (rules.CheckCost). The engine normalises what it holds, once, and refuses
+// what it would not decide with errors errorFor maps to 400.
+func checkFromBody(c *gin.Context, body *checkRequest) (engine.CheckRequest, error) {
 	if err := decode(c, body); err != nil {
 		return engine.CheckRequest{}, err
 	}
@@ -151,7 +150,7 @@ func checkFromBody(c *gin.Context, n *keys.Normalizer, body *checkRequest) (engi
 		return req, err
 	}
 	req.Flow = rules.Flow(flow)
-	if err := engine.CheckFlow(req.Flow); err != nil {
+	if err := rules.CheckFlow(req.Flow); err != nil {
 		return req, err
 	}
 	if req.IP, err = required(body.IP, "ip"); err != nil {
@@ -175,12 +174,12 @@ func checkFromBody(c *gin.Context, n *keys.Normalizer, body *checkRequest) (engi
 	if body.Cost != nil {
 		// Only an absent cost is the default: a cost given is 1 to
 		// MaxCost, 0 included.
-		if err := engine.CheckCost(*body.Cost); err != nil {
+		if err := rules.CheckCost(*body.Cost); err != nil {
 			return req, err
 		}
 		req.Cost = *body.Cost
 	}
-	return req, req.Validate(n)
+	return req, nil
 }
 
 // reportRequest is the body of /v1/report.

@@ -43,6 +43,10 @@ type Metrics struct {
 	GlobalFailures *prometheus.GaugeVec
 	// Reports counts reports by outcome.
 	Reports *prometheus.CounterVec
+	// UnsettledReports counts reports accepted without settling what their
+	// check spent: the check was decided by rules this instance does not
+	// know.
+	UnsettledReports prometheus.Counter
 	// FailureRateInForce is 1 while a failure_rate rule is in force (its
 	// hysteresis included), by rule and mode.
 	FailureRateInForce *prometheus.GaugeVec
@@ -119,6 +123,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "guardian_reports_total",
 			Help: "Reports recorded, by outcome.",
 		}, []string{"outcome"}),
+		UnsettledReports: f.NewCounter(prometheus.CounterOpts{
+			Name: "guardian_reports_unsettled_total",
+			Help: "Reports accepted without settling what their check spent, because rules this instance does not know decided the check.",
+		}),
 		FailureRateInForce: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "guardian_failure_rate_in_force",
 			Help: "1 while a failure_rate rule is in force, hysteresis included, by rule and mode; else 0.",

@@ -121,9 +121,12 @@ type Server struct {
 	tallies  *shadow.Fleet
 	agg      *aggregate.Aggregate
 	fleet    *fleet.Fleet
-	engine   *engine.Engine
-	api      *httpapi.API
-	http     *http.Server
+	beat     *beat
+	// hasher is the instance's one Hasher of the hash key.
+	hasher *keys.Hasher
+	engine *engine.Engine
+	api    *httpapi.API
+	http   *http.Server
 
 	closers   []func() error
 	pprofAddr string
@@ -147,17 +150,7 @@ type Server struct {
 // New builds an instance from cfg; it loads the rules and opens the store but
 // does not listen yet.
 func New(cfg Config) (*Server, error) {
-	cfg = withDefaults(cfg)
-	s := &Server{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry(), shadow: shadow.NewBook()}
-	if s.log == nil {
-		s.log = slog.Default()
-	}
-	// Every line logged with a request's context carries its id and trace.
-	s.log = slog.New(requestid.NewHandler(s.log.Handler()))
-	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m := metrics.New(s.registry)
-	s.metrics = m
-
+	s := newServer(withDefaults(cfg))
 	set, err := s.loadRules()
 	if err != nil {
 		return nil, err
@@ -166,78 +159,18 @@ func New(cfg Config) (*Server, error) {
 	if err := s.loadBreached(); err != nil {
 		return nil, err
 	}
-
-	st, storeHealthy, sh, err := s.openStore(m)
+	st, storeHealthy, sh, err := s.openStore(s.metrics)
 	if err != nil {
 		return nil, err
 	}
-	s.fleet = fleet.New(fleet.Config{
-		ID:           cfg.InstanceID,
-		Version:      cfg.Version,
-		Rules:        s.holder.Load,
-		StoreHealthy: storeHealthy,
-		Shared:       sh.fleet,
-		Now:          cfg.Now,
-		Logger:       s.log,
-	})
-	s.tallies = shadow.NewFleet(shadow.FleetConfig{
-		Book:     s.shadow,
-		Shared:   sh.shadow,
-		Instance: s.fleet.ID(),
-		Logger:   s.log,
-	})
-	s.agg = aggregate.New(aggregate.Config{
-		Now:       cfg.Now,
-		Shared:    sh.agg,
-		FleetSize: cfg.FleetSize,
-		Observe:   func(flow string, perSecond float64) { m.GlobalFailures.WithLabelValues(flow).Set(perSecond) },
-		Logger:    s.log,
-		Riders:    []aggregate.Rider{s.fleet, s.tallies},
-	})
-	s.trackGlobal(set)
-	// First among the closers: its last flush needs the Redis client.
-	s.closers = append([]func() error{s.agg.Close}, s.closers...)
-	trail := audit.New(audit.Config{Key: cfg.HashKey, Metrics: m, Normalizer: cfg.Normalizer, Logger: s.log})
-	var tracer trace.Tracer
-	if cfg.OTLPEndpoint != "" {
-		tp, err := tracing.New(cfg.OTLPEndpoint)
-		if err != nil {
-			return nil, fmt.Errorf("server: --otlp-endpoint: %w", err)
-		}
-		s.closers = append(s.closers, tp.Close)
-		tracer = tp.Tracer()
-		st = tracing.WrapStore(st, tracer)
+	s.joinFleet(storeHealthy, sh)
+	trail := audit.New(audit.Config{Hasher: s.hasher, Metrics: s.metrics, Normalizer: s.cfg.Normalizer, Logger: s.log})
+	st, tracer, err := s.traced(st)
+	if err != nil {
+		return nil, err
 	}
-	s.engine = engine.New(engine.Config{
-		Rules:        &s.holder,
-		Store:        st,
-		Key:          cfg.SigningKey,
-		PreviousKeys: cfg.PreviousSigningKeys,
-		HashKey:      cfg.HashKey,
-		Normalizer:   cfg.Normalizer,
-		AttemptTTL:   cfg.AttemptTTL,
-		Aggregate:    s.agg,
-		Shadow:       s.shadow,
-		Metrics:      m,
-		Now:          cfg.Now,
-		Events:       trail,
-	})
-	s.api = httpapi.New(httpapi.Config{
-		Engine:       s.decider(),
-		Tokens:       tokens.NewService(cfg.SigningKey, cfg.PreviousSigningKeys...),
-		Shadow:       s.tallies,
-		Fleet:        s.fleet,
-		Audit:        trail,
-		Reload:       s.reload,
-		Normalizer:   cfg.Normalizer,
-		StoreHealthy: storeHealthy,
-		Gatherer:     s.registry,
-		Metrics:      m,
-		Tracer:       tracer,
-		Breached:     &s.breached.holder,
-		Logger:       s.log,
-		Now:          cfg.Now,
-	})
+	s.engine = s.newEngine(st, trail)
+	s.api = s.newAPI(trail, storeHealthy, tracer)
 	s.http = &http.Server{
 		Handler:           s.api,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -247,6 +180,106 @@ func New(cfg Config) (*Server, error) {
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	return s, nil
+}
+
+// newServer returns the instance of cfg before its rules and store: its
+// logger, whose lines about a request carry its id and trace, its metrics
+// on a registry of its own, its shadow book, and its one Hasher of the hash
+// key, which the engine, the audit trail and the decision log share.
+func newServer(cfg Config) *Server {
+	s := &Server{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry(), shadow: shadow.NewBook(), hasher: keys.NewHasher(cfg.HashKey)}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.log = slog.New(requestid.NewHandler(s.log.Handler()))
+	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.metrics = metrics.New(s.registry)
+	return s
+}
+
+// joinFleet builds what the instance shares with its fleet through sh: its
+// heartbeat, its shadow tallies and the global failure rate, and the beat
+// that writes the first two. Their loops start with Start; their closers
+// come first, since their last writes need the store's client.
+func (s *Server) joinFleet(storeHealthy func() bool, sh shared) {
+	cfg, m := s.cfg, s.metrics
+	s.fleet = fleet.New(fleet.Config{
+		ID:           cfg.InstanceID,
+		Version:      cfg.Version,
+		Rules:        s.holder.Load,
+		StoreHealthy: storeHealthy,
+		Shared:       sh.fleet,
+		Now:          cfg.Now,
+		Logger:       s.log,
+	})
+	s.tallies = shadow.NewFleet(shadow.FleetConfig{Book: s.shadow, Shared: sh.shadow, Instance: s.fleet.ID(), Logger: s.log})
+	s.beat = newBeat(beatEvery, beatTimeout, s.fleet, s.tallies)
+	s.agg = aggregate.New(aggregate.Config{
+		Now:       cfg.Now,
+		Shared:    sh.agg,
+		FleetSize: cfg.FleetSize,
+		Observe:   func(flow string, perSecond float64) { m.GlobalFailures.WithLabelValues(flow).Set(perSecond) },
+		Logger:    s.log,
+	})
+	s.trackGlobal(s.holder.Load())
+	s.closers = append([]func() error{s.agg.Close, s.beat.Close}, s.closers...)
+}
+
+// traced returns st traced to Config.OTLPEndpoint and the tracer of checks
+// and reports, or st itself and nil when tracing is off.
+func (s *Server) traced(st store.Store) (store.Store, trace.Tracer, error) {
+	if s.cfg.OTLPEndpoint == "" {
+		return st, nil, nil
+	}
+	tp, err := tracing.New(s.cfg.OTLPEndpoint)
+	if err != nil {
+		return nil, nil, fmt.Errorf("server: --otlp-endpoint: %w", err)
+	}
+	s.closers = append(s.closers, tp.Close)
+	tracer := tp.Tracer()
+	return tracing.WrapStore(st, tracer), tracer, nil
+}
+
+// newEngine returns the instance's engine on st, telling trail of hard
+// stops.
+func (s *Server) newEngine(st store.Store, trail *audit.Log) *engine.Engine {
+	cfg := s.cfg
+	return engine.New(engine.Config{
+		Rules:        &s.holder,
+		Store:        st,
+		Key:          cfg.SigningKey,
+		PreviousKeys: cfg.PreviousSigningKeys,
+		HashKey:      cfg.HashKey,
+		Hasher:       s.hasher,
+		Normalizer:   cfg.Normalizer,
+		AttemptTTL:   cfg.AttemptTTL,
+		Aggregate:    s.agg,
+		Shadow:       s.shadow,
+		Metrics:      s.metrics,
+		Now:          cfg.Now,
+		Events:       trail,
+		Logger:       s.log,
+	})
+}
+
+// newAPI returns the instance's HTTP API.
+func (s *Server) newAPI(trail *audit.Log, storeHealthy func() bool, tracer trace.Tracer) *httpapi.API {
+	cfg := s.cfg
+	return httpapi.New(httpapi.Config{
+		Engine:       s.decider(),
+		Tokens:       tokens.NewService(cfg.SigningKey, cfg.PreviousSigningKeys...),
+		Shadow:       s.tallies,
+		Fleet:        s.fleet,
+		Audit:        trail,
+		Reload:       s.reload,
+		StoreHealthy: storeHealthy,
+		Gatherer:     s.registry,
+		Metrics:      s.metrics,
+		Tracer:       tracer,
+		Breached:     &s.breached.holder,
+		Logger:       s.log,
+		Now:          cfg.Now,
+	})
 }
 
 // withDefaults returns cfg with its defaults filled in.
@@ -326,7 +359,7 @@ func (s *Server) decider() httpapi.Decider {
 	if s.cfg.DecisionLog == nil {
 		return s.engine
 	}
-	dl := decisionlog.New(decisionlog.Config{Out: s.cfg.DecisionLog, Key: s.cfg.HashKey, Normalizer: s.cfg.Normalizer, Logger: s.log, Registerer: s.registry})
+	dl := decisionlog.New(decisionlog.Config{Out: s.cfg.DecisionLog, Key: s.cfg.HashKey, Hasher: s.hasher, Normalizer: s.cfg.Normalizer, Logger: s.log, Registerer: s.registry})
 	s.closers = append(s.closers, dl.Close)
 	return decisionlog.Wrap(s.engine, dl)
 }
@@ -352,6 +385,7 @@ func (s *Server) Start() error {
 	}
 	s.done = make(chan struct{})
 	s.agg.Start()
+	s.beat.start()
 	s.watchRules()
 	go func() {
 		defer close(s.done)

@@ -2,6 +2,7 @@ package tokens
 
 import (
 	"errors"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -43,12 +44,17 @@ func TestRotation(t *testing.T) {
 	})
 
 	t.Run("attempt ids", func(t *testing.T) {
-		id, err := NewAttempts(oldKey).Seal(Attempt{Issued: now, Flow: "login"})
+		ip := netip.MustParseAddr("2001:db8::7")
+		id, err := NewAttempts(oldKey).Seal(Attempt{Issued: now, Flow: "login", IP: ip})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := NewAttempts(newKey, oldKey).Open(id, now); err != nil {
+		at, err := NewAttempts(newKey, oldKey).Open(id, now)
+		if err != nil {
 			t.Fatalf("old attempt id during the grace period: %v", err)
+		}
+		if at.IP != ip {
+			t.Fatalf("old attempt id during the grace period: address %v, want %v", at.IP, ip)
 		}
 		if _, err := NewAttempts(newKey).Open(id, now); !errors.Is(err, ErrInvalidAttempt) {
 			t.Fatalf("old attempt id after the grace period: %v, want ErrInvalidAttempt", err)
