@@ -48,6 +48,7 @@ Usage:
   guardian rules explain [FILE]                 what each enforced rule bounds per day
   guardian replay --rules FILE EVENTS.jsonl     what each rule would do to recorded traffic
   guardian replay --compare OLD NEW EVENTS      what NEW would decide differently from OLD
+  guardian breached build --out FILE [INPUT…]   a breached-password filter for serve --breached
   guardian version                              print the version
 
 Run 'guardian COMMAND --help' for a command's flags. The flags of serve, and
@@ -80,6 +81,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return rulesCmd(args, stdout, stderr)
 	case "replay":
 		return replayCmd(ctx, args, stdout, stderr)
+	case "breached":
+		return breachedCmd(ctx, args, stdout, stderr)
 	case "version":
 		return versionCmd(args, stdout, stderr)
 	}
@@ -401,8 +404,8 @@ func durationString(_ []string, a slog.Attr) slog.Attr {
 const serveHelp = `Usage: guardian serve [flags]
 
 Runs the HTTP service (also what 'guardian' with no command does). SIGHUP
-reloads the rules file, the signing key file and the TLS certificate;
-SIGTERM drains in-flight requests and exits 0.
+reloads the rules file, the signing key file, the TLS certificate and the
+--breached filter; SIGTERM drains in-flight requests and exits 0.
 `
 
 // serve is `guardian serve`, also what `guardian` with flags alone runs
@@ -435,6 +438,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	fs.StringVar(&accountFold, "account-fold", "", "`accents`: accounts also compare without accents (combining marks removed), for auth services whose user lookup ignores them; empty: accents count")
 	fs.StringVar(&region, "default-region", "", "ISO 3166-1 alpha-2 `region` (e.g. GB) a phone number without an international prefix is dialled in; empty: such a number is read as international without its +")
 	fs.StringVar(&decisionLog, "decision-log", "", "append a decision log (one JSON line per check and report, in the replay format, identifiers pseudonymised) to this `file`, or - for stdout; empty: none")
+	fs.StringVar(&cfg.BreachedPath, "breached", "", "breached-password filter `file` (guardian breached build) for POST /v1/passwords/check and a check's password_sha1; reloaded on SIGHUP; empty: none")
 	fs.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", "", "trace checks and reports to this OTLP/HTTP collector `URL` (e.g. http://collector:4318); empty: no tracing")
 	fs.StringVar(&cfg.AdminAddr, "admin-addr", "", "serve the admin API and the console on a listener of their own at this `address` (the main one then answers 404 for them); empty: on --addr")
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "PEM certificate (its chain after it) to serve TLS with on every listener but --pprof's, with --tls-key-file; read again on SIGHUP and whenever it changes")
@@ -541,7 +545,8 @@ func normalizer(fold, region string) (*keys.Normalizer, error) {
 }
 
 // serveUntilSignalled runs the instance until SIGTERM or SIGINT (drain, exit
-// 0), reloading the rules, the signing keys and the certificate on SIGHUP.
+// 0), reloading the rules, the signing keys, the certificate and the
+// breached-password filter on SIGHUP.
 func serveUntilSignalled(ctx context.Context, srv *server.Server, log *slog.Logger) int {
 	if err := srv.Start(); err != nil {
 		log.Error("cannot start", "err", err)

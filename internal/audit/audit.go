@@ -21,7 +21,6 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/secret"
@@ -40,10 +39,13 @@ const (
 // subject.
 const pseudonymKind = "audit-account"
 
-// Config configures a Log. Key and Metrics are required.
+// Config configures a Log. Metrics, and Hasher or Key, are required.
 type Config struct {
-	// Key is the hash key (server.Config.HashKey): the key of accounts'
-	// subjects, and so of their pseudonyms.
+	// Hasher hashes accounts into their subjects, and subjects into
+	// pseudonyms: the instance's one Hasher of the hash key
+	// (server.Config.HashKey). Nil: one of the Log's own, keyed from Key.
+	Hasher *keys.Hasher
+	// Key is the hash key, for a Log without a Hasher.
 	Key secret.Key
 	// Metrics counts admin actions (guardian_admin_actions_total).
 	Metrics *metrics.Metrics
@@ -54,7 +56,8 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Log writes the audit trail. It is safe for concurrent use; build one with
+// Log writes the audit trail. It hears accounts enter and leave a hard
+// stop as engine.Events. It is safe for concurrent use; build one with
 // New.
 type Log struct {
 	log     *slog.Logger
@@ -63,11 +66,12 @@ type Log struct {
 	metrics *metrics.Metrics
 }
 
-var _ engine.Events = (*Log)(nil)
-
 // New returns a Log for cfg.
 func New(cfg Config) *Log {
-	l := &Log{log: cfg.Logger, hasher: keys.NewHasher(cfg.Key), norm: cfg.Normalizer, metrics: cfg.Metrics}
+	l := &Log{log: cfg.Logger, hasher: cfg.Hasher, norm: cfg.Normalizer, metrics: cfg.Metrics}
+	if l.hasher == nil {
+		l.hasher = keys.NewHasher(cfg.Key)
+	}
 	if l.log == nil {
 		l.log = slog.Default()
 	}
@@ -85,7 +89,7 @@ func (l *Log) Action(ctx context.Context, action, subject, result, account strin
 	l.metrics.AdminActions.WithLabelValues(action, result).Inc()
 	attrs := []any{"audit", true, "action", action, "subject", subject, "result", result}
 	if account != "" {
-		if s, err := engine.AccountSubject(l.hasher, l.norm, account); err == nil {
+		if s, err := l.hasher.AccountSubject(l.norm, account); err == nil {
 			attrs = append(attrs, "account", l.Pseudonym(s))
 		}
 	}

@@ -16,9 +16,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/guardian-sec/guardian/internal/audit"
+	"github.com/guardian-sec/guardian/internal/breached"
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/fleet"
-	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/shadow"
@@ -41,7 +41,7 @@ type Decider interface {
 var _ Decider = (*engine.Engine)(nil)
 
 // Config holds what an API is built from. Every field is required except
-// Metrics, Tracer, Now and Logger.
+// Metrics, Tracer, Breached, Now and Logger.
 type Config struct {
 	Engine Decider
 	Tokens *tokens.Service
@@ -56,9 +56,6 @@ type Config struct {
 	// It logs the outcome, once, with who asked (the admin token's
 	// subject) and the request's context.
 	Reload func(ctx context.Context, by string) (*rules.Set, error)
-	// Normalizer is the engine's (engine.Config.Normalizer), so that a check
-	// is validated as the engine will read it; nil: the defaults.
-	Normalizer *keys.Normalizer
 	// StoreHealthy reports whether the store answers (for /readyz).
 	StoreHealthy func() bool
 	// Gatherer serves /metrics.
@@ -77,6 +74,10 @@ type Config struct {
 	AdminApart bool
 	Logger     *slog.Logger
 	Now        func() time.Time
+
+	// Breached holds the breached-password filter in use, if any (nil:
+	// none ever is).
+	Breached *breached.Holder
 }
 
 // Revoker revokes service tokens fleet-wide. *revocation.List implements
@@ -125,6 +126,7 @@ func New(cfg Config) *API {
 	}
 	check.POST("/check", a.check)
 	check.POST("/report", a.report)
+	check.POST("/passwords/check", a.checkPassword)
 
 	admin := adminRouter.Group("/v1", a.authorize(tokens.ScopeAdmin))
 	admin.GET("/rules", a.getRules)

@@ -23,7 +23,6 @@ import (
 	"github.com/guardian-sec/guardian/internal/apitest"
 	"github.com/guardian-sec/guardian/internal/audit"
 	"github.com/guardian-sec/guardian/internal/engine"
-	"github.com/guardian-sec/guardian/internal/failclosed"
 	"github.com/guardian-sec/guardian/internal/fleet"
 	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/metrics"
@@ -31,6 +30,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/shadow"
+	"github.com/guardian-sec/guardian/internal/store"
 	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
@@ -783,7 +783,7 @@ rules:
 		},
 		{
 			name:   "reset while the store fails",
-			fake:   fakeDecider{err: fmt.Errorf("engine: store: %w", failclosed.ErrUnavailable)},
+			fake:   fakeDecider{err: fmt.Errorf("engine: store: %w", store.ErrUnavailable)},
 			method: "POST", path: "/v1/accounts/reset", body: `{"account": "alice@example.com"}`, admin: true,
 			wantStatus: 503, wantCode: "store_unavailable",
 		},

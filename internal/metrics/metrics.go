@@ -43,6 +43,10 @@ type Metrics struct {
 	GlobalFailures *prometheus.GaugeVec
 	// Reports counts reports by outcome.
 	Reports *prometheus.CounterVec
+	// UnsettledReports counts reports accepted without settling what their
+	// check spent: the check was decided by rules this instance does not
+	// know.
+	UnsettledReports prometheus.Counter
 	// FailureRateInForce is 1 while a failure_rate rule is in force (its
 	// hysteresis included), by rule and mode.
 	FailureRateInForce *prometheus.GaugeVec
@@ -74,6 +78,9 @@ type Metrics struct {
 	// BuildInfo is 1, labelled with the running binary's version, revision
 	// and Go version.
 	BuildInfo *prometheus.GaugeVec
+	// BreachedEntries is how many passwords the breached-password filter
+	// in use holds (serve --breached), 0 without one.
+	BreachedEntries prometheus.Gauge
 }
 
 // New registers guardian's metrics on reg, guardian_build_info set.
@@ -121,6 +128,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "guardian_reports_total",
 			Help: "Reports recorded, by outcome.",
 		}, []string{"outcome"}),
+		UnsettledReports: f.NewCounter(prometheus.CounterOpts{
+			Name: "guardian_reports_unsettled_total",
+			Help: "Reports accepted without settling what their check spent, because rules this instance does not know decided the check.",
+		}),
 		FailureRateInForce: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "guardian_failure_rate_in_force",
 			Help: "1 while a failure_rate rule is in force, hysteresis included, by rule and mode; else 0.",
@@ -157,6 +168,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "guardian_build_info",
 			Help: "1, labelled with the running guardian's version, revision and Go version.",
 		}, []string{"version", "revision", "goversion"}),
+		BreachedEntries: f.NewGauge(prometheus.GaugeOpts{
+			Name: "guardian_breached_entries",
+			Help: "Passwords in the breached-password filter in use (serve --breached); 0 without one.",
+		}),
 	}
 	v := version.Get()
 	m.BuildInfo.WithLabelValues(v.Version, v.Revision, v.GoVersion).Set(1)

@@ -3,7 +3,7 @@
 //
 // A revocation is written to the store the instances share and applied at
 // once by the instance that took it; every other instance reads the
-// store's set on its aggregate loop (a Rider, every half second) and
+// store's set every half second (the instance's beat calls Ride) and
 // applies what changed, so a revoked token is refused fleet-wide within
 // about a second. Checks never wait on the store for it: Revoked answers
 // from memory. While the store fails, each instance keeps applying the
@@ -25,7 +25,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/guardian-sec/guardian/internal/aggregate"
 	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
@@ -84,7 +83,7 @@ type Config struct {
 	// MaxEntries bounds the revocations in force (default MaxEntries).
 	MaxEntries int
 	// Timeout bounds Revoke's write to the store (default 2s); the rounds
-	// are bounded by the aggregate loop's own timeout.
+	// are bounded by the deadline of Ride's context.
 	Timeout time.Duration
 }
 
@@ -93,7 +92,7 @@ const defaultTimeout = 2 * time.Second
 
 // List is an instance's view of the revoked tokens. It is a
 // tokens.Revocations, read on every request from an immutable snapshot,
-// and an aggregate.Rider that refreshes that snapshot from the store. It is
+// which Ride, called on the instance's beat, refreshes from the store. It is
 // safe for concurrent use; build one with New.
 type List struct {
 	shared  Shared
@@ -119,10 +118,7 @@ type List struct {
 	view atomic.Pointer[map[string]time.Time]
 }
 
-var (
-	_ tokens.Revocations = (*List)(nil)
-	_ aggregate.Rider    = (*List)(nil)
-)
+var _ tokens.Revocations = (*List)(nil)
 
 // New returns an empty List for cfg.
 func New(cfg Config) *List {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/guardian-sec/guardian/internal/certfile"
 	"github.com/guardian-sec/guardian/internal/secret"
+	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
 // errHashFollowsKey refuses a new first signing key while the hash key is
@@ -26,6 +27,26 @@ func signingKeys(cfg Config) ([]secret.Key, error) {
 		return nil, fmt.Errorf("server: --signing-key-file: %w", err)
 	}
 	return keys, nil
+}
+
+// newKeyedServer returns newServer's instance of cfg with its signing keys
+// in force, Config.SigningKeyFile's when it is set, and its TLS
+// certificate loaded.
+func newKeyedServer(cfg Config) (*Server, error) {
+	signing, err := signingKeys(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ownHashKey := !cfg.HashKey.IsZero()
+	cfg.SigningKey = signing[0]
+	s := newServer(withDefaults(cfg))
+	s.ownHashKey = ownHashKey
+	s.keys = tokens.NewKeys(signing[0])
+	s.setKeys(signing)
+	if s.tls, err = loadTLS(s.cfg); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // setKeys puts keys in force, the first signing, with the previous signing
@@ -117,11 +138,12 @@ func (s *Server) watchTLS() {
 	}
 }
 
-// Hangup reloads what SIGHUP reloads: the rules file, the signing key file
-// and the TLS certificate. Each logs its outcome; whatever is refused
-// keeps what was in force.
+// Hangup reloads what SIGHUP reloads: the rules file, the signing key
+// file, the TLS certificate and the breached-password filter. Each logs
+// its outcome; whatever is refused keeps what was in force.
 func (s *Server) Hangup() {
 	_, _ = s.Reload()
 	_ = s.ReloadKeys("signal")
 	_ = s.ReloadTLS("signal")
+	_ = s.ReloadBreached()
 }

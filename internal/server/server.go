@@ -113,6 +113,11 @@ type Config struct {
 	// as child spans, to this OTLP/HTTP collector ("http://collector:4318").
 	// Empty: off.
 	OTLPEndpoint string
+	// BreachedPath, when set, is the breached-password filter file (guardian
+	// breached build) that POST /v1/passwords/check and a check's
+	// password_sha1 are answered from; an unusable file stops New, and
+	// ReloadBreached reads it again.
+	BreachedPath string
 	// AdminAddr, when set, serves the admin API and the console on a
 	// listener of their own at this address (":0" picks a free port); the
 	// main listener then answers 404 for them. Empty: one listener serves
@@ -140,9 +145,12 @@ type Server struct {
 	tallies  *shadow.Fleet
 	agg      *aggregate.Aggregate
 	fleet    *fleet.Fleet
-	engine   *engine.Engine
-	api      *httpapi.API
-	http     *http.Server
+	beat     *beat
+	// hasher is the instance's one Hasher of the hash key.
+	hasher *keys.Hasher
+	engine *engine.Engine
+	api    *httpapi.API
+	http   *http.Server
 	// keys are the signing keys in force; ownHashKey, whether HashKey was
 	// given rather than derived from the first of them.
 	keys       *tokens.Keys
@@ -168,113 +176,40 @@ type Server struct {
 	ln        net.Listener
 	done      chan struct{}
 	serveErr  error
+
+	// breached is the breached-password filter in use; breachedMu
+	// serialises its reloads.
+	breached   breachedFile
+	breachedMu sync.Mutex
 }
 
 // New builds an instance from cfg; it loads the rules and opens the store but
 // does not listen yet.
 func New(cfg Config) (*Server, error) {
-	signing, err := signingKeys(cfg)
+	s, err := newKeyedServer(cfg)
 	if err != nil {
 		return nil, err
 	}
-	cfg.SigningKey = signing[0]
-	ownHashKey := !cfg.HashKey.IsZero()
-	cfg = withDefaults(cfg)
-	s := &Server{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry(), shadow: shadow.NewBook(), ownHashKey: ownHashKey}
-	if s.log == nil {
-		s.log = slog.Default()
-	}
-	if s.tls, err = loadTLS(cfg); err != nil {
-		return nil, err
-	}
-	// Every line logged with a request's context carries its id and trace.
-	s.log = slog.New(requestid.NewHandler(s.log.Handler()))
-	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m := metrics.New(s.registry)
-	s.metrics = m
-	s.keys = tokens.NewKeys(signing[0])
-	s.setKeys(signing)
-
 	set, err := s.loadRules()
 	if err != nil {
 		return nil, err
 	}
 	s.applyRules(set)
-
-	st, storeHealthy, sh, err := s.openStore(m)
+	if err := s.loadBreached(); err != nil {
+		return nil, err
+	}
+	st, storeHealthy, sh, err := s.openStore(s.metrics)
 	if err != nil {
 		return nil, err
 	}
-	s.fleet = fleet.New(fleet.Config{
-		ID:           cfg.InstanceID,
-		Version:      cfg.Version,
-		Rules:        s.holder.Load,
-		StoreHealthy: storeHealthy,
-		Shared:       sh.fleet,
-		Now:          cfg.Now,
-		Logger:       s.log,
-	})
-	s.tallies = shadow.NewFleet(shadow.FleetConfig{
-		Book:     s.shadow,
-		Shared:   sh.shadow,
-		Instance: s.fleet.ID(),
-		Logger:   s.log,
-	})
-	s.revoked = revocation.New(revocation.Config{Shared: sh.revoked, Now: cfg.Now, Logger: s.log})
-	s.agg = aggregate.New(aggregate.Config{
-		Now:       cfg.Now,
-		Shared:    sh.agg,
-		FleetSize: cfg.FleetSize,
-		Observe:   func(flow string, perSecond float64) { m.GlobalFailures.WithLabelValues(flow).Set(perSecond) },
-		Logger:    s.log,
-		Riders:    []aggregate.Rider{s.fleet, s.tallies, s.revoked},
-	})
-	s.trackGlobal(set)
-	// First among the closers: its last flush needs the Redis client.
-	s.closers = append([]func() error{s.agg.Close}, s.closers...)
-	trail := audit.New(audit.Config{Key: cfg.HashKey, Metrics: m, Normalizer: cfg.Normalizer, Logger: s.log})
-	var tracer trace.Tracer
-	if cfg.OTLPEndpoint != "" {
-		tp, err := tracing.New(cfg.OTLPEndpoint)
-		if err != nil {
-			return nil, fmt.Errorf("server: --otlp-endpoint: %w", err)
-		}
-		s.closers = append(s.closers, tp.Close)
-		tracer = tp.Tracer()
-		st = tracing.WrapStore(st, tracer)
+	s.joinFleet(storeHealthy, sh)
+	trail := audit.New(audit.Config{Hasher: s.hasher, Metrics: s.metrics, Normalizer: s.cfg.Normalizer, Logger: s.log})
+	st, tracer, err := s.traced(st)
+	if err != nil {
+		return nil, err
 	}
-	s.engine = engine.New(engine.Config{
-		Rules:        &s.holder,
-		Store:        st,
-		Key:          cfg.SigningKey,
-		PreviousKeys: cfg.PreviousSigningKeys,
-		Keys:         s.keys,
-		HashKey:      cfg.HashKey,
-		Normalizer:   cfg.Normalizer,
-		AttemptTTL:   cfg.AttemptTTL,
-		Aggregate:    s.agg,
-		Shadow:       s.shadow,
-		Metrics:      m,
-		Now:          cfg.Now,
-		Events:       trail,
-	})
-	s.api = httpapi.New(httpapi.Config{
-		Engine:       s.decider(),
-		Tokens:       s.keys.Service().WithRevocations(s.revoked),
-		Revocations:  s.revoked,
-		AdminApart:   cfg.AdminAddr != "",
-		Shadow:       s.tallies,
-		Fleet:        s.fleet,
-		Audit:        trail,
-		Reload:       s.reload,
-		Normalizer:   cfg.Normalizer,
-		StoreHealthy: storeHealthy,
-		Gatherer:     s.registry,
-		Metrics:      m,
-		Tracer:       tracer,
-		Logger:       s.log,
-		Now:          cfg.Now,
-	})
+	s.engine = s.newEngine(st, trail)
+	s.api = s.newAPI(trail, storeHealthy, tracer)
 	s.http = s.newHTTPServer(s.api)
 	if h := s.api.AdminHandler(); h != nil {
 		s.admin = s.newHTTPServer(h)
@@ -296,6 +231,111 @@ func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 		srv.TLSConfig = s.tls.Config()
 	}
 	return srv
+}
+
+// newServer returns the instance of cfg before its rules and store: its
+// logger, whose lines about a request carry its id and trace, its metrics
+// on a registry of its own, its shadow book, and its one Hasher of the hash
+// key, which the engine, the audit trail and the decision log share.
+func newServer(cfg Config) *Server {
+	s := &Server{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry(), shadow: shadow.NewBook(), hasher: keys.NewHasher(cfg.HashKey)}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.log = slog.New(requestid.NewHandler(s.log.Handler()))
+	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.metrics = metrics.New(s.registry)
+	return s
+}
+
+// joinFleet builds what the instance shares with its fleet through sh: its
+// heartbeat, its shadow tallies, the revoked service tokens and the global
+// failure rate, and the beat that writes the first two and reads the
+// revocations. Their loops start with Start; their closers come first,
+// since their last writes need the store's client.
+func (s *Server) joinFleet(storeHealthy func() bool, sh shared) {
+	cfg, m := s.cfg, s.metrics
+	s.fleet = fleet.New(fleet.Config{
+		ID:           cfg.InstanceID,
+		Version:      cfg.Version,
+		Rules:        s.holder.Load,
+		StoreHealthy: storeHealthy,
+		Shared:       sh.fleet,
+		Now:          cfg.Now,
+		Logger:       s.log,
+	})
+	s.tallies = shadow.NewFleet(shadow.FleetConfig{Book: s.shadow, Shared: sh.shadow, Instance: s.fleet.ID(), Logger: s.log})
+	s.revoked = revocation.New(revocation.Config{Shared: sh.revoked, Now: cfg.Now, Logger: s.log})
+	s.beat = newBeat(beatEvery, beatTimeout, s.fleet, s.tallies, s.revoked)
+	s.agg = aggregate.New(aggregate.Config{
+		Now:       cfg.Now,
+		Shared:    sh.agg,
+		FleetSize: cfg.FleetSize,
+		Observe:   func(flow string, perSecond float64) { m.GlobalFailures.WithLabelValues(flow).Set(perSecond) },
+		Logger:    s.log,
+	})
+	s.trackGlobal(s.holder.Load())
+	s.closers = append([]func() error{s.agg.Close, s.beat.Close}, s.closers...)
+}
+
+// traced returns st traced to Config.OTLPEndpoint and the tracer of checks
+// and reports, or st itself and nil when tracing is off.
+func (s *Server) traced(st store.Store) (store.Store, trace.Tracer, error) {
+	if s.cfg.OTLPEndpoint == "" {
+		return st, nil, nil
+	}
+	tp, err := tracing.New(s.cfg.OTLPEndpoint)
+	if err != nil {
+		return nil, nil, fmt.Errorf("server: --otlp-endpoint: %w", err)
+	}
+	s.closers = append(s.closers, tp.Close)
+	tracer := tp.Tracer()
+	return tracing.WrapStore(st, tracer), tracer, nil
+}
+
+// newEngine returns the instance's engine on st, telling trail of hard
+// stops.
+func (s *Server) newEngine(st store.Store, trail *audit.Log) *engine.Engine {
+	cfg := s.cfg
+	return engine.New(engine.Config{
+		Rules:        &s.holder,
+		Store:        st,
+		Key:          cfg.SigningKey,
+		PreviousKeys: cfg.PreviousSigningKeys,
+		Keys:         s.keys,
+		HashKey:      cfg.HashKey,
+		Hasher:       s.hasher,
+		Normalizer:   cfg.Normalizer,
+		AttemptTTL:   cfg.AttemptTTL,
+		Aggregate:    s.agg,
+		Shadow:       s.shadow,
+		Metrics:      s.metrics,
+		Now:          cfg.Now,
+		Events:       trail,
+		Logger:       s.log,
+	})
+}
+
+// newAPI returns the instance's HTTP API.
+func (s *Server) newAPI(trail *audit.Log, storeHealthy func() bool, tracer trace.Tracer) *httpapi.API {
+	cfg := s.cfg
+	return httpapi.New(httpapi.Config{
+		Engine:       s.decider(),
+		Tokens:       s.keys.Service().WithRevocations(s.revoked),
+		Revocations:  s.revoked,
+		AdminApart:   cfg.AdminAddr != "",
+		Shadow:       s.tallies,
+		Fleet:        s.fleet,
+		Audit:        trail,
+		Reload:       s.reload,
+		StoreHealthy: storeHealthy,
+		Gatherer:     s.registry,
+		Metrics:      s.metrics,
+		Tracer:       tracer,
+		Breached:     &s.breached.holder,
+		Logger:       s.log,
+		Now:          cfg.Now,
+	})
 }
 
 // withDefaults returns cfg with its defaults filled in.
@@ -376,7 +416,7 @@ func (s *Server) decider() httpapi.Decider {
 	if s.cfg.DecisionLog == nil {
 		return s.engine
 	}
-	dl := decisionlog.New(decisionlog.Config{Out: s.cfg.DecisionLog, Key: s.cfg.HashKey, Normalizer: s.cfg.Normalizer, Logger: s.log, Registerer: s.registry})
+	dl := decisionlog.New(decisionlog.Config{Out: s.cfg.DecisionLog, Key: s.cfg.HashKey, Hasher: s.hasher, Normalizer: s.cfg.Normalizer, Logger: s.log, Registerer: s.registry})
 	s.closers = append(s.closers, dl.Close)
 	return decisionlog.Wrap(s.engine, dl)
 }
@@ -415,29 +455,45 @@ func (s *Server) Start() error {
 			return err
 		}
 	}
-	if s.admin != nil {
-		if s.adminLn, err = net.Listen("tcp", s.cfg.AdminAddr); err != nil {
-			ln.Close()
-			return fmt.Errorf("server: --admin-addr: %w", err)
-		}
-		s.adminDone = make(chan struct{})
-		go func() {
-			defer close(s.adminDone)
-			s.adminErr = s.serveOn(s.admin, s.adminLn)
-		}()
+	if err := s.startAdmin(); err != nil {
+		ln.Close()
+		return err
 	}
 	s.done = make(chan struct{})
 	s.agg.Start()
-	s.watchCtx, s.stopWatch = context.WithCancel(context.Background())
-	s.watchRules()
-	s.watchKeys()
-	s.watchTLS()
+	s.beat.start()
+	s.startWatching()
 	go func() {
 		defer close(s.done)
 		s.serveErr = s.serveOn(s.http, ln)
 	}()
+	s.logStarted()
+	return nil
+}
+
+// startAdmin listens on Config.AdminAddr and serves the admin API there in
+// the background, when it is apart.
+func (s *Server) startAdmin() error {
+	if s.admin == nil {
+		return nil
+	}
+	ln, err := net.Listen("tcp", s.cfg.AdminAddr)
+	if err != nil {
+		return fmt.Errorf("server: --admin-addr: %w", err)
+	}
+	s.adminLn, s.adminDone = ln, make(chan struct{})
+	go func() {
+		defer close(s.adminDone)
+		s.adminErr = s.serveOn(s.admin, ln)
+	}()
+	return nil
+}
+
+// logStarted logs the start line: where the instance listens, its rules,
+// the expiry of its certificate and the id of the key that signs.
+func (s *Server) logStarted() {
 	set := s.holder.Load()
-	attrs := []any{"instance", s.fleet.ID(), "addr", ln.Addr().String(), "rules", set.Source, "rule_count", len(set.Rules), "rules_hash", set.Hash(), "fleet_size", s.cfg.FleetSize}
+	attrs := []any{"instance", s.fleet.ID(), "addr", s.ln.Addr().String(), "rules", set.Source, "rule_count", len(set.Rules), "rules_hash", set.Hash(), "fleet_size", s.cfg.FleetSize}
 	if s.adminLn != nil {
 		attrs = append(attrs, "admin_addr", s.adminLn.Addr().String())
 	}
@@ -447,7 +503,6 @@ func (s *Server) Start() error {
 	sign, _ := s.keys.IDs()
 	attrs = append(attrs, "signing_kid", sign)
 	s.log.Info("guardian started", attrs...)
-	return nil
 }
 
 // serveOn serves srv on ln, over TLS when the instance serves TLS, until
@@ -545,6 +600,15 @@ func (s *Server) reload(ctx context.Context, by string) (*rules.Set, error) {
 // rulesPoll is how often a watched file (rules, signing keys, TLS) is read
 // for changes.
 const rulesPoll = time.Second
+
+// startWatching watches the rules file, the signing key file and the TLS
+// certificate for changes, each reloaded as it changes, until Shutdown.
+func (s *Server) startWatching() {
+	s.watchCtx, s.stopWatch = context.WithCancel(context.Background())
+	s.watchRules()
+	s.watchKeys()
+	s.watchTLS()
+}
 
 // watchRules reloads the rules file whenever its content changes, until
 // Shutdown: a new file, one rewritten in place, or a swapped symlink on

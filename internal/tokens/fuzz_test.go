@@ -4,14 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
-	"github.com/guardian-sec/guardian/internal/store"
 	"testing"
 	"time"
 )
 
 func FuzzOpenAttempt(f *testing.F) {
 	a := NewAttempts(testKey(f, 1))
-	for _, at := range []Attempt{sampleAttempt(), {Issued: t0}, {Issued: t0, Flow: "otp_send", Refunds: []store.Refund{{Key: "k", Kind: store.Counter}}}} {
+	for _, at := range []Attempt{sampleAttempt(), {Issued: t0}, {Issued: t0, Flow: "otp_send", Cost: 2, Spent: 3}} {
 		tok, err := a.Seal(at)
 		if err != nil {
 			f.Fatal(err)

@@ -98,8 +98,12 @@ func newPurposeKeys(purpose string, keys *Keys) *purposeKeys {
 
 // load returns the keys derived from the Keys in force, deriving them
 // first if they changed.
-func (p *purposeKeys) load() *derived {
-	l := p.keys.cur.Load()
+func (p *purposeKeys) load() *derived { return p.loadFrom(p.keys.cur.Load()) }
+
+// loadFrom returns the keys derived from l, one keyList of p's Keys,
+// deriving them first if they are not yet: one who derives for two
+// purposes derives both from the same l.
+func (p *purposeKeys) loadFrom(l *keyList) *derived {
 	if d := p.cur.Load(); d != nil && d.from == l {
 		return d
 	}

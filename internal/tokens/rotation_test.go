@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -50,12 +51,17 @@ func TestRotation(t *testing.T) {
 	})
 
 	t.Run("attempt ids", func(t *testing.T) {
-		id, err := NewAttempts(oldKey).Seal(Attempt{Issued: now, Flow: "login"})
+		ip := netip.MustParseAddr("2001:db8::7")
+		id, err := NewAttempts(oldKey).Seal(Attempt{Issued: now, Flow: "login", IP: ip})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := NewAttempts(newKey, oldKey).Open(id, now); err != nil {
+		at, err := NewAttempts(newKey, oldKey).Open(id, now)
+		if err != nil {
 			t.Fatalf("old attempt id during the grace period: %v", err)
+		}
+		if at.IP != ip {
+			t.Fatalf("old attempt id during the grace period: address %v, want %v", at.IP, ip)
 		}
 		if _, err := NewAttempts(newKey).Open(id, now); !errors.Is(err, ErrInvalidAttempt) {
 			t.Fatalf("old attempt id after the grace period: %v, want ErrInvalidAttempt", err)
@@ -116,18 +122,20 @@ func TestDeviceCache(t *testing.T) {
 // TestKeysRotateInPlace rotates the keys of one Service, Attempts and
 // Devices the way a rewritten key file does: a verifying key added, then
 // made the signing key, then the old key removed. Each step takes effect at
-// the next use, cached verifications included.
+// the next use, cached verifications included; an attempt id opens with the
+// address its key hid.
 func TestKeysRotateInPlace(t *testing.T) {
 	oldKey, newKey := testKey(t, 1), testKey(t, 2)
 	keys := NewKeys(oldKey)
 	svc, att, dev := keys.Service(), keys.Attempts(), keys.Devices(0)
+	ip := netip.MustParseAddr("192.0.2.7")
 	issue := func() (tok, id, device string) {
 		t.Helper()
 		tok, err := svc.Issue(ScopeCheck, "auth", time.Hour, t0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if id, err = att.Seal(Attempt{Issued: t0, Flow: "login"}); err != nil {
+		if id, err = att.Seal(Attempt{Issued: t0, Flow: "login", IP: ip}); err != nil {
 			t.Fatal(err)
 		}
 		if device, _, err = dev.Issue("acct", t0); err != nil {
@@ -138,9 +146,9 @@ func TestKeysRotateInPlace(t *testing.T) {
 	verifies := func(tok, id, device string) (service, attempt, trusted bool) {
 		t.Helper()
 		_, err1 := svc.Verify(tok, t0)
-		_, err2 := att.Open(id, t0)
+		at, err2 := att.Open(id, t0)
 		_, err3 := dev.Verify(device, "acct", t0)
-		return err1 == nil, err2 == nil, err3 == nil
+		return err1 == nil, err2 == nil && at.IP == ip, err3 == nil
 	}
 	kidOf := func(tok string) string {
 		t.Helper()

@@ -66,6 +66,8 @@ type fleetConfig struct {
 	keyFile func(i int) string
 	// hashKey, when set, is every instance's hash key.
 	hashKey secret.Key
+	// breached is every instance's --breached filter file, "" for none.
+	breached string
 }
 
 // startFleet starts n instances on cfg, stopped when the test ends.
@@ -96,6 +98,7 @@ func startFleet(t *testing.T, n int, cfg fleetConfig) []*instance {
 			AttemptTTL:   cfg.attemptTTL,
 			Logger:       cfg.logger,
 			Redis:        cfg.redis,
+			BreachedPath: cfg.breached,
 		}
 		if cfg.now != nil {
 			sc.Now = cfg.now(i)
