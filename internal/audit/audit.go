@@ -1,9 +1,11 @@
 // Package audit writes guardian's audit trail, for a SIEM: one log line per
-// admin call that changes state (an account reset, a rules reload), and one
+// admin call that changes state (an account reset, a rules reload, a token
+// revocation), and one
 // per account entering or leaving a hard stop. Lines go to guardian's own
 // logger (JSON by default), at info level, and are told apart by a field:
 //
 //	{"msg": "admin action", "audit": true, "action": "reset", "subject": "ops-alice", "result": "ok", "account": "h-…", "request_id": "…"}
+//	{"msg": "admin action", "audit": true, "action": "revoke", "subject": "ops-alice", "result": "ok", "jti": "…", "request_id": "…"}
 //	{"msg": "hard stop started", "event": "hard_stop_started", "account": "h-…"}
 //	{"msg": "hard stop ended", "event": "hard_stop_ended", "account": "h-…"}
 //
@@ -28,6 +30,7 @@ import (
 const (
 	ActionReset  = "reset"
 	ActionReload = "reload"
+	ActionRevoke = "revoke"
 	ResultOK     = "ok"
 	ResultError  = "error"
 )
@@ -89,6 +92,20 @@ func (l *Log) Action(ctx context.Context, action, subject, result, account strin
 		if s, err := l.hasher.AccountSubject(l.norm, account); err == nil {
 			attrs = append(attrs, "account", l.Pseudonym(s))
 		}
+	}
+	l.log.InfoContext(ctx, "admin action", attrs...)
+}
+
+// Revoke writes the line of a token revocation, or of one refused, and
+// counts it, as Action does: subject is the admin token's subject, result
+// ResultOK or ResultError, jti the revoked token's id as the caller sent
+// it ("" for none). A jti names a token, never a person, and is logged as
+// it is. ctx is the call's, for its request_id.
+func (l *Log) Revoke(ctx context.Context, subject, result, jti string) {
+	l.metrics.AdminActions.WithLabelValues(ActionRevoke, result).Inc()
+	attrs := []any{"audit", true, "action", ActionRevoke, "subject", subject, "result", result}
+	if jti != "" {
+		attrs = append(attrs, "jti", jti)
 	}
 	l.log.InfoContext(ctx, "admin action", attrs...)
 }

@@ -71,6 +71,10 @@ type Config struct {
 	// PreviousKeys are signing keys being rotated out: attempt ids and
 	// device tokens they signed still open.
 	PreviousKeys []secret.Key
+	// Keys, when set, are the signing keys in force, which a rotation
+	// swaps without a restart; Key and PreviousKeys then only default
+	// HashKey.
+	Keys *tokens.Keys
 	// HashKey keys the subjects accounts, addresses and recipients hash to
 	// (package keys), and the guesses of secret fingerprints; default Key.
 	HashKey secret.Key
@@ -145,13 +149,17 @@ func New(cfg Config) *Engine {
 	if hashKey.IsZero() {
 		hashKey = cfg.Key
 	}
+	signing := cfg.Keys
+	if signing == nil {
+		signing = tokens.NewKeys(cfg.Key, cfg.PreviousKeys...)
+	}
 	e := &Engine{
 		rules:     cfg.Rules,
 		store:     cfg.Store,
 		hasher:    cfg.Hasher,
 		guesser:   keys.NewGuesser(hashKey),
 		norm:      cfg.Normalizer,
-		attempts:  tokens.NewAttempts(cfg.Key, cfg.PreviousKeys...).WithTTL(cfg.AttemptTTL),
+		attempts:  signing.Attempts().WithTTL(cfg.AttemptTTL),
 		aggregate: cfg.Aggregate,
 		shadow:    cfg.Shadow,
 		metrics:   cfg.Metrics,
@@ -170,7 +178,7 @@ func New(cfg Config) *Engine {
 	if e.hasher == nil {
 		e.hasher = keys.NewHasher(hashKey)
 	}
-	e.login = loginlimits.New(e.hasher, tokens.NewDevices(cfg.Key, 0, cfg.PreviousKeys...))
+	e.login = loginlimits.New(e.hasher, signing.Devices(0))
 	if e.aggregate == nil {
 		e.aggregate = aggregate.New(aggregate.Config{Now: now})
 	}

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/keys"
+	"github.com/guardian-sec/guardian/internal/revocation"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/store"
 	"github.com/guardian-sec/guardian/internal/tokens"
@@ -59,6 +61,10 @@ func errorFor(err error) *apiError {
 		return newError(http.StatusUnauthorized, "unauthorized", detail(err, tokens.ErrInvalidToken))
 	case errors.Is(err, store.ErrUnavailable):
 		return newError(http.StatusServiceUnavailable, "store_unavailable", "the store is not answering; retry when /readyz says ok")
+	case errors.Is(err, revocation.ErrFull):
+		return newError(http.StatusConflict, "too_many_revocations", fmt.Sprintf("jti: %d revocations are in force; each lapses when its token expires, and rotating the signing key refuses every token at once", revocation.MaxEntries))
+	case errors.Is(err, revocation.ErrNotShared):
+		return newError(http.StatusServiceUnavailable, "store_unavailable", "the store did not take the revocation: this instance refuses the token now and sends it to the store until it answers, and other instances refuse it once it has; retry when /readyz says ok")
 	case errors.Is(err, rules.ErrInvalid):
 		return newError(http.StatusBadRequest, "invalid_rules", err.Error())
 	}

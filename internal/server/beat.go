@@ -6,8 +6,9 @@ import (
 )
 
 // The cadence of an instance's fleet work beside the failure counts: its
-// heartbeat (package fleet) and the flush of its shadow tallies (package
-// shadow) every beatEvery, each write bounded by beatTimeout.
+// heartbeat (package fleet), the flush of its shadow tallies (package
+// shadow) and the read of the revoked tokens (package revocation) every
+// beatEvery, each round of each bounded by beatTimeout.
 const (
 	beatEvery   = 500 * time.Millisecond
 	beatTimeout = 200 * time.Millisecond

@@ -165,14 +165,21 @@ type Attempt struct {
 type Attempts struct {
 	pool sync.Pool // of *attemptState
 	ttl  time.Duration
+	// keys are the signing keys in force; tag and pad their derivations
+	// for the tag and the address pad.
+	keys     *Keys
+	tag, pad *purposeKeys
 }
 
-// attemptState is the HMACs of one key and its predecessors, with scratch
-// space, reused through the pool.
+// attemptState is the HMACs of the keys in force, with scratch space,
+// reused through the pool.
 type attemptState struct {
-	keys []attemptKey // the current key first
-	raw  []byte       // the binary record
-	txt  []byte       // its base64url form
+	// keys are the tag and pad of every key of from, the signing key's
+	// first; Attempts.state keeps them the keys in force.
+	from *keyList
+	keys []attemptKey
+	raw  []byte // the binary record
+	txt  []byte // its base64url form
 	id   [idLen]byte
 	sum  [sha256.Size]byte
 }
@@ -183,25 +190,40 @@ type attemptKey struct {
 }
 
 // NewAttempts returns an Attempts keyed from k. Ids sealed under a previous
-// signing key still open, for the grace period of a key rotation.
+// signing key still open, for the grace period of a key rotation. It is
+// NewKeys(k, previous...).Attempts().
 func NewAttempts(k secret.Key, previous ...secret.Key) *Attempts {
-	all := append([]secret.Key{k}, previous...)
-	derived := make([][2][]byte, len(all))
-	for i, key := range all {
-		derived[i] = [2][]byte{key.Derive(attemptPurpose), key.Derive(addressPurpose)}
-	}
-	a := &Attempts{ttl: AttemptTTL}
+	return NewKeys(k, previous...).Attempts()
+}
+
+// newAttempts returns an Attempts sealing with the signing key of keys and
+// opening what any key of keys sealed, following keys as they change. An id
+// names no key: Open tries each key in force, the signing key's first.
+func newAttempts(keys *Keys) *Attempts {
+	a := &Attempts{ttl: AttemptTTL, keys: keys, tag: newPurposeKeys(attemptPurpose, keys), pad: newPurposeKeys(addressPurpose, keys)}
 	a.pool.New = func() any {
-		st := &attemptState{
+		return &attemptState{
 			raw: make([]byte, 0, attemptDecodeTo),
 			txt: make([]byte, 0, MaxAttemptLen),
 		}
-		for _, d := range derived {
-			st.keys = append(st.keys, attemptKey{tag: hmac.New(sha256.New, d[0]), pad: hmac.New(sha256.New, d[1])})
-		}
-		return st
 	}
 	return a
+}
+
+// state returns a pooled state keyed with the keys in force, rekeying it
+// when they changed since its last use; put it back with a.pool.Put.
+func (a *Attempts) state() *attemptState {
+	st := a.pool.Get().(*attemptState)
+	l := a.keys.cur.Load()
+	if st.from == l {
+		return st
+	}
+	tag, pad := a.tag.loadFrom(l), a.pad.loadFrom(l)
+	st.from, st.keys = l, st.keys[:0]
+	for i := range tag.verify {
+		st.keys = append(st.keys, attemptKey{tag: hmac.New(sha256.New, tag.verify[i]), pad: hmac.New(sha256.New, pad.verify[i])})
+	}
+	return st
 }
 
 // WithTTL sets how long ids opened by a can be reported, when ttl is
@@ -247,7 +269,7 @@ var strictB64 = base64.RawURLEncoding.Strict()
 // subject or member not of their form. An id is at most MaxAttemptLen
 // characters.
 func (a *Attempts) Seal(at Attempt) (string, error) {
-	st := a.pool.Get().(*attemptState)
+	st := a.state()
 	defer a.pool.Put(st)
 	id := st.id[:]
 	if at.ID == "" {
@@ -341,7 +363,7 @@ func (a *Attempts) Open(token string, now time.Time) (Attempt, error) {
 	if !allB64URL(token) {
 		return Attempt{}, errAttemptEncoding
 	}
-	st := a.pool.Get().(*attemptState)
+	st := a.state()
 	defer a.pool.Put(st)
 	raw := st.raw[:strictB64.DecodedLen(len(token))]
 	n, err := strictB64.Decode(raw, []byte(token))
@@ -575,7 +597,7 @@ func (k *attemptKey) xorPadInto(dst, id, sum []byte) {
 }
 
 // verify returns the key whose truncated HMAC of payload is tag, the
-// current key or a previous one; nil when none is.
+// signing key or another key in force; nil when none is.
 func (st *attemptState) verify(payload, tag []byte) *attemptKey {
 	for i := range st.keys {
 		k := &st.keys[i]

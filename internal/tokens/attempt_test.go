@@ -46,7 +46,7 @@ func equalAttempts(a, b Attempt) bool {
 // sealPayload signs an arbitrary payload the way Seal does, so tests can
 // reach the parser with records Seal would never write.
 func sealPayload(a *Attempts, payload []byte) string {
-	st := a.pool.Get().(*attemptState)
+	st := a.state()
 	defer a.pool.Put(st)
 	b := st.keys[0].seal(append([]byte(nil), payload...), st.sum[:0])
 	return base64.RawURLEncoding.EncodeToString(b)

@@ -72,8 +72,8 @@ func FuzzVerify(f *testing.F) {
 	f.Add(tok)
 	f.Add(dev)
 	f.Add(craft(f, map[string]any{"alg": "none"}, serviceClaimsAt(t0), nil, nil))
-	f.Add(craft(f, hs256, map[string]any{"exp": 1e300, "scope": "admin", "iss": "guardian"}, sha256.New, s.key))
-	f.Add(craft(f, hs256, map[string]any{"exp": -1e300, "aud": 5}, sha256.New, s.key))
+	f.Add(craft(f, hs256, map[string]any{"exp": 1e300, "scope": "admin", "iss": "guardian"}, sha256.New, s.key()))
+	f.Add(craft(f, hs256, map[string]any{"exp": -1e300, "aud": 5}, sha256.New, s.key()))
 	f.Add("a.b.c")
 	f.Add("")
 	f.Fuzz(func(t *testing.T, token string) {

@@ -61,6 +61,11 @@ type fleetConfig struct {
 	redis redisstore.Options
 	// decisionLog, when set, receives every instance's decision log.
 	decisionLog io.Writer
+	// keyFile returns instance i's signing key file (default none: every
+	// instance signs with signingKey).
+	keyFile func(i int) string
+	// hashKey, when set, is every instance's hash key.
+	hashKey secret.Key
 	// breached is every instance's --breached filter file, "" for none.
 	breached string
 }
@@ -99,6 +104,10 @@ func startFleet(t *testing.T, n int, cfg fleetConfig) []*instance {
 			sc.Now = cfg.now(i)
 		}
 		sc.DecisionLog = cfg.decisionLog
+		if cfg.keyFile != nil {
+			sc.SigningKeyFile = cfg.keyFile(i)
+		}
+		sc.HashKey = cfg.hashKey
 		srv, err := server.New(sc)
 		if err != nil {
 			t.Fatalf("instance %d: %v", i, err)
