@@ -46,8 +46,8 @@ Usage:
   guardian token --scope check|admin [flags]    print a service token
   guardian rules check FILE                     validate a rules file
   guardian rules explain [FILE]                 what each enforced rule bounds per day
-  guardian replay --rules FILE EVENTS.jsonl     what each rule would do to recorded traffic
-  guardian replay --compare OLD NEW EVENTS      what NEW would decide differently from OLD
+  guardian replay --rules FILE EVENTS.jsonl...  what each rule would do to recorded traffic
+  guardian replay --compare OLD NEW EVENTS...   what NEW would decide differently from OLD
   guardian version                              print the version
 
 Run 'guardian COMMAND --help' for a command's flags. Every flag also reads
