@@ -12,11 +12,12 @@ import (
 
 const explainHelp = `Usage: guardian rules explain [--format table|json] [FILE]
 
-Prints, for each enforced rule of FILE (the built-in rules without FILE),
-the most it lets one key spend in a day: for a rate rule
+Prints, for each rule of FILE (the built-in rules without FILE), the most
+it lets one key spend in a day: for a rate rule
 burst + floor(24h × limit / per) units, for any other rule its limit.
-Shadow rules decide nothing and are left out. --format json prints
-{"rules": [{"rule", "key", "per_day", "what"}]}.
+Shadow rules are listed too, marked shadow, with what they would bound once
+promoted. --format json prints
+{"rules": [{"rule", "key", "mode", "per_day", "what"}]}.
 `
 
 // explainCmd is `guardian rules explain`.
@@ -53,9 +54,9 @@ func explainCmd(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RULE\tKEY\tPER DAY\tWHAT")
+	fmt.Fprintln(tw, "RULE\tKEY\tMODE\tPER DAY\tWHAT")
 	for _, b := range bounds {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", b.Rule, b.Key, strconv.FormatInt(b.PerDay, 10), b.What)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", b.Rule, b.Key, b.Mode, strconv.FormatInt(b.PerDay, 10), b.What)
 	}
 	if err := tw.Flush(); err != nil {
 		fmt.Fprintln(stderr, "guardian rules explain:", err)

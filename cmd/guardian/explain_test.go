@@ -36,6 +36,7 @@ rules:
 	type bound struct {
 		Rule   string `json:"rule"`
 		Key    string `json:"key"`
+		Mode   string `json:"mode"`
 		PerDay int64  `json:"per_day"`
 		What   string `json:"what"`
 	}
@@ -56,31 +57,32 @@ rules:
 			args:     []string{"--format", "json"},
 			wantCode: exitOK,
 			wantJSON: []bound{
-				{Rule: "login-account", Key: "account", PerDay: 1445},
-				{Rule: "password-reset-account", Key: "account", PerDay: 154},
-				{Rule: "login-ip", Key: "ip", PerDay: 4350},
-				{Rule: "login-ip6-48", Key: "ip", PerDay: 4350},
-				{Rule: "login-ip-distinct-accounts", Key: "ip", PerDay: 20},
-				{Rule: "login-hard-stop", Key: "account", PerDay: 100},
-				{Rule: "login-secret-spray", Key: "secret", PerDay: 1450},
-				{Rule: "otp-send-recipient", Key: "recipient", PerDay: 291},
-				{Rule: "otp-verify-recipient", Key: "recipient", PerDay: 485},
-				{Rule: "login-global-failures", Key: "global", PerDay: 1000},
+				{Rule: "login-account", Key: "account", Mode: "enforce", PerDay: 1445},
+				{Rule: "password-reset-account", Key: "account", Mode: "enforce", PerDay: 154},
+				{Rule: "login-ip", Key: "ip", Mode: "enforce", PerDay: 4350},
+				{Rule: "login-ip6-48", Key: "ip", Mode: "enforce", PerDay: 4350},
+				{Rule: "login-ip-distinct-accounts", Key: "ip", Mode: "enforce", PerDay: 20},
+				{Rule: "login-hard-stop", Key: "account", Mode: "enforce", PerDay: 100},
+				{Rule: "login-secret-spray", Key: "secret", Mode: "enforce", PerDay: 1450},
+				{Rule: "otp-send-recipient", Key: "recipient", Mode: "enforce", PerDay: 291},
+				{Rule: "otp-verify-recipient", Key: "recipient", Mode: "enforce", PerDay: 485},
+				{Rule: "login-global-failures", Key: "global", Mode: "enforce", PerDay: 1000},
 			},
 		},
 		{
-			name:     "a file as json, shadow rules left out",
+			name:     "a file as json, shadow rules marked",
 			args:     []string{"--format", "json", file},
 			wantCode: exitOK,
-			wantJSON: []bound{{Rule: "per-ip", Key: "ip", PerDay: 4350}},
+			wantJSON: []bound{{Rule: "per-ip", Key: "ip", Mode: "enforce", PerDay: 4350}, {Rule: "trial", Key: "account", Mode: "shadow", PerDay: 25}},
 		},
 		{
 			name:     "a file as a table",
 			args:     []string{file},
 			wantCode: exitOK,
 			wantLines: []string{
-				"RULE    KEY  PER DAY  WHAT",
-				"per-ip  ip   4350     at most 4350 failed or unreported checks per IPv4 /32 or IPv6 /64 a day (30 back to back, then 30 per 10m); past that, slow",
+				"RULE    KEY      MODE     PER DAY  WHAT",
+				"per-ip  ip       enforce  4350     at most 4350 failed or unreported checks per IPv4 /32 or IPv6 /64 a day (30 back to back, then 30 per 10m); past that, slow",
+				"trial   account  shadow   25       shadow, deciding nothing until promoted; then at most 25 checks per account a day (1 back to back, then 1 per 1h); past that, slow",
 			},
 		},
 		{name: "an invalid file", args: []string{bad}, wantCode: exitUsage, wantErr: bad + ":7: limit"},
@@ -112,7 +114,7 @@ rules:
 				}
 				for i, w := range tt.wantJSON {
 					g := got.Rules[i]
-					if g.Rule != w.Rule || g.Key != w.Key || g.PerDay != w.PerDay || g.What == "" {
+					if g.Rule != w.Rule || g.Key != w.Key || g.Mode != w.Mode || g.PerDay != w.PerDay || g.What == "" {
 						t.Errorf("rule %d = %+v, want %+v with words", i, g, w)
 					}
 				}

@@ -150,7 +150,7 @@
         el("td", {}, r.type),
         el("td", {}, el("span", { class: "badge " + (r.mode === "shadow" ? "shadow" : "") }, r.mode)),
         el("td", { class: "num" }, b ? b.per_day.toLocaleString("en") : "–"),
-        el("td", {}, b ? b.what : "shadow: decides nothing"),
+        el("td", {}, b ? b.what : "–"),
       );
     }));
   }
