@@ -4,6 +4,8 @@
 // logger (JSON by default), at info level, and are told apart by a field:
 //
 //	{"msg": "admin action", "audit": true, "action": "reset", "subject": "ops-alice", "result": "ok", "account": "h-…"}
+//	{"msg": "admin action", "audit": true, "action": "reload", "subject": "ops-alice", "result": "ok", "rules_added": [], "rules_removed": [],
+//	 "rules_changed": [{"rule": "login-ip-24", "fields": ["mode"], "mode_from": "shadow", "mode_to": "enforce"}], "rules_promoted": ["login-ip-24"], …}
 //	{"msg": "hard stop started", "event": "hard_stop_started", "account": "h-…"}
 //	{"msg": "hard stop ended", "event": "hard_stop_ended", "account": "h-…"}
 //
@@ -16,11 +18,13 @@
 package audit
 
 import (
+	"context"
 	"log/slog"
 
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/metrics"
+	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/secret"
 )
 
@@ -84,6 +88,20 @@ func (l *Log) Action(action, subject, result, account string) {
 		}
 	}
 	l.log.Info("admin action", attrs...)
+}
+
+// Reload writes the line of a rules reload an admin call asked for, and
+// counts it, as Action does, with what the reload changed
+// (rules.Changes.Attrs: rules_added, rules_removed, rules_changed with the
+// names of the changed fields, the mode changes). changes is nil for a
+// reload that was refused.
+func (l *Log) Reload(subject, result string, changes *rules.Changes) {
+	l.metrics.AdminActions.WithLabelValues(ActionReload, result).Inc()
+	attrs := []slog.Attr{slog.Bool("audit", true), slog.String("action", ActionReload), slog.String("subject", subject), slog.String("result", result)}
+	if changes != nil {
+		attrs = append(attrs, changes.Attrs()...)
+	}
+	l.log.LogAttrs(context.Background(), slog.LevelInfo, "admin action", attrs...)
 }
 
 // HardStopStarted writes the line of an account entering a hard stop;

@@ -401,12 +401,14 @@ func (s *Server) reload(ctx context.Context, by string) (*rules.Set, error) {
 		s.log.WarnContext(ctx, "rules reload refused, previous rules kept", "by", by, "err", err, "hash", s.holder.Load().Hash())
 		return nil, err
 	}
+	changes := rules.Diff(s.holder.Load(), set)
 	s.applyRules(set)
 	if s.invalidate != nil {
 		s.invalidate()
 	}
 	s.metrics.RulesReloads.WithLabelValues("ok").Inc()
-	s.log.InfoContext(ctx, "rules reloaded", "by", by, "source", set.Source, "rule_count", len(set.Rules), "hash", set.Hash())
+	attrs := append([]slog.Attr{slog.String("by", by), slog.String("source", set.Source), slog.Int("rule_count", len(set.Rules)), slog.String("hash", set.Hash())}, changes.Attrs()...)
+	s.log.LogAttrs(ctx, slog.LevelInfo, "rules reloaded", attrs...)
 	return set, nil
 }
 
