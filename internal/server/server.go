@@ -138,7 +138,7 @@ type Server struct {
 // does not listen yet.
 func New(cfg Config) (*Server, error) {
 	cfg = withDefaults(cfg)
-	s := &Server{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry(), shadow: shadow.NewBook()}
+	s := &Server{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry(), shadow: shadow.NewBook().WithClock(cfg.Now)}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
