@@ -170,3 +170,20 @@ func TestRunSourcesReadsOneEventAheadPerSource(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRunSourcesPutsChecksFirstInAnInstant: logs stamp to the millisecond,
+// so a report one instance logged in the millisecond another logged its
+// check may come first in file order; the merge replays the check first.
+func TestRunSourcesPutsChecksFirstInAnInstant(t *testing.T) {
+	a := `{"ts":"2026-11-29T10:00:00.000Z","type":"report","id":"c1","outcome":"success"}` + "\n"
+	b := `{"ts":"2026-11-29T10:00:00.000Z","type":"check","id":"c1","flow":"login","account":"alice","ip":"192.0.2.1"}` + "\n"
+	got, err := replay.RunSources(context.Background(), mustParse(t, oneRule), []replay.Source{
+		{Name: "a.jsonl", R: strings.NewReader(a)}, {Name: "b.jsonl", R: strings.NewReader(b)},
+	}, replay.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Reports != (replay.ReportStats{Applied: 1}) {
+		t.Errorf("reports %+v, want the report applied to its check", got.Reports)
+	}
+}

@@ -10,8 +10,10 @@
 // Several files (the decision logs of a fleet's instances, one per
 // instance) are merged by timestamp as they are read: a k-way merge of the
 // files, each read once, in order, holding one event per file, so memory
-// grows with the number of files and never with their length. Events of
-// equal timestamps go in the order the files were given.
+// grows with the number of files and never with their length. Of the
+// events the files hold for one instant, checks go before reports (a
+// report cannot precede its check, and logs stamp to the millisecond),
+// then in the order the files were given.
 //
 // Run answers "what would each of these rules do to this traffic". It
 // counts every rule on its own, as if it were the only rule: it replays the
@@ -433,13 +435,18 @@ type stream struct {
 }
 
 // streams is a min-heap of the sources with an event ahead, by the time of
-// that event, then by source order.
+// that event, then checks before reports (logs stamp to the millisecond,
+// and a report logged by one instance in the millisecond its check was
+// logged by another comes after it), then by source order.
 type streams []*stream
 
 func (h streams) Len() int { return len(h) }
 func (h streams) Less(i, j int) bool {
 	if c := h[i].head.Time.Compare(h[j].head.Time); c != 0 {
 		return c < 0
+	}
+	if a, b := h[i].head.Kind == event.Check, h[j].head.Kind == event.Check; a != b {
+		return a
 	}
 	return h[i].order < h[j].order
 }

@@ -61,6 +61,9 @@ type fleetConfig struct {
 	redis redisstore.Options
 	// decisionLog, when set, receives every instance's decision log.
 	decisionLog io.Writer
+	// decisionLogs, when set, gives instance i a decision log of its own,
+	// decisionLogs[i], in place of decisionLog.
+	decisionLogs []io.Writer
 }
 
 // startFleet starts n instances on cfg, stopped when the test ends.
@@ -96,6 +99,9 @@ func startFleet(t *testing.T, n int, cfg fleetConfig) []*instance {
 			sc.Now = cfg.now(i)
 		}
 		sc.DecisionLog = cfg.decisionLog
+		if cfg.decisionLogs != nil {
+			sc.DecisionLog = cfg.decisionLogs[i]
+		}
 		srv, err := server.New(sc)
 		if err != nil {
 			t.Fatalf("instance %d: %v", i, err)
