@@ -55,7 +55,7 @@ lint: $(STATICCHECK)
 $(STATICCHECK):
 	GOFLAGS= $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-## readme: rewrite README.md's generated tables (what each built-in rule bounds)
+## readme: rewrite README.md's generated tables (what each built-in rule bounds, and what the built-in rules do in guardian simulate)
 readme:
 	$(GO) test -count=1 -run '^TestREADME' ./cmd/guardian -update
 

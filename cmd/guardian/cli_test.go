@@ -31,6 +31,8 @@ func TestCLIGolden(t *testing.T) {
 		{"rules-check-help", []string{"rules", "check", "--help"}},
 		{"rules-help", []string{"rules", "--help"}},
 		{"replay-help", []string{"replay", "--help"}},
+		{"simulate-help", []string{"simulate", "--help"}},
+		{"simulate-unknown-scenario", []string{"simulate", "--scenario", "phishing"}},
 		{"version", []string{"version"}},
 		{"version-flag", []string{"--version"}},
 		{"unknown-command", []string{"frobnicate"}},
@@ -80,7 +82,7 @@ func normalise(s string) string {
 // TestEveryCommandHasHelp: each command answers --help and -h with its
 // flags on stdout, exit 0, nothing on stderr.
 func TestEveryCommandHasHelp(t *testing.T) {
-	for _, cmd := range [][]string{{"serve"}, {"token"}, {"rules", "check"}, {"replay"}} {
+	for _, cmd := range [][]string{{"serve"}, {"token"}, {"rules", "check"}, {"replay"}, {"simulate"}} {
 		for _, h := range []string{"--help", "-h", "-help"} {
 			var out, errOut bytes.Buffer
 			args := append(append([]string{}, cmd...), h)

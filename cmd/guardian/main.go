@@ -2,7 +2,8 @@
 // serve` runs it, `guardian token` prints a service token, `guardian rules
 // check` validates a rules file, `guardian rules explain` says what each rule
 // bounds per day, `guardian replay` runs recorded traffic through rules
-// offline, `guardian version` prints the version. README.md describes every
+// offline, `guardian simulate` runs built-in attacks against rules,
+// `guardian version` prints the version. README.md describes every
 // command and flag.
 package main
 
@@ -48,6 +49,7 @@ Usage:
   guardian rules explain [FILE]                 what each enforced rule bounds per day
   guardian replay --rules FILE EVENTS.jsonl...  what each rule would do to recorded traffic
   guardian replay --compare OLD NEW EVENTS...   what NEW would decide differently from OLD
+  guardian simulate [--rules FILE]              what rules do to built-in attacks, and cost users
   guardian version                              print the version
 
 Run 'guardian COMMAND --help' for a command's flags. Every flag also reads
@@ -80,6 +82,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return rulesCmd(args, stdout, stderr)
 	case "replay":
 		return replayCmd(ctx, args, getenv, stdout, stderr)
+	case "simulate":
+		return simulateCmd(ctx, args, getenv, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "guardian: unknown command %q; run 'guardian --help' for the commands\n", cmd)
 	return exitUsage

@@ -6,8 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/guardian-sec/guardian/internal/simulate"
 )
 
 // With -update (cli_test.go), the README's generated parts are rewritten
@@ -73,4 +78,92 @@ func TestREADMERulesTable(t *testing.T) {
 		return
 	}
 	t.Errorf("README.md's table of what each built-in rule bounds is not what `guardian rules explain` says; run make readme.\ngot:\n%s\nwant:\n%s", got, want)
+}
+
+// The markers around the README's table of what the built-in rules do to
+// the scenarios of guardian simulate.
+const (
+	simulateBegin = "<!-- begin: guardian simulate (make readme rewrites this table) -->\n"
+	simulateEnd   = "<!-- end: guardian simulate -->\n"
+)
+
+// simulateTable renders the README's table from the report of `guardian
+// simulate --format json` on the built-in rules.
+func simulateTable(rep *simulate.Report) string {
+	var b strings.Builder
+	b.WriteString("| scenario | guesses | went ahead | most on one account | accounts reached | compromised | stopped by | users' logins slowed · challenged · blocked |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---|---|\n")
+	pct := func(f float64) string { return fmt.Sprintf("%.2f%%", 100*f) }
+	friction := func(f simulate.Friction) string {
+		return pct(f.SlowedShare) + " · " + pct(f.ChallengedShare) + " · " + pct(f.BlockedShare)
+	}
+	for _, s := range rep.Scenarios {
+		a := s.Attacker
+		var by []string
+		for _, r := range s.Rules {
+			for _, st := range []struct {
+				n    int64
+				what string
+			}{{r.Attacker.Slowed, "slowed"}, {r.Attacker.Challenged, "challenged"}, {r.Attacker.Blocked, "blocked"}} {
+				if st.n > 0 {
+					by = append(by, fmt.Sprintf("`%s` %d %s", r.Rule, st.n, st.what))
+				}
+			}
+		}
+		if by == nil {
+			by = []string{"nothing"}
+		}
+		fmt.Fprintf(&b, "| `%s` | %d | %d | %d | %d | %d | %s | %s |\n", s.Scenario, a.Guesses, a.Allowed, a.MaxPerAccount, a.AccountsReached, a.AccountsCompromised, strings.Join(by, ", "), friction(s.Users))
+		for _, o := range s.Owner {
+			fmt.Fprintf(&b, "| `%s`, the owner: %s | | | | | | | %s |\n", s.Scenario, strings.ReplaceAll(o.Way, "_", " "), friction(o.Friction))
+		}
+	}
+	return b.String()
+}
+
+// TestREADMESimulateTable runs `guardian simulate` on the built-in rules,
+// built without the race detector as users run it (every scenario at its
+// documented size takes a minute or two), and wants the README's table to
+// be what it says.
+func TestREADMESimulateTable(t *testing.T) {
+	readme, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, rest, ok := strings.Cut(string(readme), simulateBegin)
+	if !ok {
+		t.Fatalf("README.md has no line %q", simulateBegin)
+	}
+	got, after, ok := strings.Cut(rest, simulateEnd)
+	if !ok {
+		t.Fatalf("README.md has no line %q after the table", simulateEnd)
+	}
+	bin := filepath.Join(t.TempDir(), "guardian")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	start := time.Now()
+	cmd := exec.Command(bin, "simulate", "--format", "json", "--quiet")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("guardian simulate: %v\n%s", err, stderr.String())
+	}
+	t.Logf("guardian simulate, every scenario: %v", time.Since(start).Round(100*time.Millisecond))
+	var rep simulate.Report
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("guardian simulate --format json: %v\n%s", err, out)
+	}
+	want := simulateTable(&rep)
+	if got == want {
+		return
+	}
+	if *update {
+		if err := os.WriteFile(readmePath, []byte(before+simulateBegin+want+simulateEnd+after), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Errorf("README.md's table of what the built-in rules do in `guardian simulate` is not what it says; run make readme.\ngot:\n%s\nwant:\n%s", got, want)
 }

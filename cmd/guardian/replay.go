@@ -150,6 +150,13 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, s
 	if shown > maxMalformedShown {
 		fmt.Fprintf(stderr, "guardian replay: %d more malformed lines not shown\n", shown-maxMalformedShown)
 	}
+	return printResult(stdout, stderr, "guardian replay", format, out)
+}
+
+// printResult prints out as --format asks: indented JSON, or its table for
+// people. A write that fails is reported on stderr as name's failure.
+func printResult(stdout, stderr io.Writer, name, format string, out interface{ WriteTable(io.Writer) error }) int {
+	var err error
 	if format == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -158,7 +165,7 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, s
 		err = out.WriteTable(stdout)
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "guardian replay:", err)
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return exitFailure
 	}
 	return exitOK
