@@ -399,10 +399,7 @@ func TestReplayCommandIsDeterministic(t *testing.T) {
 	}
 
 	// The same events in one file, in time order: the same summary.
-	var lines []string
-	for _, l := range strings.Split(strings.TrimSpace(a+b), "\n") {
-		lines = append(lines, l)
-	}
+	lines := strings.Split(strings.TrimSpace(a+b), "\n")
 	slices.SortStableFunc(lines, func(x, y string) int { return strings.Compare(x[7:31], y[7:31]) })
 	onePath := filepath.Join(dir, "one.jsonl")
 	writeTestFile(t, onePath, strings.Join(lines, "\n")+"\n")
