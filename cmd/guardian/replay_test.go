@@ -324,7 +324,7 @@ rules:
     hysteresis: 0s
 `
 
-// tuningEvents writes two instances' logs of a spray: 40 /24s each failing
+// tuningEvents writes two instances' logs of a spray: 20 /24s each failing
 // 20 to 27 accounts with one of three passwords, their checks dealt to
 // the instances in turn, each report to the other instance; and between
 // the sprayed checks, users logging in.
@@ -333,7 +333,7 @@ func tuningEvents(t *testing.T) (a, b string) {
 	var logs [2]strings.Builder
 	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	n := 0
-	for net := range 40 {
+	for net := range 20 {
 		for acct := range 20 + net%8 {
 			at := t0.Add(time.Duration(n) * 25 * time.Millisecond)
 			id := fmt.Sprintf("s%d", n)

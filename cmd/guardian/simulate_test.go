@@ -9,9 +9,9 @@ import (
 	"github.com/guardian-sec/guardian/internal/simulate"
 )
 
-// quick is a small simulation: every scenario, a twentieth of the users,
-// a fiftieth of each attack.
-var quick = []string{"simulate", "--population", "0.05", "--attack", "0.02"}
+// quick is a small simulation: every scenario, a fiftieth of the users, a
+// hundredth of each attack.
+var quick = []string{"simulate", "--population", "0.02", "--attack", "0.01"}
 
 // TestSimulateCommandIsDeterministic runs guardian simulate again and again
 // and wants the same bytes, as a table and as JSON; stderr, not a
@@ -42,8 +42,8 @@ func TestSimulateCommandIsDeterministic(t *testing.T) {
 		if err := json.Unmarshal([]byte(first), &rep); err != nil {
 			t.Fatalf("stdout is not a report: %v\n%s", err, first)
 		}
-		if rep.Rules != "builtin" || rep.Users != 500 || len(rep.Scenarios) != len(simulate.Names()) {
-			t.Errorf("report of %s, %d users, %d scenarios; want the built-in rules, 500 users, every scenario", rep.Rules, rep.Users, len(rep.Scenarios))
+		if rep.Rules != "builtin" || rep.Users != 200 || len(rep.Scenarios) != len(simulate.Names()) {
+			t.Errorf("report of %s, %d users, %d scenarios; want the built-in rules, 200 users, every scenario", rep.Rules, rep.Users, len(rep.Scenarios))
 		}
 	}
 }

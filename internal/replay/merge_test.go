@@ -47,7 +47,7 @@ func sources(files [][]byte) []replay.Source {
 // as cat would join them, give something else.
 func TestRunSourcesMergesByTimestamp(t *testing.T) {
 	var day bytes.Buffer
-	if _, err := (traffic{users: 100, perSecond: 0.005, attacks: true, spray: true, fingerprints: true, seed: 9}).write(&day); err != nil {
+	if _, err := (traffic{users: 100, perSecond: 0.005, attacks: true, sprayNets: 40, fingerprints: true, seed: 9}).write(&day); err != nil {
 		t.Fatal(err)
 	}
 	set, old := mustParse(t, tuningRules), mustParse(t, dayRules)

@@ -34,9 +34,9 @@ const (
 	// stuffChecks failed logins to as many accounts from four addresses of
 	// one /24, in turn, 10ms apart.
 	stuffChecks = 1000
-	// sprayNets /24s fail against sprayAccounts accounts each, one
-	// failure per account, 20ms apart, every network in turn.
-	sprayNets, sprayAccounts = 40, 24
+	// sprayAccounts accounts fail from each sprayed /24, one failure per
+	// account, 20ms apart, every network in turn.
+	sprayAccounts = 24
 )
 
 // traffic generates a day of replay events: normal users logging in at
@@ -52,10 +52,10 @@ type traffic struct {
 	perSecond float64
 	attacks   bool
 	seed      uint64
-	// spray adds, with attacks, a low-and-slow spray at 20:00: a few
-	// dozen accounts failing from each of many /24s, each network near
-	// the 20 accounts a distinct rule challenges at.
-	spray bool
+	// sprayNets, when set, adds a low-and-slow spray at 20:00 from that
+	// many /24s, sprayAccounts accounts failing from each: each network
+	// near the 20 accounts a distinct rule challenges at.
+	sprayNets int
 	// fingerprints has every check carry a secret_fingerprint: each user
 	// its own password (and a typo of it), the brute force a new guess
 	// each time, the stuffing one of a few common passwords.
@@ -118,12 +118,13 @@ func (tr traffic) write(w io.Writer) (trafficStats, error) {
 			for i := range stuffChecks {
 				login(sec.Add(time.Duration(i)*10*time.Millisecond), fmt.Sprintf("stuffed-%d@example.net", i), fmt.Sprintf("192.0.2.%d", 1+i%4), fmt.Sprintf("fp-common-%08d", i%7), engine.Failure, 5*time.Millisecond)
 			}
-		case tr.attacks && tr.spray && sec.Equal(sprayAt):
-			for i := range sprayNets * sprayAccounts {
-				n, a := i%sprayNets, i/sprayNets
+		case tr.sprayNets > 0 && sec.Equal(sprayAt):
+			for i := range tr.sprayNets * sprayAccounts {
+				n, a := i%tr.sprayNets, i/tr.sprayNets
 				login(sec.Add(time.Duration(i)*20*time.Millisecond), fmt.Sprintf("sprayed-%d-%d@example.org", n, a), fmt.Sprintf("198.18.%d.%d", n, 1+a), fmt.Sprintf("fp-common-%08d", a%3), engine.Failure, 5*time.Millisecond)
 			}
-		case tr.attacks && (near(sec, bruteAt) || near(sec, stuffAt) || tr.spray && sec.After(sprayAt.Add(-quiet)) && sec.Before(sprayAt.Add(time.Duration(sprayNets*sprayAccounts)*20*time.Millisecond+quiet))):
+		case tr.attacks && (near(sec, bruteAt) || near(sec, stuffAt)),
+			tr.sprayNets > 0 && sec.After(sprayAt.Add(-quiet)) && sec.Before(sprayAt.Add(time.Duration(tr.sprayNets*sprayAccounts)*20*time.Millisecond+quiet)):
 		default:
 			due += tr.perSecond
 			for ; due >= 1; due-- {
