@@ -109,13 +109,16 @@ func simulateCmd(ctx context.Context, args []string, getenv func(string) string,
 // and a line of its own once it is done.
 func progressLine(w io.Writer) func(simulate.Progress) {
 	var start, last time.Time
+	var scenario string
 	return func(p simulate.Progress) {
 		now := time.Now()
+		if p.Scenario != scenario {
+			scenario, start = p.Scenario, now
+		}
 		switch {
-		case p.Done == 0 && !p.Finished:
-			start = now
 		case p.Finished:
 			fmt.Fprintf(w, "\r\033[Kguardian simulate: %s done, %d checks in %s\n", p.Scenario, p.Checks, now.Sub(start).Round(100*time.Millisecond))
+			scenario = ""
 			return
 		case now.Sub(last) < 200*time.Millisecond:
 			return

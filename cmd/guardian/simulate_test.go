@@ -103,3 +103,20 @@ func TestSimulateCommandUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestSimulateProgressLine: the line is rewritten in place while a
+// scenario runs, and ends with a line of its own per scenario, each timed
+// from its own start.
+func TestSimulateProgressLine(t *testing.T) {
+	var b strings.Builder
+	p := progressLine(&b)
+	for _, name := range []string{"spray", "spray"} {
+		p(simulate.Progress{Scenario: name})
+		p(simulate.Progress{Scenario: name, Done: 0.5, Checks: 10})
+		p(simulate.Progress{Scenario: name, Done: 1, Finished: true, Checks: 20})
+	}
+	out := b.String()
+	if n := strings.Count(out, "\r\033[Kguardian simulate: spray done, 20 checks in "); n != 2 || strings.Count(out, "\n") != 2 || !strings.Contains(out, "spray   0% of its day, 0 checks") {
+		t.Errorf("progress %q: want the line rewritten and two done lines", out)
+	}
+}
