@@ -150,6 +150,7 @@ func TestAppendJSONOmitsDefaults(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"ts":"2026-11-29T10:00:00.250Z","type":"check","id":"e1","flow":"login","account":"alice","ip":"192.0.2.1"}`))
 	f.Add([]byte(`{"ts":"2026-11-29T10:00:00.250Z","type":"report","id":"e1","outcome":"failure"}`))
+	f.Add([]byte(`{"ts":"2026-11-29T10:00:00.250Z","type":"check","id":"e2","flow":"login","ip":"192.0.2.1","secret_fingerprint":"h-0123456789abcdef\u2028"}`))
 	f.Add([]byte(`{"ts":"2026-11-29T10:00:00Z","type":"check","id":"\u0000","flow":"otp_send","ip":"x","recipient":"\ud800","cost":-1}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		ev, err := event.Parse(line)
