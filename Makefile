@@ -32,12 +32,17 @@ test: redis-image test-clients
 	cd $(CLIENT) && $(GO) test -race -count=1 ./...
 
 ## test-clients: the Python and TypeScript clients' tests, against a guardian built
-## here and a redis-server on loopback (python3, node 18+, redis-server)
+## here and a redis-server on loopback (python3 with its setuptools, pip and venv,
+## node 18+, redis-server): the READMEs' snippets run, the Python package installs
+## offline with the system's setuptools, and fifty fresh guardians each answer a
+## first check in time
 CLIENT_TEST_BIN := bin/guardian-client-test
+# The system's Python (Debian's, with python3-setuptools) where there is one.
+PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
 test-clients:
 	$(GO) build -o $(CLIENT_TEST_BIN) ./cmd/guardian
-	cd clients/python && GUARDIAN_BIN=$(CURDIR)/$(CLIENT_TEST_BIN) python3 -m unittest
-	cd clients/typescript && GUARDIAN_BIN=$(CURDIR)/$(CLIENT_TEST_BIN) node --test test/client.test.mjs
+	cd clients/python && GUARDIAN_BIN=$(CURDIR)/$(CLIENT_TEST_BIN) GUARDIAN_INSTALL_PYTHON=$(PYTHON) $(PYTHON) -m unittest
+	cd clients/typescript && GUARDIAN_BIN=$(CURDIR)/$(CLIENT_TEST_BIN) node --test test/*.test.mjs
 
 ## test-unit: the tests that need no container
 test-unit:
@@ -55,7 +60,7 @@ lint: $(STATICCHECK)
 $(STATICCHECK):
 	GOFLAGS= $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-## readme: rewrite README.md's generated tables (what each built-in rule bounds, and what the built-in rules do in guardian simulate)
+## readme: rewrite README.md's generated parts (what each built-in rule bounds, what the built-in rules do in guardian simulate, the Go client's example)
 readme:
 	$(GO) test -count=1 -run '^TestREADME' ./cmd/guardian -update
 

@@ -10,14 +10,11 @@
 // as an error for the caller to forget about: it returns the decision the
 // policy made, marked Decision.Unavailable.
 //
-// The pattern, for a login:
-//
-//	d, err := c.Check(ctx, client.CheckRequest{Flow: client.FlowLogin, Account: user, IP: ip, DeviceToken: tok})
-//	if err != nil { … a bug or a misconfiguration: answer 500, verify nothing }
-//	if !d.Action.Proceed() { … client.Responder{…}.Refuse(w, d); return }
-//	ok := verify(user, password)           // only now
-//	res, _ := c.Report(ctx, d.AttemptID, outcome(ok))
-//	… keep res.DeviceToken in an HttpOnly cookie
+// A login is one call, Client.Attempt: check, the challenge when guardian
+// asks for one (a function the caller must give), verify, report. Its
+// example, a login handler, is the one the README shows. Check and Report
+// are the steps it takes, for flows that need them apart; with them, verify
+// only when Decision.Proceed says so.
 //
 // The package depends on nothing outside the standard library and on
 // nothing internal to guardian: its types mirror the wire format of
@@ -43,11 +40,22 @@ import (
 
 // Defaults of Config.
 const (
-	// DefaultTimeout is Config.Timeout when it is not set. guardian answers
-	// in about a millisecond; 50ms leaves room for the network and a
-	// retry, and is short enough that a hung guardian slows no login by
-	// more than that.
-	DefaultTimeout = 50 * time.Millisecond
+	// DefaultTimeout is Config.Timeout when it is not set, the same in the
+	// Go, Python and TypeScript clients. guardian answers in about a
+	// millisecond and waits at most its --store-timeout (5ms) on Redis
+	// before its fallback decides; 100ms leaves room for a network hop, a
+	// garbage-collection pause and the retry of a refused connection on a
+	// busy host, and is about what hashing one password costs (bcrypt at
+	// cost 10, Argon2id at OWASP's parameters): a guardian that hangs delays
+	// a login by no more than verifying it does.
+	DefaultTimeout = 100 * time.Millisecond
+	// DefaultFirstCallTimeout is Config.FirstCallTimeout when it is not
+	// set, the same in every client. A process's first call pays what no
+	// later one does (a TCP and TLS handshake, guardian's first request on
+	// that connection; in Node, loading fetch itself, measured at 100 to
+	// 800ms on a busy host), and under FailClosed a first call that timed
+	// out is a real user refused after every restart.
+	DefaultFirstCallTimeout = time.Second
 	// DefaultClosedRetryAfter is Config.ClosedRetryAfter when it is not set:
 	// the wait guardian itself gives when its store is down and a rule
 	// says closed.
@@ -74,6 +82,12 @@ type Config struct {
 	// Timeout is the deadline of one call, its retry included; a shorter
 	// deadline on the caller's context wins. Zero means DefaultTimeout.
 	Timeout time.Duration
+	// FirstCallTimeout is the deadline of the calls that start before the
+	// client's first call has ended (a first-call allowance), when it is
+	// longer than Timeout; later calls have Timeout. Zero means
+	// DefaultFirstCallTimeout; a value no longer than Timeout gives no
+	// allowance.
+	FirstCallTimeout time.Duration
 	// OnUnavailable is what Check decides when guardian does not answer.
 	// Required: there is no default.
 	OnUnavailable Policy
@@ -102,6 +116,7 @@ type Client struct {
 	tokens      TokenSource
 	http        *http.Client
 	timeout     time.Duration
+	firstCall   time.Duration
 	policy      Policy
 	unauthPol   Policy
 	closedRetry time.Duration
@@ -110,6 +125,8 @@ type Client struct {
 	now         func() time.Time
 
 	checks, unavailable, failedOpen atomic.Uint64
+	// warm is set once a call has ended: from then on calls have timeout.
+	warm atomic.Bool
 }
 
 // New returns a Client for cfg, or an error matching ErrNoPolicy when
@@ -128,8 +145,8 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Tokens == nil {
 		return nil, fmt.Errorf("%w: Tokens is required", ErrConfig)
 	}
-	if cfg.Timeout < 0 || cfg.ClosedRetryAfter < 0 {
-		return nil, fmt.Errorf("%w: Timeout and ClosedRetryAfter must not be negative", ErrConfig)
+	if cfg.Timeout < 0 || cfg.FirstCallTimeout < 0 || cfg.ClosedRetryAfter < 0 {
+		return nil, fmt.Errorf("%w: Timeout, FirstCallTimeout and ClosedRetryAfter must not be negative", ErrConfig)
 	}
 	local := cfg.Local.withDefaults()
 	if !local.valid() {
@@ -140,6 +157,7 @@ func New(cfg Config) (*Client, error) {
 		tokens:      cfg.Tokens,
 		http:        cfg.HTTPClient,
 		timeout:     cfg.Timeout,
+		firstCall:   cfg.FirstCallTimeout,
 		policy:      cfg.OnUnavailable,
 		unauthPol:   cfg.OnUnauthorized,
 		closedRetry: cfg.ClosedRetryAfter,
@@ -152,6 +170,10 @@ func New(cfg Config) (*Client, error) {
 	if c.timeout == 0 {
 		c.timeout = DefaultTimeout
 	}
+	if c.firstCall == 0 {
+		c.firstCall = DefaultFirstCallTimeout
+	}
+	c.firstCall = max(c.firstCall, c.timeout)
 	if c.closedRetry == 0 {
 		c.closedRetry = DefaultClosedRetryAfter
 	}
@@ -224,6 +246,7 @@ func (c *Client) Check(ctx context.Context, req CheckRequest) (Decision, error) 
 	if d.Unavailable {
 		d = c.decideUnavailable(d.Reason, req, now)
 	}
+	d.ChallengePassed = req.ChallengePassed
 	c.checks.Add(1)
 	if d.Unavailable {
 		c.unavailable.Add(1)
@@ -331,7 +354,7 @@ func parseDecision(a answer, now time.Time) (Decision, bool) {
 		RateLimitPolicy: a.header.Get("RateLimit-Policy"),
 		RateLimit:       a.header.Get("RateLimit"),
 	}
-	if !d.Action.valid() || d.Action.Proceed() != (a.status == http.StatusOK) || w.RetryAfterMS < 0 {
+	if !d.Action.valid() || d.Action.answeredOK() != (a.status == http.StatusOK) || w.RetryAfterMS < 0 {
 		return Decision{}, false
 	}
 	for i, s := range w.Shadow {
@@ -513,16 +536,22 @@ type answer struct {
 }
 
 // call sends one request and returns guardian's answer, whatever its status.
-// The call has the client's deadline. A send that failed before anything
-// reached guardian is repeated once, if the deadline allows. A failed call
-// is an *UnavailableError, except when the caller's context was cancelled
-// or the TokenSource failed.
+// The call has the client's deadline (the first-call allowance while no call
+// has ended). A send that failed before anything reached guardian is
+// repeated once, if the deadline allows. A failed call is an
+// *UnavailableError, except when the caller's context was cancelled or the
+// TokenSource failed.
 func (c *Client) call(parent context.Context, call Call, method, path string, body []byte) (answer, error) {
 	tok, err := c.tokens.Token(parent)
 	if err != nil {
 		return answer{}, fmt.Errorf("client: %s: token: %w", call, err)
 	}
-	ctx, cancel := context.WithTimeout(parent, c.timeout)
+	timeout := c.timeout
+	if !c.warm.Load() {
+		timeout = c.firstCall
+	}
+	defer c.warm.Store(true)
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	renewed := false
 	for try := 0; ; try++ {

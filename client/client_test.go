@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -36,11 +38,13 @@ func newFakeGuardian(t *testing.T, handle http.HandlerFunc) *fakeGuardian {
 	g := &fakeGuardian{}
 	g.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := recorded{method: r.Method, path: r.URL.Path, query: r.URL.RawQuery, auth: r.Header.Get("Authorization")}
-		if b, _ := io.ReadAll(r.Body); len(b) > 0 {
+		b, _ := io.ReadAll(r.Body)
+		if len(b) > 0 {
 			if err := json.Unmarshal(b, &rec.body); err != nil {
 				t.Errorf("request body %q is not JSON: %v", b, err)
 			}
 		}
+		r.Body = io.NopCloser(bytes.NewReader(b)) // for handle to read again
 		g.mu.Lock()
 		g.requests = append(g.requests, rec)
 		g.mu.Unlock()
@@ -336,7 +340,8 @@ func TestCheckWhenGuardianDoesNotAnswer(t *testing.T) {
 
 func TestCheckTimeoutKeepsToTheDeadline(t *testing.T) {
 	g := newFakeGuardian(t, hang)
-	c := newClient(t, client.Config{BaseURL: g.URL, OnUnavailable: client.FailClosed, Timeout: 40 * time.Millisecond})
+	c := newClient(t, client.Config{BaseURL: g.URL, OnUnavailable: client.FailClosed, Timeout: 40 * time.Millisecond,
+		FirstCallTimeout: 40 * time.Millisecond}) // no first-call allowance
 	start := time.Now()
 	d, err := c.Check(t.Context(), login)
 	if err != nil {
@@ -350,6 +355,70 @@ func TestCheckTimeoutKeepsToTheDeadline(t *testing.T) {
 	}
 	if n := len(g.received()); n != 1 {
 		t.Errorf("guardian received %d checks, want 1: a check that reached guardian is never sent again", n)
+	}
+}
+
+// TestFirstCallAllowance: the calls that start before the client's first
+// call ended have FirstCallTimeout; once one ended, calls have Timeout.
+func TestFirstCallAllowance(t *testing.T) {
+	const delay = 300 * time.Millisecond // longer than Timeout, far shorter than the allowance
+	g := newFakeGuardian(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(delay):
+			answer(200, `{"decision":"allow","attempt_id":"at-1","degraded":false,"limits":[],"shadow":[]}`)(w, r)
+		case <-r.Context().Done():
+		}
+	})
+	c := newClient(t, client.Config{BaseURL: g.URL, OnUnavailable: client.FailClosed, Timeout: 100 * time.Millisecond,
+		FirstCallTimeout: 10 * time.Second})
+	// Five first calls at once: none has ended when the others start.
+	var wg sync.WaitGroup
+	first := make([]client.Decision, 5)
+	for i := range first {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d, err := c.Check(t.Context(), login)
+			if err != nil {
+				t.Error(err)
+			}
+			first[i] = d
+		}()
+	}
+	wg.Wait()
+	for i, d := range first {
+		if d.Unavailable || d.Action != client.Allow {
+			t.Errorf("first call %d = %+v, want guardian's allow within the allowance", i, d)
+		}
+	}
+	d, err := c.Check(t.Context(), login)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Unavailable || d.Reason != client.ReasonTimeout {
+		t.Errorf("a call after the first ended = %+v, want the policy's decision for a timeout (Timeout, no allowance)", d)
+	}
+}
+
+// TestDefaultTimeoutsAreEveryClients: the Go client's defaults are the
+// ones client/testdata/defaults.json gives every client.
+func TestDefaultTimeoutsAreEveryClients(t *testing.T) {
+	var want struct {
+		TimeoutMS          int64 `json:"timeout_ms"`
+		FirstCallTimeoutMS int64 `json:"first_call_timeout_ms"`
+	}
+	b, err := os.ReadFile("testdata/defaults.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &want); err != nil {
+		t.Fatal(err)
+	}
+	if got := client.DefaultTimeout.Milliseconds(); got != want.TimeoutMS || want.TimeoutMS == 0 {
+		t.Errorf("DefaultTimeout = %dms, every client's is %dms", got, want.TimeoutMS)
+	}
+	if got := client.DefaultFirstCallTimeout.Milliseconds(); got != want.FirstCallTimeoutMS || want.FirstCallTimeoutMS == 0 {
+		t.Errorf("DefaultFirstCallTimeout = %dms, every client's is %dms", got, want.FirstCallTimeoutMS)
 	}
 }
 

@@ -73,10 +73,17 @@ func (a Action) valid() bool {
 	return false
 }
 
-// Proceed reports whether the auth service may go on to verify: true for
-// Allow and Challenge (after the challenge is passed), false for Slow and
-// Block.
-func (a Action) Proceed() bool { return a == Allow || a == Challenge }
+// Proceed reports whether a is Allow.
+//
+// Deprecated: use Decision.Proceed, which also knows whether a Challenge
+// was already passed. In 0.1.0 Proceed was also true for Challenge, so code
+// that verified whenever it was true skipped every challenge.
+func (a Action) Proceed() bool { return a == Allow }
+
+// answeredOK reports whether guardian answers a with 200 (the decisions
+// that let an attempt go ahead, at once or after a challenge) rather than
+// 429.
+func (a Action) answeredOK() bool { return a == Allow || a == Challenge }
 
 // Decision is the answer to a check. The zero value is not a decision;
 // Check always returns one with Action set, unless it returns an error.
@@ -120,6 +127,19 @@ type Decision struct {
 	// headers exactly as guardian sent them (IETF httpapi ratelimit-headers
 	// draft); empty when guardian sent none.
 	RateLimitPolicy, RateLimit string
+	// ChallengePassed reports that the check carried
+	// CheckRequest.ChallengePassed: the end user already solved the
+	// challenge for this attempt, so a Challenge lets it go ahead.
+	ChallengePassed bool
+}
+
+// Proceed reports whether the auth service may go on to verify the
+// credential (or send the code): true for Allow, and for a Challenge of a
+// check that carried ChallengePassed (the challenge was passed, then the
+// attempt checked again); false for Slow, Block and a Challenge not yet
+// passed. Client.Attempt makes that re-check itself.
+func (d Decision) Proceed() bool {
+	return d.Action == Allow || (d.Action == Challenge && d.ChallengePassed)
 }
 
 // Limit is where one of guardian's enforced rules stands after a check.

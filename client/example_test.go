@@ -2,11 +2,14 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"time"
 
 	"github.com/guardian-sec/guardian/client"
@@ -37,7 +40,7 @@ func ExampleClient_Check() {
 	c, err := client.New(client.Config{
 		BaseURL:       guardian.URL,
 		Tokens:        client.StaticToken("token from `guardian token --scope check`"),
-		Timeout:       time.Second, // generous for an example; the 50ms default suits production
+		Timeout:       time.Second, // generous for an example; the 100ms default suits production
 		OnUnavailable: client.Local,
 	})
 	if err != nil {
@@ -49,7 +52,7 @@ func ExampleClient_Check() {
 	if err != nil {
 		panic(err) // a refused request: a bug to fix, not a decision
 	}
-	fmt.Println(d.Action, d.Rule, d.RetryAfter, "proceed:", d.Action.Proceed())
+	fmt.Println(d.Action, d.Rule, d.RetryAfter, "proceed:", d.Proceed())
 
 	// The auth service verifies nothing and answers its end user.
 	w := httptest.NewRecorder()
@@ -137,4 +140,116 @@ func ExampleResponder() {
 	// Output:
 	// 401 true {"error":"invalid_credentials","next":"retry"}
 	// 401 true {"error":"invalid_credentials","next":"retry"}
+}
+
+// A login handler: the whole flow of an attempt is one call, and a
+// challenge is a function of its own that the handler must give.
+func ExampleClient_Attempt() {
+	guardian := sprayedGuardian() // stands in for guardian: this password is being sprayed
+	defer guardian.Close()
+
+	c, err := client.New(client.Config{
+		BaseURL:       guardian.URL, // https://guardian.internal:8080
+		Tokens:        client.StaticToken("token from `guardian token --scope check`"),
+		OnUnavailable: client.Local, // required: what to decide when guardian does not answer
+	})
+	if err != nil {
+		panic(err)
+	}
+	fingerprintKey := []byte("the auth service's own secret, 32 bytes or more") // never guardian's key
+	responder := client.Responder{OmitQuota: true}
+
+	login := func(w http.ResponseWriter, r *http.Request) {
+		user, password := r.FormValue("username"), r.FormValue("password")
+		req := client.CheckRequest{
+			Flow: client.FlowLogin, Account: user, IP: clientIP(r),
+			SecretFingerprint: client.Fingerprint(fingerprintKey, []byte(password)),
+		}
+		if device, err := r.Cookie("guardian_device"); err == nil {
+			req.DeviceToken = device.Value
+		}
+		res, err := c.Attempt(r.Context(), req,
+			func(ctx context.Context, d client.Decision) (bool, error) {
+				return secondFactorOK(user, r.FormValue("code")), nil // or a CAPTCHA's answer
+			},
+			func(ctx context.Context) (bool, error) {
+				return passwordOK(user, password), nil // called only when guardian lets it
+			})
+		switch {
+		case err != nil: // a request guardian refused: a bug, nothing was verified
+			http.Error(w, "try again later", http.StatusInternalServerError)
+		case !res.Verified: // slowed, blocked, or a challenge not passed
+			responder.Refuse(w, res.Decision)
+		case !res.OK:
+			responder.InvalidCredentials(w, res.Decision)
+		default:
+			http.SetCookie(w, &http.Cookie{Name: "guardian_device", Value: res.DeviceToken,
+				HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
+			fmt.Fprintln(w, "welcome,", user)
+		}
+	}
+
+	for _, form := range []string{
+		"username=alice&password=correct+horse",             // challenged, no second factor yet
+		"username=alice&password=correct+horse&code=424242", // the challenge passed: verified
+	} {
+		w := httptest.NewRecorder()
+		login(w, httptest.NewRequest(http.MethodPost, "/login?"+form, nil))
+		fmt.Println(w.Code, strings.TrimSpace(w.Body.String()))
+	}
+	// Output:
+	// 401 {"error":"second_factor_required","next":"second_factor"}
+	// 200 welcome, alice
+}
+
+// sprayedGuardian stands in for guardian while a password is being sprayed:
+// it challenges every check (login-secret-spray), and a success report
+// returns a device token.
+func sprayedGuardian() *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/v1/report" {
+			_, _ = io.WriteString(w, `{"recorded":true,"device_token":"dt-1"}`)
+			return
+		}
+		var check struct {
+			ChallengePassed bool `json:"challenge_passed"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&check)
+		trust := "none"
+		if check.ChallengePassed {
+			trust = "challenge"
+		}
+		_, _ = io.WriteString(w, `{"decision":"challenge","rule":"login-secret-spray","attempt_id":"at-1",
+			"degraded":false,"trust":"`+trust+`","limits":[],"shadow":[]}`)
+	}))
+}
+
+// The auth service's own: its address of the end user, its second factor
+// and its password check.
+func clientIP(r *http.Request) string {
+	host, _, _ := net.SplitHostPort(r.RemoteAddr)
+	return host
+}
+
+func secondFactorOK(user, code string) bool { return user == "alice" && code == "424242" }
+
+func passwordOK(user, password string) bool { return user == "alice" && password == "correct horse" }
+
+// A challenge lets an attempt go ahead only once it was passed, and the
+// attempt checked again with ChallengePassed: Client.Attempt does both.
+func ExampleDecision_Proceed() {
+	for _, d := range []client.Decision{
+		{Action: client.Allow},
+		{Action: client.Challenge, Rule: "login-global-failures"},
+		{Action: client.Challenge, Rule: "login-secret-spray", ChallengePassed: true},
+		{Action: client.Slow, Rule: "login-account"},
+	} {
+		fmt.Println(d.Action, d.ChallengePassed, d.Proceed())
+	}
+	// Output:
+	// allow false true
+	// challenge false false
+	// challenge true true
+	// slow false false
 }

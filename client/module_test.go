@@ -35,19 +35,21 @@ func main() {
 `
 
 // TestModuleStandsAlone builds a program of another module against this
-// one, with nothing fetched from anywhere: the client's module is the only
-// one in the program's graph besides its own, and the program imports no
-// package beyond the standard library and the client's.
+// one as the README says to from a checkout: a Go workspace that uses the
+// program's module and this one, and no replace directive. Nothing is
+// fetched from anywhere: the client's module is the only one in the
+// program's graph besides its own, and the program imports no package
+// beyond the standard library and the client's.
 func TestModuleStandsAlone(t *testing.T) {
 	self, err := filepath.Abs(".")
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	gomod := "module example.com/integrator\n\ngo 1.25\n\n" +
-		"require github.com/guardian-sec/guardian/client v0.0.0\n\n" +
-		"replace github.com/guardian-sec/guardian/client => " + self + "\n"
-	for name, text := range map[string]string{"go.mod": gomod, "main.go": integrator} {
+	gomod := "module example.com/integrator\n\ngo 1.25\n"
+	// What `go work init . CHECKOUT/client` writes.
+	gowork := "go 1.25\n\nuse (\n\t.\n\t" + self + "\n)\n"
+	for name, text := range map[string]string{"go.mod": gomod, "go.work": gowork, "main.go": integrator} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -56,9 +58,9 @@ func TestModuleStandsAlone(t *testing.T) {
 		t.Helper()
 		cmd := exec.Command("go", args...)
 		cmd.Dir = dir
-		// No proxy and no workspace: whatever the build needs must be
-		// here already.
-		cmd.Env = append(os.Environ(), "GOWORK=off", "GOPROXY=off", "GOFLAGS=")
+		// No proxy, and the program's own workspace: whatever the build
+		// needs must be here already.
+		cmd.Env = append(os.Environ(), "GOWORK="+filepath.Join(dir, "go.work"), "GOPROXY=off", "GOFLAGS=")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)

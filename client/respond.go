@@ -8,10 +8,14 @@ import (
 )
 
 // HTTPStatus is the status the auth service answers its end user with for
-// d: 429 for Slow, 403 for Block, 401 for Challenge (a second factor or a
-// CAPTCHA is wanted), and 200 for Allow, where the auth service goes on to
-// verify and answers what the verification says.
+// d: 429 for Slow, 403 for Block, 401 for a Challenge not yet passed (a
+// second factor or a CAPTCHA is wanted), and 200 for a decision that goes
+// ahead (Decision.Proceed), where the auth service verifies and answers
+// what the verification says.
 func (d Decision) HTTPStatus() int {
+	if d.Proceed() {
+		return http.StatusOK
+	}
 	switch d.Action {
 	case Slow:
 		return http.StatusTooManyRequests
@@ -90,11 +94,13 @@ type Responder struct {
 }
 
 // Refuse writes the answer for d when d stops the attempt before
-// verification (Challenge, Slow, Block) and reports whether it wrote
-// anything; for Allow it writes nothing and returns false. A Challenge the
-// end user has already passed is the caller's to let through: do not call
-// Refuse for it.
+// verification (Slow, Block, a Challenge not yet passed) and reports whether
+// it wrote anything; for a decision that lets the attempt go ahead
+// (Decision.Proceed) it writes nothing and returns false.
 func (r Responder) Refuse(w http.ResponseWriter, d Decision) bool {
+	if d.Proceed() {
+		return false
+	}
 	var b Body
 	switch d.Action {
 	case Slow:

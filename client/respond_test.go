@@ -17,6 +17,9 @@ var (
 		RateLimitPolicy: `"login-account";q=5;w=300`, RateLimit: `"login-account";r=0;t=41`}
 	blocked    = client.Decision{Action: client.Block, Rule: "login-hard-stop"}
 	challenged = client.Decision{Action: client.Challenge, Rule: "login-global-failures", AttemptID: "c"}
+	// passed is a challenge to a check that carried ChallengePassed: it
+	// goes ahead.
+	passed = client.Decision{Action: client.Challenge, Rule: "login-secret-spray", AttemptID: "p", ChallengePassed: true}
 )
 
 func TestHTTPStatus(t *testing.T) {
@@ -26,6 +29,7 @@ func TestHTTPStatus(t *testing.T) {
 	}{
 		{allowed, 200},
 		{challenged, 401},
+		{passed, 200},
 		{slowed, 429},
 		{blocked, 403},
 		{client.Decision{Action: client.Slow, Unavailable: true, RetryAfter: time.Second}, 429},
@@ -114,12 +118,14 @@ func TestResponder(t *testing.T) {
 			}
 		})
 	}
-	t.Run("allow writes nothing", func(t *testing.T) {
-		w := httptest.NewRecorder()
-		if (client.Responder{}).Refuse(w, allowed) || w.Body.Len() != 0 || len(w.Header()) != 0 {
-			t.Fatalf("Refuse(allow) wrote %d %q %v", w.Code, w.Body, w.Header())
-		}
-	})
+	for name, d := range map[string]client.Decision{"allow": allowed, "a challenge passed": passed} {
+		t.Run(name+" writes nothing", func(t *testing.T) {
+			w := httptest.NewRecorder()
+			if (client.Responder{}).Refuse(w, d) || w.Body.Len() != 0 || len(w.Header()) != 0 {
+				t.Fatalf("Refuse(%s) wrote %d %q %v", name, w.Code, w.Body, w.Header())
+			}
+		})
+	}
 }
 
 func TestSlowAsInvalidIsIndistinguishableFromAWrongPassword(t *testing.T) {

@@ -10,7 +10,10 @@ export declare const Policy: Readonly<{
 }>;
 export type Policy = (typeof Policy)[keyof typeof Policy];
 
+/** 100: every client's default deadline of one call. */
 export declare const DEFAULT_TIMEOUT_MS: number;
+/** 1000: every client's deadline of the calls made before the first one ended. */
+export declare const DEFAULT_FIRST_CALL_TIMEOUT_MS: number;
 export declare const DEFAULT_CLOSED_RETRY_AFTER_MS: number;
 /** Rule names of decisions the LOCAL policy makes. */
 export declare const RULE_LOCAL_ACCOUNT: "local-account";
@@ -65,6 +68,29 @@ export interface Decision {
   /** guardian did not answer and the policy decided; reason says why. */
   unavailable: boolean;
   reason: Reason | "";
+  /** The check carried challengePassed: a challenge lets the attempt go ahead. */
+  challengePassed: boolean;
+}
+
+/** What attempt() needs besides the check: both required. */
+export interface AttemptSteps {
+  /** Puts guardian's challenge to the end user (a CAPTCHA, a second factor sent with the attempt); true when passed. */
+  onChallenge: (d: Decision) => boolean | Promise<boolean>;
+  /** Verifies the credential (sends the code); true when right. Called only when guardian lets the attempt go ahead. */
+  verify: () => boolean | Promise<boolean>;
+}
+
+export interface AttemptResult {
+  /** The decision that let the attempt go ahead, or the one that stopped it. */
+  decision: Decision;
+  /** verify was called. */
+  verified: boolean;
+  /** What verify returned. */
+  ok: boolean;
+  /** guardian's device token, after a success with an account. */
+  deviceToken: string;
+  /** Why the report did not reach guardian (which then counts a failure), or null. */
+  reportError: UnavailableError | GuardianError | null;
 }
 
 export interface ReportResult {
@@ -98,11 +124,14 @@ export interface ClientOptions {
   onUnavailable: Policy;
   /** Deadline of one call, its retry included; default 100. */
   timeoutMs?: number;
+  /** Deadline of the calls made before the client's first call ended, when longer; default 1000. */
+  firstCallTimeoutMs?: number;
   /** Wait of FAIL_CLOSED decisions; default 1000. */
   closedRetryAfterMs?: number;
   local?: LocalLimits;
   /** The LOCAL policy's clock, in milliseconds. */
   now?: () => number;
+  /** Sends the requests; default one on node:http and node:https, connections kept alive. */
   fetch?: typeof fetch;
 }
 
@@ -113,6 +142,8 @@ export declare class Client {
   readonly stats: Stats;
   /** Rejects with GuardianError only for a request guardian refused. */
   check(req: CheckRequest): Promise<Decision>;
+  /** Check, the challenge when guardian asks for one, verify, report: the whole flow of one attempt. */
+  attempt(req: CheckRequest, steps: AttemptSteps): Promise<AttemptResult>;
   /** Rejects with UnavailableError or GuardianError (409 on a second report). */
   report(attemptId: string, outcome: Outcome): Promise<ReportResult>;
   accountStatus(account: string): Promise<AccountStatus>;
@@ -135,7 +166,7 @@ export interface Response { status: number; headers: Record<string, string>; bod
 
 export declare class Responder {
   constructor(options?: { omitQuota?: boolean; slowAsInvalid?: boolean });
-  /** The answer for challenge, slow or block; null for allow. */
+  /** The answer for slow, block or a challenge not yet passed; null for a decision that goes ahead. */
   refuse(d: Decision): Response | null;
   /** The answer for a credential verified and wrong: 401. */
   invalidCredentials(d: Decision): Response;
@@ -145,5 +176,5 @@ export declare function staticToken(token: string): () => string;
 export declare function fileToken(path: string, options?: { intervalMs?: number; now?: () => number }): () => Promise<string>;
 /** HMAC-SHA256 of secret keyed with key, unpadded base64url: 43 characters. */
 export declare function fingerprint(key: string | Uint8Array, secret: string | Uint8Array): string;
-/** Whether to go on and verify: allow, or challenge once it is passed. */
+/** Whether to go on and verify: allow, or a challenge to a check that carried challengePassed. */
 export declare function proceed(d: Decision): boolean;

@@ -1,5 +1,7 @@
-// guardian's client for Node auth services (Node 18 or later): built-in
-// fetch and node:crypto only. Types are in guardian.d.ts.
+// guardian's client for Node auth services (Node 18 or later): node:http
+// and node:crypto only. Types are in guardian.d.ts. A login is one
+// call, attempt(): check, guardian's challenge (a function the caller must
+// give), verify, report; README.md shows a login handler (a test runs it).
 //
 // guardian decides what happens when its own store fails; this client makes
 // the auth service decide what happens when guardian fails: onUnavailable has
@@ -8,6 +10,8 @@
 
 import { createHmac, randomBytes } from "node:crypto";
 import { readFile, stat } from "node:fs/promises";
+import { Agent as HttpAgent, request as httpRequest } from "node:http";
+import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import { isIP } from "node:net";
 
 /** What check() decides when guardian does not answer. */
@@ -20,11 +24,29 @@ export const Policy = Object.freeze({
   LOCAL: "local",
 });
 
+/**
+ * Deadline of one call, its retry included: the same in the Go, Python and
+ * TypeScript clients. guardian answers in about a millisecond and waits at
+ * most its --store-timeout (5ms) on Redis; 100ms leaves room for a network
+ * hop, a pause and a retry on a busy host, and is about what hashing one
+ * password costs, so a guardian that hangs delays a login by no more than
+ * verifying it does.
+ */
 export const DEFAULT_TIMEOUT_MS = 100;
+/**
+ * Deadline of the calls made before the client's first call ended (every
+ * client's): a first call pays for its connection and guardian's first
+ * request on it (and, with a fetch option, for Node loading its fetch: 100 to
+ * 800ms measured on a busy host); under FAIL_CLOSED a first call that timed
+ * out is a real user refused after every restart.
+ */
+export const DEFAULT_FIRST_CALL_TIMEOUT_MS = 1000;
 export const DEFAULT_CLOSED_RETRY_AFTER_MS = 1000;
 export const RULE_LOCAL_ACCOUNT = "local-account";
 export const RULE_LOCAL_IP = "local-ip";
 const PROXY_RETRY_AFTER_MS = 1000;
+// The most of an answer the client reads; guardian's are far smaller.
+const MAX_ANSWER = 1 << 20;
 const LOCAL_PREFIX = "local:";
 const LOCAL_ATTEMPT_TTL_MS = 600_000;
 // How many of a full table's oldest keys the LOCAL policy looks at to pick
@@ -128,8 +150,9 @@ export class Responder {
     this.slowAsInvalid = slowAsInvalid;
   }
 
-  /** The answer for challenge, slow or block; null for allow. */
+  /** The answer for slow, block or a challenge not yet passed; null for a decision that goes ahead (proceed). */
   refuse(d) {
+    if (proceed(d)) return null;
     if (d.decision === "slow" && this.slowAsInvalid) return this.invalidCredentials(d);
     if (!(d.decision in STATUS)) return null;
     const headers = this.#quota(d);
@@ -261,28 +284,65 @@ function ipv6Prefix64(a) {
   return groups.slice(0, 4).map((g) => parseInt(g, 16).toString(16)).join(":") + "::/64";
 }
 
+// The transport ------------------------------------------------------------
+
+/**
+ * A fetch of the few features the client uses, on node:http and node:https,
+ * with connections kept alive (an idle one keeps no process running) and no
+ * redirect followed. Node's own fetch is loaded on its first use, which
+ * makes a process's first call several times slower than on node:http.
+ */
+function httpFetch() {
+  const agents = { "http:": new HttpAgent({ keepAlive: true }), "https:": new HttpsAgent({ keepAlive: true }) };
+  return (url, { method, headers, body, signal }) => new Promise((resolve, reject) => {
+    const u = new URL(url);
+    const h = body === undefined ? headers : { ...headers, "Content-Length": String(Buffer.byteLength(body)) };
+    const send = u.protocol === "https:" ? httpsRequest : httpRequest;
+    const req = send(u, { method, headers: h, signal, agent: agents[u.protocol] }, (res) => {
+      const chunks = [];
+      let size = 0;
+      res.on("data", (c) => { if ((size += c.length) <= MAX_ANSWER) chunks.push(c); });
+      res.on("end", () => {
+        const text = Buffer.concat(chunks).toString("utf8");
+        const get = (k) => {
+          const v = res.headers[k.toLowerCase()];
+          return v === undefined ? null : [].concat(v).join(", ");
+        };
+        resolve({ status: res.statusCode, headers: { get }, text: async () => text });
+      });
+      res.on("error", reject);
+      res.on("close", () => { if (!res.complete) reject(signal.aborted ? signal.reason : new Error("connection closed mid-answer")); });
+    });
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
 // The client ---------------------------------------------------------------
 
 /** Calls guardian. Make one and share it. */
 export class Client {
-  #base; #tokens; #timeoutMs; #policy; #closed; #local; #now; #fetch;
+  #base; #tokens; #timeoutMs; #firstCallTimeoutMs; #warm = false; #policy; #closed; #local; #now; #fetch;
 
   /**
    * @param {string} baseUrl guardian's address
    * @param {object} options tokens and onUnavailable are required
    */
-  constructor(baseUrl, { tokens, onUnavailable, timeoutMs = DEFAULT_TIMEOUT_MS, closedRetryAfterMs = DEFAULT_CLOSED_RETRY_AFTER_MS,
-    local, now = Date.now, fetch: f = globalThis.fetch } = {}) {
+  constructor(baseUrl, { tokens, onUnavailable, timeoutMs = DEFAULT_TIMEOUT_MS, firstCallTimeoutMs = DEFAULT_FIRST_CALL_TIMEOUT_MS,
+    closedRetryAfterMs = DEFAULT_CLOSED_RETRY_AFTER_MS, local, now = Date.now, fetch: f = httpFetch() } = {}) {
     if (!Object.values(Policy).includes(onUnavailable)) {
       throw new TypeError("onUnavailable must be Policy.FAIL_CLOSED, Policy.FAIL_OPEN or Policy.LOCAL");
     }
     let u;
     try { u = new URL(baseUrl); } catch { u = null; }
     if (!u || !["http:", "https:"].includes(u.protocol)) throw new TypeError(`baseUrl ${JSON.stringify(baseUrl)} is not an http or https URL`);
-    if (!(timeoutMs > 0 && closedRetryAfterMs > 0)) throw new TypeError("timeoutMs and closedRetryAfterMs must be positive");
+    if (!(timeoutMs > 0 && firstCallTimeoutMs > 0 && closedRetryAfterMs > 0)) {
+      throw new TypeError("timeoutMs, firstCallTimeoutMs and closedRetryAfterMs must be positive");
+    }
     this.#base = u.origin + u.pathname.replace(/\/+$/, "");
     this.#tokens = tokenSource(tokens);
     this.#timeoutMs = timeoutMs;
+    this.#firstCallTimeoutMs = Math.max(firstCallTimeoutMs, timeoutMs);
     this.#policy = onUnavailable;
     this.#closed = closedRetryAfterMs;
     this.#local = onUnavailable === Policy.LOCAL ? new Limiter(local) : null;
@@ -311,12 +371,52 @@ export class Client {
       if (!(e instanceof Unavailable)) throw e;
       d = this.#decideUnavailable(e.reason, req);
     }
+    if (req.challengePassed) d.challengePassed = true;
     this.stats.checks++;
     if (d.unavailable) {
       this.stats.unavailable++;
       if (d.decision === "allow") this.stats.failedOpen++;
     }
     return d;
+  }
+
+  /**
+   * The whole flow of one attempt: check, the challenge if guardian asks for
+   * one, verify, report. Slow or block: nothing is verified. A challenge:
+   * onChallenge(decision) puts it to the end user and resolves to whether it
+   * was passed; not passed, the attempt stops unverified and unreported
+   * (guardian counts it as a failure); passed, it is checked again with
+   * challengePassed and goes on with that decision. Allow, or a challenge to
+   * a check that carried challengePassed: verify() is called and its outcome
+   * reported. onChallenge and verify are required. Rejects as check() does
+   * (nothing verified), and with whatever onChallenge or verify throw.
+   * Against a guardian older than challenge_passed (0.1.0, during a rolling
+   * upgrade), which refuses the field, a passed challenge lets the first
+   * check's attempt go ahead, as that release's contract says.
+   */
+  async attempt(req, { onChallenge, verify } = {}) {
+    if (typeof onChallenge !== "function" || typeof verify !== "function") {
+      throw new TypeError("attempt needs onChallenge and verify, both functions");
+    }
+    let d = await this.check(req);
+    if (d.decision === "challenge" && !d.challengePassed) {
+      if (!(await onChallenge(d))) return { decision: d, verified: false, ok: false, deviceToken: "", reportError: null };
+      try {
+        d = await this.check({ ...req, challengePassed: true });
+      } catch (e) {
+        if (!(e instanceof GuardianError && e.code === "unknown_field")) throw e;
+        d = { ...d, challengePassed: true };
+      }
+    }
+    if (!proceed(d)) return { decision: d, verified: false, ok: false, deviceToken: "", reportError: null };
+    const ok = !!(await verify());
+    try {
+      const res = await this.report(d.attemptId, ok ? "success" : "failure");
+      return { decision: d, verified: true, ok, deviceToken: res.deviceToken, reportError: null };
+    } catch (e) {
+      if (!(e instanceof UnavailableError || e instanceof GuardianError)) throw e;
+      return { decision: d, verified: true, ok, deviceToken: "", reportError: e };
+    }
   }
 
   /**
@@ -377,13 +477,22 @@ export class Client {
     return { ...base, ...this.#local.decide(req, this.#now()) };
   }
 
-  // One request within the deadline, sent a second time only when the first
-  // never reached guardian (the connection was refused).
+  // One request within the deadline (the first-call allowance while no call
+  // has ended), sent a second time only when the first never reached
+  // guardian (the connection was refused).
   async #call(method, path, body) {
     const token = await this.#tokens();
     const headers = { Accept: "application/json", Authorization: `Bearer ${token}` };
     if (body !== undefined) headers["Content-Type"] = "application/json";
-    const signal = AbortSignal.timeout(this.#timeoutMs);
+    const signal = AbortSignal.timeout(this.#warm ? this.#timeoutMs : this.#firstCallTimeoutMs);
+    try {
+      return await this.#send(method, path, headers, body, signal);
+    } finally {
+      this.#warm = true;
+    }
+  }
+
+  async #send(method, path, headers, body, signal) {
     for (let attempt = 0; ; attempt++) {
       try {
         const res = await this.#fetch(this.#base + path, {
@@ -411,7 +520,7 @@ function limits(ws) {
 
 function emptyDecision() {
   return { decision: "", rule: "", retryAfterMs: 0, attemptId: "", degraded: false, limits: [], shadow: [], trust: "", repeatGuess: false,
-    rateLimitPolicy: "", rateLimit: "", unavailable: false, reason: "" };
+    rateLimitPolicy: "", rateLimit: "", unavailable: false, reason: "", challengePassed: false };
 }
 
 const ACTIONS = ["allow", "challenge", "slow", "block"];
@@ -445,7 +554,7 @@ function parseDecision(a) {
     shadow: Array.isArray(w.shadow) ? w.shadow.map((s) => ({ rule: String(s?.rule ?? ""), decision: String(s?.decision ?? ""), retryAfterMs: Number(s?.retry_after_ms ?? 0) })) : [],
     trust: String(w.trust ?? ""), repeatGuess: !!w.repeat_guess,
     rateLimitPolicy: a.headers.get("ratelimit-policy") ?? "", rateLimit: a.headers.get("ratelimit") ?? "",
-    unavailable: false, reason: "",
+    unavailable: false, reason: "", challengePassed: false,
   };
 }
 
@@ -469,7 +578,13 @@ function answerError(a) {
   return new UnavailableError("malformed", `unexpected status ${a.status}`);
 }
 
-/** Whether to go on and verify: allow, or challenge once it is passed. */
+/**
+ * Whether to go on and verify: true for allow, and for a challenge to a
+ * check that carried challengePassed (the challenge was passed, then the
+ * attempt checked again); false for slow, block and a challenge not yet
+ * passed. attempt() makes that re-check itself. (Before this release it was
+ * true for every challenge.)
+ */
 export function proceed(d) {
-  return d.decision === "allow" || d.decision === "challenge";
+  return d.decision === "allow" || (d.decision === "challenge" && d.challengePassed === true);
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -22,37 +24,52 @@ func TestCLIGolden(t *testing.T) {
 	tests := []struct {
 		name string
 		args []string
+		env  map[string]string
 	}{
-		{"help", []string{"--help"}},
-		{"help-short", []string{"-h"}},
-		{"help-command", []string{"help"}},
-		{"serve-help", []string{"serve", "--help"}},
-		{"token-help", []string{"token", "--help"}},
-		{"rules-check-help", []string{"rules", "check", "--help"}},
-		{"rules-help", []string{"rules", "--help"}},
-		{"replay-help", []string{"replay", "--help"}},
-		{"simulate-help", []string{"simulate", "--help"}},
-		{"simulate-unknown-scenario", []string{"simulate", "--scenario", "phishing"}},
-		{"version", []string{"version"}},
-		{"version-flag", []string{"--version"}},
-		{"unknown-command", []string{"frobnicate"}},
-		{"unknown-flag", []string{"serve", "--bogus"}},
-		{"unknown-flag-no-command", []string{"--bogus"}},
-		{"bad-flag-value", []string{"serve", "--fleet-size", "many"}},
-		{"missing-flag-value", []string{"token", "--scope"}},
-		{"bad-scope", []string{"token", "--scope", "root", "--signing-key", testSigningKey}},
-		{"token-no-key", []string{"token", "--scope", "check"}},
-		{"serve-bad-log-format", []string{"serve", "--log-format", "xml"}},
-		{"serve-bad-log-level", []string{"serve", "--log-level", "loud"}},
-		{"serve-argument", []string{"serve", "extra"}},
-		{"rules-no-file", []string{"rules", "check"}},
-		{"rules-missing-file", []string{"rules", "check", "testdata/cli/no-such-file.yaml"}},
-		{"replay-no-rules", []string{"replay", "events.jsonl"}},
+		{"help", []string{"--help"}, nil},
+		{"help-short", []string{"-h"}, nil},
+		{"help-command", []string{"help"}, nil},
+		{"serve-help", []string{"serve", "--help"}, nil},
+		{"token-help", []string{"token", "--help"}, nil},
+		{"rules-check-help", []string{"rules", "check", "--help"}, nil},
+		{"rules-help", []string{"rules", "--help"}, nil},
+		{"replay-help", []string{"replay", "--help"}, nil},
+		{"simulate-help", []string{"simulate", "--help"}, nil},
+		{"simulate-unknown-scenario", []string{"simulate", "--scenario", "phishing"}, nil},
+		{"version", []string{"version"}, nil},
+		{"version-flag", []string{"--version"}, nil},
+		{"unknown-command", []string{"frobnicate"}, nil},
+		{"unknown-flag", []string{"serve", "--bogus"}, nil},
+		{"unknown-flag-no-command", []string{"--bogus"}, nil},
+		{"bad-flag-value", []string{"serve", "--fleet-size", "many"}, nil},
+		{"missing-flag-value", []string{"token", "--scope"}, nil},
+		{"bad-scope", []string{"token", "--scope", "root", "--signing-key", testSigningKey}, nil},
+		{"token-no-key", []string{"token", "--scope", "check"}, nil},
+		{"serve-bad-log-format", []string{"serve", "--log-format", "xml"}, nil},
+		{"serve-bad-log-level", []string{"serve", "--log-level", "loud"}, nil},
+		{"serve-argument", []string{"serve", "extra"}, nil},
+		{"rules-no-file", []string{"rules", "check"}, nil},
+		{"rules-missing-file", []string{"rules", "check", "testdata/cli/no-such-file.yaml"}, nil},
+		{"replay-no-rules", []string{"replay", "events.jsonl"}, nil},
+		{"version-help", []string{"version", "--help"}, nil},
+		{"version-argument", []string{"version", "extra"}, nil},
+		{"short-v", []string{"-v"}, nil},
+		{"short-v-serve", []string{"serve", "-v"}, nil},
+		{"token-short-key-file", []string{"token", "--scope", "check", "--signing-key-file", "testdata/cli/short-key"}, nil},
+		{"token-short-key-file-env", []string{"token", "--scope", "check"}, map[string]string{"GUARDIAN_SIGNING_KEY_FILE": "testdata/cli/short-key"}},
+		{"token-short-key", []string{"token", "--scope", "check", "--signing-key", "short"}, nil},
+		{"token-missing-key-file", []string{"token", "--scope", "check", "--signing-key-file", "testdata/cli/no-such-key"}, nil},
+		{"token-scope-env", []string{"token", "--signing-key", testSigningKey}, map[string]string{"GUARDIAN_SCOPE": "check"}},
+		{"replay-rules-env", []string{"replay", "events.jsonl"}, map[string]string{"GUARDIAN_RULES": "rules.yaml"}},
+		{"simulate-rules-env", []string{"simulate", "--scenario", "phishing"}, map[string]string{"GUARDIAN_RULES": "testdata/cli/no-such-file.yaml"}},
+		{"rules-explain-help", []string{"rules", "explain", "--help"}, nil},
+		{"token-empty-key-file", []string{"token", "--scope", "check", "--signing-key-file", "testdata/cli/empty-key"}, nil},
+		{"serve-empty-key-file", []string{"serve", "--signing-key-file", "testdata/cli/empty-key"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			code := run(context.Background(), tt.args, env(nil), &out, &errOut)
+			code := run(context.Background(), tt.args, env(tt.env), &out, &errOut)
 			got := normalise(fmt.Sprintf("$ guardian %s\nexit %d\n--- stdout\n%s--- stderr\n%s", strings.Join(tt.args, " "), code, out.String(), errOut.String()))
 			path := filepath.Join("testdata", "cli", tt.name+".golden")
 			if *update {
@@ -82,7 +99,7 @@ func normalise(s string) string {
 // TestEveryCommandHasHelp: each command answers --help and -h with its
 // flags on stdout, exit 0, nothing on stderr.
 func TestEveryCommandHasHelp(t *testing.T) {
-	for _, cmd := range [][]string{{"serve"}, {"token"}, {"rules", "check"}, {"replay"}, {"simulate"}} {
+	for _, cmd := range [][]string{{"serve"}, {"token"}, {"rules", "check"}, {"rules", "explain"}, {"replay"}, {"simulate"}, {"version"}} {
 		for _, h := range []string{"--help", "-h", "-help"} {
 			var out, errOut bytes.Buffer
 			args := append(append([]string{}, cmd...), h)
@@ -92,4 +109,128 @@ func TestEveryCommandHasHelp(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestOnlyServeReadsTheEnvironment: serve's settings, and the key flags
+// token shares with serve, read GUARDIAN_<FLAG>; no other flag of any
+// command does, so a variable set for serve never changes another command.
+func TestOnlyServeReadsTheEnvironment(t *testing.T) {
+	rulesPath := filepath.Join(t.TempDir(), "rules.yaml")
+	writeTestFile(t, rulesPath, "version: 1\nrules:\n  - name: only\n    flows: [login]\n    key: ip\n    type: rate\n    limit: 1\n    per: 1m\n")
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		// check says what is wrong with what the command printed.
+		check func(code int, out, errOut string) string
+	}{
+		{"GUARDIAN_FORMAT is not explain's --format", []string{"rules", "explain"}, map[string]string{"GUARDIAN_FORMAT": "json"},
+			func(code int, out, _ string) string {
+				if code != exitOK || !strings.HasPrefix(out, "RULE") {
+					return "want the table, as without the variable"
+				}
+				return ""
+			}},
+		{"GUARDIAN_RULES is not explain's file", []string{"rules", "explain"}, map[string]string{"GUARDIAN_RULES": rulesPath},
+			func(code int, out, _ string) string {
+				if code != exitOK || strings.Contains(out, "only") || !strings.Contains(out, "login-account") {
+					return "want the built-in rules"
+				}
+				return ""
+			}},
+		{"GUARDIAN_COMPARE is not replay's --compare", []string{"replay", "--rules", rulesPath, "-"}, map[string]string{"GUARDIAN_COMPARE": "true"},
+			func(code int, _, errOut string) string {
+				if strings.Contains(errOut, "not both") {
+					return "want --rules alone, as without the variable"
+				}
+				return ""
+			}},
+		{"GUARDIAN_RULES, GUARDIAN_FORMAT and GUARDIAN_POPULATION are not simulate's", []string{"simulate", "--scenario", "phishing"},
+			map[string]string{"GUARDIAN_RULES": filepath.Join(t.TempDir(), "no-such.yaml"), "GUARDIAN_FORMAT": "xml", "GUARDIAN_POPULATION": "0"},
+			func(code int, _, errOut string) string {
+				// Each variable, were it read, would be refused before the
+				// scenario is looked up.
+				if code != exitUsage || !strings.Contains(errOut, `unknown scenario: "phishing"`) || strings.Count(errOut, "guardian simulate:") != 1 {
+					return "want the unknown scenario alone, as without the variables"
+				}
+				return ""
+			}},
+		{"GUARDIAN_TTL and GUARDIAN_SUBJECT are not token's", []string{"token", "--scope", "check"},
+			map[string]string{"GUARDIAN_SIGNING_KEY": testSigningKey, "GUARDIAN_TTL": "-1s", "GUARDIAN_SUBJECT": "from-env"},
+			func(code int, out, errOut string) string {
+				if code != exitOK {
+					return "want a token: GUARDIAN_TTL=-1s is not read"
+				}
+				claims := jwtClaims(t, strings.TrimSpace(out))
+				if claims["sub"] != "guardian-cli" {
+					return fmt.Sprintf("subject %v, want the default guardian-cli", claims["sub"])
+				}
+				return ""
+			}},
+		{"the signing key is token's as serve's", []string{"token", "--scope", "admin"}, map[string]string{"GUARDIAN_SIGNING_KEY": testSigningKey},
+			func(code int, out, _ string) string {
+				if code != exitOK || strings.Count(out, ".") != 2 {
+					return "want a token signed with GUARDIAN_SIGNING_KEY"
+				}
+				return ""
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := run(context.Background(), tt.args, env(tt.env), &out, &errOut)
+			if msg := tt.check(code, out.String(), errOut.String()); msg != "" {
+				t.Errorf("guardian %s with %v: exit %d, stdout %q, stderr %q: %s", strings.Join(tt.args, " "), tt.env, code, out.String(), errOut.String(), msg)
+			}
+		})
+	}
+}
+
+// TestHelpNamesEveryVariableOnce: each variable a --help lists belongs to
+// one setting: it is serve's, or one of the key flags token shares with
+// serve (the same setting on both).
+func TestHelpNamesEveryVariableOnce(t *testing.T) {
+	shared := map[string]bool{"GUARDIAN_SIGNING_KEY": true, "GUARDIAN_SIGNING_KEY_FILE": true}
+	owner := map[string]string{}
+	for _, cmd := range [][]string{{"serve"}, {"token"}, {"rules", "check"}, {"rules", "explain"}, {"replay"}, {"simulate"}, {"version"}} {
+		var out bytes.Buffer
+		if code := run(context.Background(), append(append([]string{}, cmd...), "--help"), env(nil), &out, &bytes.Buffer{}); code != exitOK {
+			t.Fatalf("guardian %s --help: exit %d", strings.Join(cmd, " "), code)
+		}
+		name := strings.Join(cmd, " ")
+		for _, f := range strings.Fields(out.String()) {
+			if !strings.HasPrefix(f, "[GUARDIAN_") {
+				continue
+			}
+			v := strings.Trim(f, "[]")
+			if name != "serve" && !shared[v] {
+				t.Errorf("guardian %s --help lists %s: only serve's settings read the environment", name, v)
+			}
+			if prev, ok := owner[v]; ok && !shared[v] {
+				t.Errorf("%s is listed by guardian %s and guardian %s", v, prev, name)
+			}
+			owner[v] = name
+		}
+	}
+	if owner["GUARDIAN_REDIS_URL"] != "serve" || owner["GUARDIAN_SIGNING_KEY"] == "" {
+		t.Errorf("variables listed: %v; want serve's, and the signing key's", owner)
+	}
+}
+
+// jwtClaims returns the claims of a JWT, unverified.
+func jwtClaims(t *testing.T, tok string) map[string]any {
+	t.Helper()
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		t.Fatalf("%q is not a JWT", tok)
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claims map[string]any
+	if err := json.Unmarshal(raw, &claims); err != nil {
+		t.Fatal(err)
+	}
+	return claims
 }

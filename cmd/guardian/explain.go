@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
 	"text/tabwriter"
 
 	"github.com/guardian-sec/guardian/internal/rules"
@@ -13,11 +12,13 @@ import (
 const explainHelp = `Usage: guardian rules explain [--format table|json] [FILE]
 
 Prints, for each rule of FILE (the built-in rules without FILE), the most
-it lets one key spend in a day: for a rate rule
-burst + floor(24h × limit / per) units, for any other rule its limit.
-Shadow rules are listed too, marked shadow, with what they would bound once
-promoted. --format json prints
-{"rules": [{"rule", "key", "mode", "per_day", "what"}]}.
+it lets one key spend in the rule's own window: a day for a rate rule,
+burst + floor(24h × limit / per) units; in a row for consecutive failures;
+its per for a failure rate or a distinct count: its limit. Shadow rules are
+listed too, marked shadow in the MODE column, with what they would bound
+once promoted. --format json prints
+{"rules": [{"rule", "key", "mode", "per_day", "bound", "window", "what"}]},
+where per_day is the rate rule's day and any other rule's limit.
 `
 
 // explainCmd is `guardian rules explain`.
@@ -25,7 +26,7 @@ func explainCmd(args []string, stdout, stderr io.Writer) int {
 	c := newCommand("guardian rules explain", explainHelp)
 	var format string
 	c.fs.StringVar(&format, "format", "table", "output: table (for people) or json (for machines)")
-	pos, code, ok := c.parse(args, func(string) string { return "" }, stdout, stderr)
+	pos, code, ok := c.parse(args, nil, stdout, stderr)
 	if !ok {
 		return code
 	}
@@ -54,9 +55,9 @@ func explainCmd(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RULE\tKEY\tMODE\tPER DAY\tWHAT")
+	fmt.Fprintln(tw, "RULE\tKEY\tMODE\tBOUND\tWHAT")
 	for _, b := range bounds {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", b.Rule, b.Key, b.Mode, strconv.FormatInt(b.PerDay, 10), b.What)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", b.Rule, b.Key, b.Mode, b, b.What)
 	}
 	if err := tw.Flush(); err != nil {
 		fmt.Fprintln(stderr, "guardian rules explain:", err)

@@ -1,7 +1,7 @@
 // Command guardian is the authentication-abuse protection service: `guardian
 // serve` runs it, `guardian token` prints a service token, `guardian rules
 // check` validates a rules file, `guardian rules explain` says what each rule
-// bounds per day, `guardian replay` runs recorded traffic through rules
+// bounds, `guardian replay` runs recorded traffic through rules
 // offline, `guardian simulate` runs built-in attacks against rules,
 // `guardian version` prints the version. README.md describes every
 // command and flag.
@@ -46,79 +46,199 @@ Usage:
   guardian [serve] [flags]                      run the service
   guardian token --scope check|admin [flags]    print a service token
   guardian rules check FILE                     validate a rules file
-  guardian rules explain [FILE]                 what each enforced rule bounds per day
+  guardian rules explain [FILE]                 what each rule bounds, shadow rules too
   guardian replay --rules FILE EVENTS.jsonl...  what each rule would do to recorded traffic
   guardian replay --compare OLD NEW EVENTS...   what NEW would decide differently from OLD
   guardian simulate [--rules FILE]              what rules do to built-in attacks, and cost users
   guardian version                              print the version
 
-Run 'guardian COMMAND --help' for a command's flags. Every flag also reads
-GUARDIAN_<FLAG> from the environment (--redis-url: GUARDIAN_REDIS_URL); a flag
-given on the command line wins.
+Run 'guardian COMMAND --help' for a command's flags. The flags of serve, and
+the signing key flags token shares with it, also read GUARDIAN_<FLAG> from the
+environment (--redis-url: GUARDIAN_REDIS_URL); a flag given on the command
+line wins. No other command reads the environment.
 `
 
 // run is guardian's command line, with its environment passed in for tests.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	cmd := "serve"
+	cmd, implicit := "serve", true
 	if len(args) > 0 {
 		switch args[0] {
 		case "-h", "-help", "--help", "help":
 			fmt.Fprint(stdout, usage)
 			return exitOK
-		case "-version", "--version", "version":
-			fmt.Fprintln(stdout, version.Get())
-			return exitOK
+		case "-version", "--version":
+			return versionCmd(args[1:], stdout, stderr)
 		}
 		if !strings.HasPrefix(args[0], "-") {
-			cmd, args = args[0], args[1:]
+			cmd, args, implicit = args[0], args[1:], false
 		}
 	}
 	switch cmd {
 	case "serve":
-		return serve(ctx, args, getenv, stdout, stderr)
+		return serve(ctx, args, getenv, stdout, stderr, implicit)
 	case "token":
 		return token(args, getenv, stdout, stderr)
 	case "rules":
 		return rulesCmd(args, stdout, stderr)
 	case "replay":
-		return replayCmd(ctx, args, getenv, stdout, stderr)
+		return replayCmd(ctx, args, stdout, stderr)
 	case "simulate":
-		return simulateCmd(ctx, args, getenv, stdout, stderr)
+		return simulateCmd(ctx, args, stdout, stderr)
+	case "version":
+		return versionCmd(args, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "guardian: unknown command %q; run 'guardian --help' for the commands\n", cmd)
 	return exitUsage
 }
 
-// command is one subcommand's flags and help.
+const versionHelp = `Usage: guardian version
+
+Prints the version and revision guardian was built as (also guardian
+--version), the same as the guardian_build_info metric.
+`
+
+// versionCmd is `guardian version`.
+func versionCmd(args []string, stdout, stderr io.Writer) int {
+	c := newCommand("guardian version", versionHelp)
+	pos, code, ok := c.parse(args, nil, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		c.fail(stderr, "unexpected argument %q", pos[0])
+		return exitUsage
+	}
+	fmt.Fprintln(stdout, version.Get())
+	return exitOK
+}
+
+// command is one subcommand's flags and help. A flag is declared on fs, one
+// line each; which flags also read the environment is the command's choice:
+// every flag of serve (its settings), only the key flags elsewhere.
 type command struct {
 	name string // "guardian serve"
 	help string // what comes before the flags in --help
 	fs   *flag.FlagSet
+	// envAll makes every flag read GUARDIAN_<FLAG>; otherwise only the
+	// flags in env do.
+	envAll bool
+	env    map[string]bool
+	// fromEnv names, per flag, the variable that set it.
+	fromEnv map[string]string
+	// implicit: the command was not named on the command line (guardian
+	// with flags alone runs serve).
+	implicit bool
 }
 
 func newCommand(name, help string) *command {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // every message is printed once, by parse
 	fs.Usage = func() {}
-	return &command{name: name, help: help, fs: fs}
+	return &command{name: name, help: help, fs: fs, env: map[string]bool{}, fromEnv: map[string]string{}}
+}
+
+// readsEnv reports whether flag name also reads its environment variable.
+func (c *command) readsEnv(name string) bool { return c.envAll || c.env[name] }
+
+// source is how the user set flag name: "--name", or the variable that
+// set it followed by the flag it stands for.
+func (c *command) source(name string) string {
+	if v := c.fromEnv[name]; v != "" {
+		return v + " (--" + name + ")"
+	}
+	return "--" + name
 }
 
 // parse parses args, flags and positional arguments in any order, then
-// fills every flag not given on the command line from its environment
-// variable. It returns the positional arguments, or ok=false with the exit
-// code when the command is done: --help printed (0), or a usage error
-// printed once to stderr (2).
+// fills every flag that reads the environment and was not given on the
+// command line from its variable (getenv may be nil when none does). It
+// returns the positional arguments, or ok=false with the exit code when the
+// command is done: --help printed (0), or a usage error printed once to
+// stderr (2).
 func (c *command) parse(args []string, getenv func(string) string, stdout, stderr io.Writer) (pos []string, code int, ok bool) {
-	pos, err := parseInterspersed(c.fs, args, getenv)
+	pos, err := c.parseInterspersed(args, getenv)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		c.printHelp(stdout)
 		return nil, exitOK, false
+	case err != nil && strings.HasPrefix(err.Error(), undefinedPrefix):
+		typed := undefinedFlag(args, strings.TrimPrefix(err.Error(), undefinedPrefix))
+		if c.implicit {
+			// guardian -v: not a serve flag, and most likely not meant as one.
+			fmt.Fprintf(stderr, "guardian: unknown flag %s%s\nRun 'guardian --help' for the commands, 'guardian serve --help' for the service's flags.\n", typed, didYouMean(typed))
+		} else {
+			c.fail(stderr, "unknown flag %s", typed)
+		}
+		return nil, exitUsage, false
 	case err != nil:
 		c.fail(stderr, "%s", dashes(err.Error()))
 		return nil, exitUsage, false
 	}
 	return pos, exitOK, true
+}
+
+// undefinedPrefix starts the flag package's error for an undefined flag.
+const undefinedPrefix = "flag provided but not defined: -"
+
+// undefinedFlag returns the argument as the user typed it for the flag
+// package's name of an undefined flag ("v" for -v, --v or -v=1).
+func undefinedFlag(args []string, name string) string {
+	for _, a := range args {
+		bare, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && bare == name {
+			return a
+		}
+	}
+	return "--" + name
+}
+
+// didYouMean suggests the flag a mistyped top-level flag most likely meant.
+func didYouMean(typed string) string {
+	switch strings.TrimLeft(typed, "-") {
+	case "v", "V", "ver", "vers", "verison":
+		return " (did you mean --version?)"
+	case "?", "usage":
+		return " (did you mean --help?)"
+	}
+	return ""
+}
+
+// parseInterspersed parses args into fs, letting flags and positional
+// arguments come in any order, then fills from the environment every flag
+// that reads it and was not given on the command line: a flag wins over
+// the environment (--redis-url ⇔ GUARDIAN_REDIS_URL).
+func (c *command) parseInterspersed(args []string, getenv func(string) string) ([]string, error) {
+	var pos []string
+	for {
+		if err := c.fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = c.fs.Args()
+		if len(args) == 0 {
+			break
+		}
+		pos, args = append(pos, args[0]), args[1:]
+	}
+	if getenv == nil {
+		return pos, nil
+	}
+	set := map[string]bool{}
+	c.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var err error
+	c.fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || err != nil || !c.readsEnv(f.Name) {
+			return
+		}
+		env := envName(f.Name)
+		if v := getenv(env); v != "" {
+			if e := c.fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("%s: %w", env, e)
+				return
+			}
+			c.fromEnv[f.Name] = env
+		}
+	})
+	return pos, err
 }
 
 // fail prints one usage error, and where to read the usage.
@@ -127,7 +247,7 @@ func (c *command) fail(stderr io.Writer, format string, args ...any) {
 }
 
 // printHelp prints the command's help and its flags, each with its default
-// and its environment variable.
+// and, for those that read one, its environment variable.
 func (c *command) printHelp(w io.Writer) {
 	fmt.Fprint(w, c.help)
 	n := 0
@@ -146,14 +266,17 @@ func (c *command) printHelp(w io.Writer) {
 		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
 			fmt.Fprintf(w, " (default %s)", f.DefValue)
 		}
-		fmt.Fprintf(w, " [%s]\n", envName(f.Name))
+		if c.readsEnv(f.Name) {
+			fmt.Fprintf(w, " [%s]", envName(f.Name))
+		}
+		fmt.Fprintln(w)
 	})
 }
 
 // dashes writes the flag package's "-name" as "--name", the form the README
 // and --help use.
 func dashes(msg string) string {
-	for _, p := range []string{"flag provided but not defined: -", "for flag -", "flag needs an argument: -"} {
+	for _, p := range []string{"for flag -", "flag needs an argument: -"} {
 		msg = strings.ReplaceAll(msg, p, p+"-")
 	}
 	return msg
@@ -165,72 +288,67 @@ func envName(flagName string) string {
 	return "GUARDIAN_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// keyFlags are a secret's pair of flags, --NAME and --NAME-file.
+// keyFlags are a secret's pair of flags, --NAME and --NAME-file. Both read
+// their environment variables, on every command that has them.
 type keyFlags struct {
 	name, key, keyFile string
+	cmd                *command
 }
 
-func (k *keyFlags) register(fs *flag.FlagSet, name, usage string) {
-	k.name = name
-	fs.StringVar(&k.key, name, "", usage)
-	fs.StringVar(&k.keyFile, name+"-file", "", "file holding the "+strings.ReplaceAll(name, "-", " "))
+func (k *keyFlags) register(c *command, name, usage string) {
+	k.name, k.cmd = name, c
+	c.fs.StringVar(&k.key, name, "", usage)
+	c.fs.StringVar(&k.keyFile, name+"-file", "", "file holding the "+strings.ReplaceAll(name, "-", " "))
+	c.env[name], c.env[name+"-file"] = true, true
 }
 
-// load returns the configured key, or ok=false when none is configured.
+// load returns the configured key, or ok=false when none is configured. An
+// error names the flag (or variable) the unusable key came from.
 func (k *keyFlags) load() (key secret.Key, ok bool, err error) {
-	raw := k.key
+	raw, from := k.key, k.source(k.name)
 	if k.keyFile != "" {
 		if raw != "" {
-			return secret.Key{}, false, fmt.Errorf("set --%s or --%s-file, not both", k.name, k.name)
+			return secret.Key{}, false, fmt.Errorf("set %s or %s, not both", from, k.source(k.name+"-file"))
 		}
+		from = k.source(k.name + "-file")
 		b, err := os.ReadFile(k.keyFile)
 		if err != nil {
-			return secret.Key{}, false, err
+			return secret.Key{}, false, fmt.Errorf("%s: %w", from, err)
 		}
 		raw = strings.TrimRight(string(b), "\r\n")
+		if raw == "" {
+			return secret.Key{}, false, fmt.Errorf("%s: %s is empty", from, k.keyFile)
+		}
 	}
 	if raw == "" {
 		return secret.Key{}, false, nil
 	}
 	key, err = secret.New([]byte(raw))
 	if err != nil {
-		return secret.Key{}, false, fmt.Errorf("--%s: %w", k.name, err)
+		return secret.Key{}, false, fmt.Errorf("%s: %w", from, err)
 	}
 	return key, true, nil
 }
 
-const signingKeyUsage = "secret (at least 32 bytes) for service tokens, attempt ids and device tokens; empty: development mode with an ephemeral key"
-
-// parse parses args into fs, then fills every flag not given on the command
-// line from its environment variable (--redis-url ⇔ GUARDIAN_REDIS_URL): a
-// flag wins over the environment.
-func parse(fs *flag.FlagSet, args []string, getenv func(string) string) error {
-	if err := fs.Parse(args); err != nil {
-		return err
+// source names where flag came from, for an error.
+func (k *keyFlags) source(flag string) string {
+	if k.cmd == nil {
+		return "--" + flag
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var err error
-	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] || err != nil {
-			return
-		}
-		env := envName(f.Name)
-		if v := getenv(env); v != "" {
-			if e := fs.Set(f.Name, v); e != nil {
-				err = fmt.Errorf("%s: %w", env, e)
-			}
-		}
-	})
-	return err
+	return k.cmd.source(flag)
 }
 
+const signingKeyUsage = "secret (at least 32 bytes) for service tokens, attempt ids and device tokens; empty: development mode with an ephemeral key"
+
+// newLogger is the log of --log-format and --log-level. Durations are
+// written one way in both formats, as Go writes them ("24h0m0s", "1.5ms"),
+// never as JSON's nanoseconds.
 func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level: %q is not debug, info, warn or error", level)
 	}
-	opts := &slog.HandlerOptions{Level: lv}
+	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: durationString}
 	switch format {
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
@@ -240,14 +358,26 @@ func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format: %q is not json or text", format)
 }
 
+// durationString writes a duration attribute as its String.
+func durationString(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
+}
+
 const serveHelp = `Usage: guardian serve [flags]
 
 Runs the HTTP service (also what 'guardian' with no command does). SIGHUP
 reloads the rules file; SIGTERM drains in-flight requests and exits 0.
 `
 
-func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+// serve is `guardian serve`, also what `guardian` with flags alone runs
+// (implicit). Every flag of serve is a setting of the service and also
+// reads GUARDIAN_<FLAG>: declare a new one on fs, one line, and it does.
+func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, implicit bool) int {
 	c := newCommand("guardian serve", serveHelp)
+	c.envAll, c.implicit = true, implicit
 	fs := c.fs
 	var cfg server.Config
 	var keys, previousKey, hashKey keyFlags
@@ -259,9 +389,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	fs.StringVar(&cfg.Redis.CertFile, "redis-cert-file", "", "PEM client certificate to present to Redis (rediss:// only; with --redis-key-file)")
 	fs.StringVar(&cfg.Redis.KeyFile, "redis-key-file", "", "PEM key of --redis-cert-file")
 	fs.StringVar(&cfg.Redis.PasswordFile, "redis-password-file", "", "file whose first line is the Redis password, in place of one in --redis-url (the user stays the URL's)")
-	keys.register(fs, "signing-key", signingKeyUsage)
-	previousKey.register(fs, "previous-signing-key", "during a key rotation, the signing key being replaced: what it signed still verifies; never used to sign")
-	hashKey.register(fs, "hash-key", "secret (at least 32 bytes) that keys the hashes of accounts, addresses and recipients; empty: derived from the signing key. Set it to rotate the signing key without resetting every limit")
+	keys.register(c, "signing-key", signingKeyUsage)
+	previousKey.register(c, "previous-signing-key", "during a key rotation, the signing key being replaced: what it signed still verifies; never used to sign")
+	hashKey.register(c, "hash-key", "secret (at least 32 bytes) that keys the hashes of accounts, addresses and recipients; empty: derived from the signing key. Set it to rotate the signing key without resetting every limit")
 	fs.DurationVar(&cfg.StoreTimeout, "store-timeout", 5*time.Millisecond, "deadline of one store call")
 	fs.DurationVar(&cfg.AttemptTTL, "attempt-ttl", tokens.AttemptTTL, "how long an attempt id can be reported; a count only unreported checks made is kept twice as long at most")
 	fs.IntVar(&cfg.FleetSize, "fleet-size", 1, "how many guardian instances share the store; the local fallback divides limits by it")
@@ -402,8 +532,11 @@ const tokenHelp = `Usage: guardian token --scope check|admin [flags]
 
 Prints one service token, signed with the signing key serve uses: the token
 alone, one line on stdout. Scope check calls /v1/check and /v1/report; scope
-admin also calls the admin API.
+admin also calls the admin API. The key flags read the same environment
+variables as serve's; the others read none.
 `
+
+const tokenSigningKeyUsage = "the signing key serve uses, at least 32 bytes (required: this or --signing-key-file)"
 
 func token(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	c := newCommand("guardian token", tokenHelp)
@@ -411,7 +544,7 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	var keys keyFlags
 	var scope, subject string
 	var ttl time.Duration
-	keys.register(fs, "signing-key", signingKeyUsage)
+	keys.register(c, "signing-key", tokenSigningKeyUsage)
 	fs.StringVar(&scope, "scope", "", "token scope: check or admin (required)")
 	fs.DurationVar(&ttl, "ttl", 24*time.Hour, "how long the token is valid")
 	fs.StringVar(&subject, "subject", "guardian-cli", "who the token is for (shown in admin audit logs)")
@@ -470,7 +603,7 @@ func rulesCmd(args []string, stdout, stderr io.Writer) int {
 		c.fail(stderr, "want 'guardian rules check FILE'")
 		return exitUsage
 	}
-	pos, code, ok := c.parse(args[1:], func(string) string { return "" }, stdout, stderr)
+	pos, code, ok := c.parse(args[1:], nil, stdout, stderr)
 	if !ok {
 		return code
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -297,5 +298,69 @@ func TestServeLogIsJSONWithRedisDown(t *testing.T) {
 	}
 	if redisLines == 0 {
 		t.Fatalf("no go-redis line in the log, want its failed dials at debug level:\n%s", errOut.String())
+	}
+}
+
+// TestLogDurationsAreStrings: every duration guardian logs, in either
+// format, at the top level or in a group, reads as Go writes it.
+func TestLogDurationsAreStrings(t *testing.T) {
+	for _, format := range []string{"json", "text"} {
+		var buf bytes.Buffer
+		log, err := newLogger(format, "info", &buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log.With("held", 90*24*time.Hour).Info("m", "left", 24*time.Hour, slog.Group("g", slog.Duration("took", 1500*time.Microsecond)),
+			slog.Any("any", 5*time.Millisecond))
+		out := buf.String()
+		for _, want := range []string{"2160h0m0s", "24h0m0s", "1.5ms", "5ms"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s: %q lacks %s", format, out, want)
+			}
+		}
+		if strings.Contains(out, "86400000000000") || strings.Contains(out, "1500000") {
+			t.Errorf("%s: a duration in nanoseconds in %q", format, out)
+		}
+	}
+}
+
+// TestServeLogsDurationsAsStrings runs serve and reads a duration it logs
+// (a request's took, at debug level) off its JSON log.
+func TestServeLogsDurationsAsStrings(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := freeAddr(t)
+	var errOut logtest.Buffer
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"serve", "--addr", addr, "--log-level", "debug"},
+			env(map[string]string{"GUARDIAN_SIGNING_KEY": testSigningKey}), &bytes.Buffer{}, &errOut)
+	}()
+	waitFor(t, func() bool { return strings.Contains(errOut.String(), "guardian started") })
+	resp, err := http.Get("http://" + addr + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	waitFor(t, func() bool { return strings.Contains(errOut.String(), `"took"`) })
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	durations := 0
+	for _, rec := range logtest.JSONLines(t, errOut.String()) {
+		for _, k := range []string{"took", "left", "after"} {
+			v, ok := rec[k]
+			if !ok {
+				continue
+			}
+			s, isString := v.(string)
+			if _, err := time.ParseDuration(s); !isString || err != nil {
+				t.Errorf("%s = %v (%T) in %v, want a duration string", k, v, v, rec)
+			}
+			durations++
+		}
+	}
+	if durations == 0 {
+		t.Fatalf("no duration in the log:\n%s", errOut.String())
 	}
 }

@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	gotoken "go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,7 +42,9 @@ func boundsTable(t *testing.T) string {
 		Rules []struct {
 			Rule   string `json:"rule"`
 			Key    string `json:"key"`
-			PerDay int64  `json:"per_day"`
+			Mode   string `json:"mode"`
+			Bound  int64  `json:"bound"`
+			Window string `json:"window"`
 			What   string `json:"what"`
 		} `json:"rules"`
 	}
@@ -47,9 +52,9 @@ func boundsTable(t *testing.T) string {
 		t.Fatalf("rules explain --format json: %v\n%s", err, out.String())
 	}
 	var b strings.Builder
-	b.WriteString("| rule | key | per key and day | what it bounds |\n|---|---|---:|---|\n")
+	b.WriteString("| rule | key | mode | per key, in the rule's window | what it bounds |\n|---|---|---|---:|---|\n")
 	for _, r := range doc.Rules {
-		fmt.Fprintf(&b, "| `%s` | %s | %d | %s |\n", r.Rule, r.Key, r.PerDay, strings.ReplaceAll(r.What, "|", `\|`))
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %d %s | %s |\n", r.Rule, r.Key, r.Mode, r.Bound, r.Window, strings.ReplaceAll(r.What, "|", `\|`))
 	}
 	return b.String()
 }
@@ -166,4 +171,103 @@ func TestREADMESimulateTable(t *testing.T) {
 		return
 	}
 	t.Errorf("README.md's table of what the built-in rules do in `guardian simulate` is not what it says; run make readme.\ngot:\n%s\nwant:\n%s", got, want)
+}
+
+// The Go client's examples, which go test runs, are the README's Go
+// snippets: each block between these markers is the source of the named
+// function of client/example_test.go, and make readme rewrites it.
+const (
+	examplesPath = "../../client/example_test.go"
+	exampleBegin = "<!-- begin: client/example_test.go "
+	exampleEnd   = "<!-- end: "
+)
+
+// exampleSource returns the source of func name in client/example_test.go.
+func exampleSource(t *testing.T, name string) string {
+	t.Helper()
+	src, err := os.ReadFile(examplesPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := gotoken.NewFileSet()
+	f, err := parser.ParseFile(fset, examplesPath, src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range f.Decls {
+		if fn, ok := d.(*ast.FuncDecl); ok && fn.Name.Name == name && fn.Recv == nil {
+			return string(src[fset.Position(fn.Pos()).Offset:fset.Position(fn.End()).Offset])
+		}
+	}
+	t.Fatalf("%s has no func %s", examplesPath, name)
+	return ""
+}
+
+// TestREADMEGoSnippets: every Go block of README.md and docs/*.md is one of
+// the client's examples, exactly, between markers naming it; the examples
+// compile and run (with their output checked) in the client's tests.
+func TestREADMEGoSnippets(t *testing.T) {
+	files, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	generated := 0
+	for _, path := range append([]string{readmePath}, files...) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text, out := string(b), ""
+		for {
+			before, rest, ok := strings.Cut(text, exampleBegin)
+			if !ok {
+				out += text
+				break
+			}
+			header, rest, _ := strings.Cut(rest, "\n")
+			name := strings.Fields(header)[0]
+			_, after, ok := strings.Cut(rest, exampleEnd+name+" -->\n")
+			if !ok {
+				t.Fatalf("%s: no %s%s --> after the block of %s", path, exampleEnd, name, name)
+			}
+			block := "```go\n" + exampleSource(t, name) + "\n```\n"
+			got, _, _ := strings.Cut(rest, exampleEnd)
+			if got != block && !*update {
+				t.Errorf("%s: the block of %s is not client/example_test.go's %s; run make readme.\ngot:\n%s\nwant:\n%s", path, name, name, got, block)
+			}
+			out += before + exampleBegin + header + "\n" + block + exampleEnd + name + " -->\n"
+			text = after
+			generated++
+		}
+		// Whatever Go is left outside the markers is a snippet no test
+		// compiles.
+		if outside := strings.Count(stripGenerated(out), "```go"); outside != 0 {
+			t.Errorf("%s: %d Go blocks are not client examples between markers: no test compiles them", path, outside)
+		}
+		if *update && out != string(b) {
+			if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if generated == 0 {
+		t.Error("README.md shows no client example")
+	}
+}
+
+// stripGenerated removes the generated blocks from text.
+func stripGenerated(text string) string {
+	var b strings.Builder
+	for {
+		before, rest, ok := strings.Cut(text, exampleBegin)
+		b.WriteString(before)
+		if !ok {
+			return b.String()
+		}
+		_, after, ok := strings.Cut(rest, exampleEnd)
+		if !ok {
+			return b.String()
+		}
+		text = after
+	}
 }

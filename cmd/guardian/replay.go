@@ -4,9 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"slices"
 	"time"
@@ -51,7 +51,7 @@ const maxMalformedShown = 100
 // progressAfter is how long a replay runs before it reports progress.
 const progressAfter = 2 * time.Second
 
-func replayCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := newCommand("guardian replay", replayHelp)
 	fs := c.fs
 	var rulesPath, format string
@@ -59,7 +59,7 @@ func replayCmd(ctx context.Context, args []string, getenv func(string) string, s
 	fs.StringVar(&rulesPath, "rules", "", "the rules `file` to replay (YAML)")
 	fs.BoolVar(&compare, "compare", false, "compare two rules files: OLD.yaml NEW.yaml EVENTS.jsonl...")
 	fs.StringVar(&format, "format", "table", "output: table (for people) or json (for machines)")
-	pos, code, ok := c.parse(args, getenv, stdout, stderr)
+	pos, code, ok := c.parse(args, nil, stdout, stderr)
 	if !ok {
 		return code
 	}
@@ -171,23 +171,6 @@ func printResult(stdout, stderr io.Writer, name, format string, out interface{ W
 	return exitOK
 }
 
-// parseInterspersed parses args into fs like parse, but lets flags and
-// positional arguments come in any order; it returns the positional ones.
-func parseInterspersed(fs *flag.FlagSet, args []string, getenv func(string) string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			break
-		}
-		pos, args = append(pos, args[0]), args[1:]
-	}
-	return pos, parse(fs, nil, getenv)
-}
-
 // loadRulesFile loads a rules file, or prints why it cannot be used, each
 // error as FILE:LINE: message, and returns nil.
 func loadRulesFile(path string, stderr io.Writer) *rules.Set {
@@ -201,7 +184,12 @@ func loadRulesFile(path string, stderr io.Writer) *rules.Set {
 			fmt.Fprintln(stderr, e.Error())
 		}
 	} else {
-		fmt.Fprintf(stderr, "%s:0: %v\n", path, err)
+		// No line to name: the file itself could not be read.
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		fmt.Fprintf(stderr, "%s: cannot read the rules file: %v\n", path, err)
 	}
 	return nil
 }

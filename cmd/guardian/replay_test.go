@@ -179,9 +179,9 @@ func TestReplayCommandUsage(t *testing.T) {
 		{"rules and compare", []string{"--rules", rulesPath, "--compare", rulesPath, rulesPath, eventsPath}, exitUsage, "not both"},
 		{"compare of two", []string{"--compare", rulesPath, eventsPath}, exitUsage, "--compare takes OLD.yaml NEW.yaml EVENTS.jsonl..."},
 		{"bad format", []string{"--rules", rulesPath, "--format", "xml", eventsPath}, exitUsage, `"xml" is not table or json`},
-		{"unknown flag", []string{"--rule", rulesPath, eventsPath}, exitUsage, "flag provided but not defined: --rule"},
+		{"unknown flag", []string{"--rule", rulesPath, eventsPath}, exitUsage, "guardian replay: unknown flag --rule"},
 		{"missing events", []string{"--rules", rulesPath, filepath.Join(t.TempDir(), "none.jsonl")}, exitFailure, "no such file"},
-		{"missing rules", []string{"--rules", filepath.Join(t.TempDir(), "none.yaml"), eventsPath}, exitUsage, "none.yaml:0: rules: open"},
+		{"missing rules", []string{"--rules", filepath.Join(t.TempDir(), "none.yaml"), eventsPath}, exitUsage, "none.yaml: cannot read the rules file: no such file or directory"},
 	}
 	for _, tt := range tests {
 		code, out, errOut := runCLI(append([]string{"replay"}, tt.args...)...)

@@ -48,7 +48,7 @@ func (s *scenarioFlags) Set(v string) error {
 }
 
 // simulateCmd is `guardian simulate`.
-func simulateCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+func simulateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := newCommand("guardian simulate", simulateHelp)
 	fs := c.fs
 	var rulesPath, format string
@@ -61,7 +61,7 @@ func simulateCmd(ctx context.Context, args []string, getenv func(string) string,
 	fs.Float64Var(&population, "population", 1, "scale of the legitimate population (1: 10,000 users)")
 	fs.Float64Var(&attack, "attack", 1, "scale of every attack's volume, for a quick look (the documented figures are at 1)")
 	fs.BoolVar(&quiet, "quiet", false, "no progress line on stderr")
-	pos, code, ok := c.parse(args, getenv, stdout, stderr)
+	pos, code, ok := c.parse(args, nil, stdout, stderr)
 	if !ok {
 		return code
 	}

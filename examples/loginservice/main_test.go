@@ -96,6 +96,10 @@ func newWorld(t *testing.T) *world {
 	if err := users.Add("alice@example.com", "correct horse battery staple", "424242", "reset-alice"); err != nil {
 		t.Fatal(err)
 	}
+	// Bob's password is the one a spray tries.
+	if err := users.Add("bob@example.com", sprayedPassword, "135790", "reset-bob"); err != nil {
+		t.Fatal(err)
+	}
 	svc, err := New(Config{
 		Guardian: check, Admin: admin, Users: users, Logger: quiet, FingerprintKey: testFingerprintKey,
 		ClientIP: func(r *http.Request) string { return r.Header.Get(testIPHeader) },
@@ -182,6 +186,8 @@ var (
 	wrong      = map[string]any{"error": "invalid_credentials", "next": "retry"}
 	slowedDown = map[string]any{"error": "too_many_attempts", "next": "wait"}
 	lockedOut  = map[string]any{"error": "account_locked", "next": "reset"}
+	// askedFor2FA is a challenge not passed: nothing was verified.
+	askedFor2FA = map[string]any{"error": "second_factor_required", "next": "second_factor"}
 )
 
 const (
@@ -323,4 +329,35 @@ func TestStalePasswordIsChargedOnce(t *testing.T) {
 		phone.login("last year's password").want(t, fmt.Sprintf("stale retry %d", i+1), http.StatusUnauthorized, wrong)
 	}
 	phone.login(ownerSecret).want(t, "the owner with the right password", http.StatusOK, loggedIn)
+}
+
+// sprayedPassword is the one password an attacker tries on many accounts.
+const sprayedPassword = "Winter2026!"
+
+// One password sprayed over many accounts, each from a network of its own
+// (no address or account rule sees it): past the built-in
+// login-secret-spray's 10, guardian challenges every try of it, and the
+// service verifies none until its challenge is passed. Bob, whose password
+// it is, gets in with his second factor, and only with it.
+func TestSprayedPasswordIsChallenged(t *testing.T) {
+	w := newWorld(t)
+	try := func(i int, account, code string) reply {
+		t.Helper()
+		b := w.browser(t, fmt.Sprintf("10.%d.%d.1", i>>8&255, i&255))
+		return b.post("/login", map[string]string{"username": account, "password": sprayedPassword, "code": code})
+	}
+	for i := range 10 {
+		try(i, fmt.Sprintf("user-%d@example.com", i), "").want(t, fmt.Sprintf("spray %d, verified", i+1), http.StatusUnauthorized, wrong)
+	}
+	for i := 10; i < 25; i++ {
+		try(i, fmt.Sprintf("user-%d@example.com", i), "").want(t, fmt.Sprintf("spray %d, challenged", i+1), http.StatusUnauthorized, askedFor2FA)
+	}
+	try(30, "bob@example.com", "").want(t, "bob without his second factor", http.StatusUnauthorized, askedFor2FA)
+	try(31, "bob@example.com", "000000").want(t, "bob with a wrong second factor", http.StatusUnauthorized, askedFor2FA)
+	try(32, "user-3@example.com", "135790").want(t, "another account with bob's second factor", http.StatusUnauthorized, askedFor2FA)
+	r := try(33, "bob@example.com", "135790")
+	r.want(t, "bob with his second factor", http.StatusOK, loggedIn)
+	if c := deviceCookie(t, r.header); c.Value == "" {
+		t.Fatal("no device token after bob's login")
+	}
 }

@@ -112,8 +112,9 @@ type loginRequest struct {
 	Code string `json:"code"`
 }
 
-// login is POST /login: ask guardian, verify only if it says so, tell
-// guardian how it went, and keep its device token on the device.
+// login is POST /login: ask guardian, put its challenge to the user when it
+// asks for one, verify only if it says so, tell guardian how it went, and
+// keep its device token on the device. client.Attempt is that whole flow.
 func (s *Service) login(c *gin.Context) {
 	var req loginRequest
 	if err := c.ShouldBindJSON(&req); err != nil || req.Username == "" || req.Password == "" {
@@ -122,7 +123,7 @@ func (s *Service) login(c *gin.Context) {
 	}
 	ctx := c.Request.Context()
 	device, _ := c.Cookie(DeviceCookie)
-	d, err := s.cfg.Guardian.Check(ctx, client.CheckRequest{
+	res, err := s.cfg.Guardian.Attempt(ctx, client.CheckRequest{
 		Flow:        client.FlowLogin,
 		Account:     req.Username,
 		IP:          s.cfg.ClientIP(c.Request),
@@ -131,7 +132,17 @@ func (s *Service) login(c *gin.Context) {
 		// whether this guess was tried before, on this account or on
 		// others. It must be verified all the same, repeat or not.
 		SecretFingerprint: client.Fingerprint(s.cfg.FingerprintKey, []byte(req.Password)),
-	})
+	},
+		// guardian challenges (a sprayed password, a network failing for
+		// many accounts, a global attack): the second factor sent with the
+		// login passes it; without one, the user is asked for it and the
+		// password is not verified. A CAPTCHA's answer would do as well.
+		func(context.Context, client.Decision) (bool, error) {
+			return s.cfg.Users.SecondFactor(req.Username, req.Code), nil
+		},
+		func(context.Context) (bool, error) {
+			return s.cfg.Users.Verify(req.Username, req.Password), nil
+		})
 	if err != nil {
 		// guardian refused the request itself (a bug here, a bad token):
 		// nothing was decided, so nothing is verified.
@@ -139,37 +150,26 @@ func (s *Service) login(c *gin.Context) {
 		c.JSON(http.StatusInternalServerError, unavailable)
 		return
 	}
+	d := res.Decision
 	if d.Unavailable {
 		s.log.Warn("guardian did not answer; the client's policy decided", "reason", d.Reason, "decision", d.Action)
 	}
-	switch d.Action {
-	case client.Slow, client.Block:
+	if res.ReportErr != nil {
+		// guardian counts an attempt it never heard about as a failure:
+		// the safe side. The user is not made to pay for it.
+		s.log.Warn("report to guardian lost", "err", res.ReportErr)
+	}
+	switch {
+	case !res.Verified:
+		// Slowed, blocked, or a challenge not passed: the attempt that
+		// was challenged stays unreported, which guardian counts as a
+		// failure.
 		if d.Action == client.Slow && s.cfg.Responder.SlowAsInvalid {
 			s.cfg.Users.Burn() // as long as a wrong password takes
 		}
 		s.cfg.Responder.Refuse(c.Writer, d)
 		return
-	case client.Challenge:
-		if !s.cfg.Users.SecondFactor(req.Username, req.Code) {
-			// The attempt is left unreported, and guardian counts it as
-			// a failure: it did not pass.
-			s.cfg.Responder.Refuse(c.Writer, d)
-			return
-		}
-	}
-
-	ok := s.cfg.Users.Verify(req.Username, req.Password)
-	outcome := client.Failure
-	if ok {
-		outcome = client.Success
-	}
-	res, err := s.cfg.Guardian.Report(context.WithoutCancel(ctx), d.AttemptID, outcome)
-	if err != nil {
-		// guardian counts an attempt it never heard about as a failure:
-		// the safe side. The user is not made to pay for it.
-		s.log.Warn("report to guardian lost", "err", err)
-	}
-	if !ok {
+	case !res.OK:
 		s.cfg.Responder.InvalidCredentials(c.Writer, d)
 		return
 	}
@@ -210,34 +210,37 @@ func (s *Service) reset(c *gin.Context) {
 	// The device token counts here too: from the owner's own device, a
 	// reset keeps its own budget while someone fails against the account.
 	device, _ := c.Cookie(DeviceCookie)
-	d, err := s.cfg.Guardian.Check(ctx, client.CheckRequest{
+	res, err := s.cfg.Guardian.Attempt(ctx, client.CheckRequest{
 		Flow: client.FlowPasswordReset, Account: req.Username, IP: s.cfg.ClientIP(c.Request), DeviceToken: device,
-	})
-	if err != nil {
-		s.log.Error("guardian refused the reset check", "err", err)
-		c.JSON(http.StatusInternalServerError, unavailable)
-		return
-	}
-	// A challenge needs no extra step here: the reset code is itself the
-	// proof a challenge asks for. A slowed reset says so plainly: there is
-	// no password to confuse it with.
-	if (client.Responder{OmitQuota: true}).Refuse(c.Writer, withoutChallenge(d)) {
-		return
-	}
-	ok, err := s.cfg.Users.Reset(req.Username, req.ResetCode, req.NewPassword)
+	},
+		// The reset code, from the account's verified channel, is itself
+		// the proof a challenge asks for.
+		func(context.Context, client.Decision) (bool, error) {
+			return s.cfg.Users.ResetCode(req.Username, req.ResetCode), nil
+		},
+		func(context.Context) (bool, error) {
+			return s.cfg.Users.Reset(req.Username, req.ResetCode, req.NewPassword)
+		})
 	if err != nil {
 		s.log.Error("reset failed", "err", err)
 		c.JSON(http.StatusInternalServerError, unavailable)
 		return
 	}
-	outcome := client.Failure
-	if ok {
-		outcome = client.Success
+	if res.ReportErr != nil {
+		s.log.Warn("report to guardian lost", "err", res.ReportErr)
 	}
-	if _, err := s.cfg.Guardian.Report(context.WithoutCancel(ctx), d.AttemptID, outcome); err != nil {
-		s.log.Warn("report to guardian lost", "err", err)
-	}
-	if !ok {
+	d := res.Decision
+	switch {
+	case !res.Verified && d.Action == client.Challenge:
+		// The challenge was a wrong reset code.
+		c.JSON(http.StatusUnauthorized, badResetCode)
+		return
+	case !res.Verified:
+		// A slowed reset says so plainly: there is no password to
+		// confuse it with.
+		(client.Responder{OmitQuota: true}).Refuse(c.Writer, d)
+		return
+	case !res.OK:
 		c.JSON(http.StatusUnauthorized, badResetCode)
 		return
 	}
@@ -250,12 +253,4 @@ func (s *Service) reset(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"reset": true, "next": "login"})
-}
-
-// withoutChallenge treats a challenge as an allow.
-func withoutChallenge(d client.Decision) client.Decision {
-	if d.Action == client.Challenge {
-		d.Action = client.Allow
-	}
-	return d
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -126,6 +127,9 @@ func TestLogin(t *testing.T) {
 		wantRetryAfter string
 		wantReports    []string
 		wantCookie     bool
+		// wantRecheck: the challenge was passed, and the attempt checked
+		// again with challenge_passed.
+		wantRecheck bool
 	}{
 		{name: "allowed, right password", status: 200, decision: allowJSON, body: `{"username":"alice","password":"right"}`,
 			wantStatus: 200, wantBody: `{"logged_in":true}`, wantReports: []string{"at-1 success"}, wantCookie: true},
@@ -144,9 +148,9 @@ func TestLogin(t *testing.T) {
 		{name: "challenged with a wrong second factor", status: 200, decision: challengeJSON, body: `{"username":"alice","password":"right","code":"000000"}`,
 			wantStatus: 401, wantBody: `{"error":"second_factor_required","next":"second_factor"}`},
 		{name: "challenged with the second factor", status: 200, decision: challengeJSON, body: `{"username":"alice","password":"right","code":"424242"}`,
-			wantStatus: 200, wantBody: `{"logged_in":true}`, wantReports: []string{"at-1 success"}, wantCookie: true},
+			wantStatus: 200, wantBody: `{"logged_in":true}`, wantReports: []string{"at-1 success"}, wantCookie: true, wantRecheck: true},
 		{name: "challenged with the second factor, wrong password", status: 200, decision: challengeJSON, body: `{"username":"alice","password":"wrong","code":"424242"}`,
-			wantStatus: 401, wantBody: invalidBody, wantReports: []string{"at-1 failure"}},
+			wantStatus: 401, wantBody: invalidBody, wantReports: []string{"at-1 failure"}, wantRecheck: true},
 		{name: "guardian down, fail closed", status: 503, decision: ``, policy: client.FailClosed, body: `{"username":"alice","password":"right"}`,
 			wantStatus: 429, wantBody: `{"error":"too_many_attempts","next":"wait"}`, wantRetryAfter: "1"},
 		{name: "guardian down, local limit admits", status: 503, decision: ``, policy: client.Local, body: `{"username":"alice","password":"right"}`,
@@ -181,8 +185,14 @@ func TestLogin(t *testing.T) {
 				if err := json.Unmarshal([]byte(tt.body), &sent); err != nil {
 					t.Fatal(err)
 				}
-				want := []map[string]any{{"flow": "login", "account": sent.Username, "ip": "203.0.113.7", "device_token": "dev-old",
-					"secret_fingerprint": client.Fingerprint(testFingerprintKey, []byte(sent.Password))}}
+				check := map[string]any{"flow": "login", "account": sent.Username, "ip": "203.0.113.7", "device_token": "dev-old",
+					"secret_fingerprint": client.Fingerprint(testFingerprintKey, []byte(sent.Password))}
+				want := []map[string]any{check}
+				if tt.wantRecheck {
+					again := maps.Clone(check)
+					again["challenge_passed"] = true
+					want = append(want, again)
+				}
 				if !reflect.DeepEqual(checks, want) {
 					t.Errorf("checks = %v, want %v", checks, want)
 				}
@@ -222,15 +232,20 @@ func TestReset(t *testing.T) {
 		wantBody    string
 		wantReports []string
 		wantResets  []string
+		// wantChecks is how many checks guardian received: two when a
+		// challenge was passed.
+		wantChecks int
 	}{
 		{"verified", 200, allowJSON, `{"username":"alice","reset_code":"reset-alice","new_password":"new"}`,
-			200, `{"next":"login","reset":true}`, []string{"at-1 success"}, []string{"alice"}},
+			200, `{"next":"login","reset":true}`, []string{"at-1 success"}, []string{"alice"}, 1},
 		{"guessed code", 200, allowJSON, `{"username":"alice","reset_code":"guess","new_password":"new"}`,
-			401, `{"error":"invalid_reset_code","next":"reset"}`, []string{"at-1 failure"}, nil},
+			401, `{"error":"invalid_reset_code","next":"reset"}`, []string{"at-1 failure"}, nil, 1},
 		{"challenged: the code is the proof", 200, challengeJSON, `{"username":"alice","reset_code":"reset-alice","new_password":"new"}`,
-			200, `{"next":"login","reset":true}`, []string{"at-1 success"}, []string{"alice"}},
+			200, `{"next":"login","reset":true}`, []string{"at-1 success"}, []string{"alice"}, 2},
+		{"challenged with a guessed code: nothing changes", 200, challengeJSON, `{"username":"alice","reset_code":"guess","new_password":"new"}`,
+			401, `{"error":"invalid_reset_code","next":"reset"}`, nil, nil, 1},
 		{"slowed", 429, slowJSON, `{"username":"alice","reset_code":"reset-alice","new_password":"new"}`,
-			429, `{"error":"too_many_attempts","next":"wait"}`, nil, nil},
+			429, `{"error":"too_many_attempts","next":"wait"}`, nil, nil, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -241,8 +256,8 @@ func TestReset(t *testing.T) {
 				t.Fatalf("POST /reset = %d %s, want %d %s", w.Code, w.Body, tt.wantStatus, tt.wantBody)
 			}
 			checks, reports, resets := g.seen()
-			if len(checks) != 1 || checks[0]["flow"] != "password_reset" {
-				t.Errorf("checks = %v, want one password_reset check", checks)
+			if len(checks) != tt.wantChecks || checks[0]["flow"] != "password_reset" || (tt.wantChecks == 2) != (checks[len(checks)-1]["challenge_passed"] == true) {
+				t.Errorf("checks = %v, want %d password_reset checks, the second with challenge_passed", checks, tt.wantChecks)
 			}
 			if !reflect.DeepEqual(reports, tt.wantReports) || !reflect.DeepEqual(resets, tt.wantResets) {
 				t.Errorf("reports %q, resets %q; want %q, %q", reports, resets, tt.wantReports, tt.wantResets)

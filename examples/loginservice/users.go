@@ -88,6 +88,12 @@ func (u *Users) SecondFactor(name, code string) bool {
 	return ok && code != "" && subtle.ConstantTimeCompare([]byte(p.secondFactor), []byte(code)) == 1
 }
 
+// ResetCode reports whether code is name's reset code, changing nothing.
+func (u *Users) ResetCode(name, code string) bool {
+	p, ok := u.get(name)
+	return ok && code != "" && subtle.ConstantTimeCompare([]byte(p.resetCode), []byte(code)) == 1
+}
+
 // Reset sets name's password to newPassword if resetCode is name's reset
 // code, and reports whether it did.
 func (u *Users) Reset(name, resetCode, newPassword string) (bool, error) {

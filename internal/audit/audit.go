@@ -3,8 +3,8 @@
 // per account entering or leaving a hard stop. Lines go to guardian's own
 // logger (JSON by default), at info level, and are told apart by a field:
 //
-//	{"msg": "admin action", "audit": true, "action": "reset", "subject": "ops-alice", "result": "ok", "account": "h-…"}
-//	{"msg": "admin action", "audit": true, "action": "reload", "subject": "ops-alice", "result": "ok", "rules_added": [], "rules_removed": [],
+//	{"msg": "admin action", "audit": true, "action": "reset", "subject": "ops-alice", "result": "ok", "account": "h-…", "request_id": "…"}
+//	{"msg": "admin action", "audit": true, "action": "reload", "subject": "ops-alice", "result": "ok", "request_id": "…", "rules_added": [], "rules_removed": [],
 //	 "rules_changed": [{"rule": "login-ip-24", "fields": ["mode"], "mode_from": "shadow", "mode_to": "enforce"}], "rules_promoted": ["login-ip-24"], …}
 //	{"msg": "hard stop started", "event": "hard_stop_started", "account": "h-…"}
 //	{"msg": "hard stop ended", "event": "hard_stop_ended", "account": "h-…"}
@@ -78,30 +78,31 @@ func New(cfg Config) *Log {
 // and counts it: action is ActionReset or ActionReload, subject the token's
 // subject, result ResultOK or ResultError. account is the account the call
 // named, in clear as the caller sent it, or "" for none; the line carries
-// its pseudonym, and none when it is not a valid account.
-func (l *Log) Action(action, subject, result, account string) {
+// its pseudonym, and none when it is not a valid account. extra are further
+// fields of the line (a reload's changes). ctx is the call's: a logger
+// that reads request ids from it (requestid.Handler) adds the call's
+// request_id, so the line and the caller's own logs match.
+func (l *Log) Action(ctx context.Context, action, subject, result, account string, extra ...slog.Attr) {
 	l.metrics.AdminActions.WithLabelValues(action, result).Inc()
-	attrs := []any{"audit", true, "action", action, "subject", subject, "result", result}
+	attrs := []slog.Attr{slog.Bool("audit", true), slog.String("action", action), slog.String("subject", subject), slog.String("result", result)}
 	if account != "" {
 		if s, err := engine.AccountSubject(l.hasher, l.norm, account); err == nil {
-			attrs = append(attrs, "account", l.Pseudonym(s))
+			attrs = append(attrs, slog.String("account", l.Pseudonym(s)))
 		}
 	}
-	l.log.Info("admin action", attrs...)
+	l.log.LogAttrs(ctx, slog.LevelInfo, "admin action", append(attrs, extra...)...)
 }
 
-// Reload writes the line of a rules reload an admin call asked for, and
-// counts it, as Action does, with what the reload changed
-// (rules.Changes.Attrs: rules_added, rules_removed, rules_changed with the
-// names of the changed fields, the mode changes). changes is nil for a
-// reload that was refused.
-func (l *Log) Reload(subject, result string, changes *rules.Changes) {
-	l.metrics.AdminActions.WithLabelValues(ActionReload, result).Inc()
-	attrs := []slog.Attr{slog.Bool("audit", true), slog.String("action", ActionReload), slog.String("subject", subject), slog.String("result", result)}
+// Reload is Action for a rules reload an admin call asked for, with what
+// the reload changed (rules.Changes.Attrs: rules_added, rules_removed,
+// rules_changed with the names of the changed fields, the mode changes).
+// changes is nil for a reload that was refused.
+func (l *Log) Reload(ctx context.Context, subject, result string, changes *rules.Changes) {
+	var extra []slog.Attr
 	if changes != nil {
-		attrs = append(attrs, changes.Attrs()...)
+		extra = changes.Attrs()
 	}
-	l.log.LogAttrs(context.Background(), slog.LevelInfo, "admin action", attrs...)
+	l.Action(ctx, ActionReload, subject, result, "", extra...)
 }
 
 // HardStopStarted writes the line of an account entering a hard stop;

@@ -250,7 +250,7 @@ func (a *API) reloadRules(c *gin.Context) {
 		ch := rules.Diff(before, set)
 		changes = &ch
 	}
-	a.cfg.Audit.Reload(subject(c), result(err), changes)
+	a.cfg.Audit.Reload(c.Request.Context(), subject(c), result(err), changes)
 	if err != nil {
 		a.abort(c, err)
 		return
@@ -313,7 +313,7 @@ type resetRequest struct {
 
 func (a *API) accountReset(c *gin.Context) {
 	account, err := a.reset(c)
-	a.cfg.Audit.Action(audit.ActionReset, subject(c), result(err), account)
+	a.cfg.Audit.Action(c.Request.Context(), audit.ActionReset, subject(c), result(err), account)
 	if err != nil {
 		a.abort(c, err)
 		return

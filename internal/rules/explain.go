@@ -6,9 +6,10 @@ import (
 	"time"
 )
 
-// Bound is what one rule allows an attacker per key and day, once
-// enforced: the figure a rule change moves, so that its effect reads before
-// it ships, and a candidate in shadow mode reads before it is promoted.
+// Bound is what one rule allows an attacker per key, in the rule's own
+// window and per day, once enforced: the figure a rule change moves, so
+// that its effect reads before it ships, and a candidate in shadow mode
+// reads before it is promoted.
 type Bound struct {
 	// Rule is the rule's name.
 	Rule string `json:"rule"`
@@ -23,15 +24,26 @@ type Bound struct {
 	// a day or more, limit·ceil(24h/per) otherwise; for any other rule its
 	// limit.
 	PerDay int64 `json:"per_day"`
-	// What says in words what PerDay means; for a shadow rule it starts
+	// Most is what the rule bounds in its own Window: PerDay for a rate
+	// rule, whose window is a day; the limit for any other rule.
+	Most int64 `json:"bound"`
+	// Window is the span Most counts in: "a day" for a rate rule, "in a
+	// row" for consecutive failures, "in " and the rule's per for a
+	// failure rate or a distinct count ("in 1m", "in 1d").
+	Window string `json:"window"`
+	// What says in words what the rule bounds; for a shadow rule it starts
 	// with shadowWhat.
 	What string `json:"what"`
 }
 
+// String is the bound in its window: "1445 a day", "100 in a row",
+// "1000 in 1m".
+func (b Bound) String() string { return fmt.Sprintf("%d %s", b.Most, b.Window) }
+
 // shadowWhat starts the words of a shadow rule's bound.
 const shadowWhat = "shadow, deciding nothing until promoted; then "
 
-// Bound returns what r allows per key and day, once enforced.
+// Bound returns what r allows per key, once enforced.
 func (r *Rule) Bound() Bound {
 	b := r.bound()
 	b.Mode = r.Mode
@@ -43,14 +55,16 @@ func (r *Rule) Bound() Bound {
 
 // bound is Bound as if r were enforced.
 func (r *Rule) bound() Bound {
-	b := Bound{Rule: r.Name, Key: r.Key, PerDay: r.Limit}
+	b := Bound{Rule: r.Name, Key: r.Key, PerDay: r.Limit, Most: r.Limit, Window: "in " + FormatDuration(r.Per)}
 	subject := r.subject()
 	switch r.Type {
 	case Rate:
 		b.PerDay = r.Burst + perDay(r.Limit, r.Per)
+		b.Most, b.Window = b.PerDay, "a day"
 		b.What = fmt.Sprintf("at most %d %s per %s a day (%d back to back, then %s); past that, %s",
 			b.PerDay, r.units(), subject, r.Burst, rate(r.Limit, r.Per), r.Action)
 	case ConsecutiveFailures:
+		b.Window = "in a row"
 		b.What = fmt.Sprintf("at most %d failures in a row per %s; then %s", r.Limit, subject, r.Action)
 		if r.Key == KeyAccount {
 			b.What += " until the account is reset"

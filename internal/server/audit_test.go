@@ -162,6 +162,8 @@ func TestAuditAndHardStopLines(t *testing.T) {
 	}
 
 	// The reset names the same pseudonym, whatever the account's case.
+	// Each audit line carries its call's request id, the one the answer's
+	// X-Request-Id says.
 	r := in.do(t, "POST", "/v1/accounts/reset", in.adminToken, map[string]any{"account": "alice@example.com"})
 	if r.status != 200 {
 		t.Fatalf("reset: %d %s", r.status, r.raw)
@@ -170,7 +172,8 @@ func TestAuditAndHardStopLines(t *testing.T) {
 	if len(resets) != 1 {
 		t.Fatalf("reset audit lines: %v, want one", resets)
 	}
-	wantFields(t, "reset", resets[0], map[string]any{"audit": true, "action": "reset", "subject": "ops-alice", "result": "ok", "account": account})
+	wantFields(t, "reset", resets[0], map[string]any{"audit": true, "action": "reset", "subject": "ops-alice", "result": "ok", "account": account,
+		"request_id": requestID(t, r)})
 	ended := logs.lines(t, "event", "hard_stop_ended")
 	if len(ended) != 1 {
 		t.Fatalf("hard_stop_ended lines: %v, want one", ended)
@@ -180,7 +183,7 @@ func TestAuditAndHardStopLines(t *testing.T) {
 	// A reset of an account not in a hard stop ends none; one that fails
 	// is audited as an error.
 	in.do(t, "POST", "/v1/accounts/reset", in.adminToken, map[string]any{"account": "bob@example.com"})
-	in.do(t, "POST", "/v1/accounts/reset", in.adminToken, map[string]any{"account": 7})
+	failed := in.do(t, "POST", "/v1/accounts/reset", in.adminToken, map[string]any{"account": 7})
 	if n := len(logs.lines(t, "event", "hard_stop_ended")); n != 1 {
 		t.Errorf("hard_stop_ended lines after resetting an account never stopped: %d, want 1", n)
 	}
@@ -192,37 +195,43 @@ func TestAuditAndHardStopLines(t *testing.T) {
 	if !pseudonym.MatchString(bob) || bob == account {
 		t.Errorf("bob's pseudonym %q: want another pseudonym than alice's %q", bob, account)
 	}
-	wantFields(t, "failed reset", resets[2], map[string]any{"audit": true, "action": "reset", "subject": "ops-alice", "result": "error"})
+	wantFields(t, "failed reset", resets[2], map[string]any{"audit": true, "action": "reset", "subject": "ops-alice", "result": "error",
+		"request_id": requestID(t, failed)})
 
-	// Reloads: one refused, one applied.
+	// Reloads: one refused, one applied, one promoting the trial.
 	writeFile(t, in.rulesPath, "version: 1\nrules:\n  - name: Bad\n")
-	if r := in.do(t, "POST", "/v1/rules/reload", in.adminToken, nil); r.status != 400 {
-		t.Fatalf("invalid reload: %d %s", r.status, r.raw)
+	refused := in.do(t, "POST", "/v1/rules/reload", in.adminToken, nil)
+	if refused.status != 400 {
+		t.Fatalf("invalid reload: %d %s", refused.status, refused.raw)
 	}
 	writeFile(t, in.rulesPath, hardStopRules+"    action: slow\n"+trialRule)
-	if r := in.do(t, "POST", "/v1/rules/reload", in.adminToken, nil); r.status != 200 {
-		t.Fatalf("reload: %d %s", r.status, r.raw)
+	applied := in.do(t, "POST", "/v1/rules/reload", in.adminToken, nil)
+	if applied.status != 200 {
+		t.Fatalf("reload: %d %s", applied.status, applied.raw)
 	}
 	// Then the trial is promoted and the hard stop goes.
 	writeFile(t, in.rulesPath, "version: 1\nrules:\n"+strings.Replace(trialRule, "mode: shadow", "mode: enforce", 1))
-	if r := in.do(t, "POST", "/v1/rules/reload", in.adminToken, nil); r.status != 200 {
-		t.Fatalf("reload: %d %s", r.status, r.raw)
+	promotion := in.do(t, "POST", "/v1/rules/reload", in.adminToken, nil)
+	if promotion.status != 200 {
+		t.Fatalf("reload: %d %s", promotion.status, promotion.raw)
 	}
 	reloads := logs.lines(t, "action", "reload")
 	if len(reloads) != 3 {
 		t.Fatalf("reload audit lines: %v, want three", reloads)
 	}
 	none := []any{}
-	wantFields(t, "refused reload", reloads[0], map[string]any{"audit": true, "action": "reload", "subject": "ops-alice", "result": "error"})
-	changed := map[string]any{"audit": true, "action": "reload", "subject": "ops-alice", "result": "ok",
+	wantFields(t, "refused reload", reloads[0], map[string]any{"audit": true, "action": "reload", "subject": "ops-alice", "result": "error",
+		"request_id": requestID(t, refused)})
+	changed := map[string]any{"audit": true, "action": "reload", "subject": "ops-alice", "result": "ok", "request_id": requestID(t, applied),
 		"rules_added": []any{"trial"}, "rules_removed": none, "rules_promoted": none, "rules_demoted": none, "settings_changed": none,
 		"rules_changed": []any{map[string]any{"rule": "hard-stop", "fields": []any{"action"}}}}
 	wantFields(t, "reload", reloads[1], changed)
-	promoted := map[string]any{"audit": true, "action": "reload", "subject": "ops-alice", "result": "ok",
+	promoted := map[string]any{"audit": true, "action": "reload", "subject": "ops-alice", "result": "ok", "request_id": requestID(t, promotion),
 		"rules_added": none, "rules_removed": []any{"hard-stop"}, "rules_promoted": []any{"trial"}, "rules_demoted": none, "settings_changed": none,
 		"rules_changed": []any{map[string]any{"rule": "trial", "fields": []any{"mode"}, "mode_from": "shadow", "mode_to": "enforce"}}}
 	wantFields(t, "promotion", reloads[2], promoted)
-	// The instance's own line of each reload says the same. (The file's
+	// The instance's own line of each reload says the same, with the same
+	// request id. (The file's
 	// watcher may reload each file once more, finding nothing changed.)
 	var reloaded []map[string]any
 	for _, l := range logs.lines(t, "by", "ops-alice") {
@@ -234,7 +243,7 @@ func TestAuditAndHardStopLines(t *testing.T) {
 		t.Fatalf("rules reloaded lines: %v, want two", reloaded)
 	}
 	for i, want := range []map[string]any{changed, promoted} {
-		for _, k := range []string{"rules_added", "rules_removed", "rules_changed", "rules_promoted", "rules_demoted", "settings_changed"} {
+		for _, k := range []string{"request_id", "rules_added", "rules_removed", "rules_changed", "rules_promoted", "rules_demoted", "settings_changed"} {
 			if !reflect.DeepEqual(reloaded[i][k], want[k]) {
 				t.Errorf("rules reloaded line %d: %s = %v, want %v", i, k, reloaded[i][k], want[k])
 			}
@@ -256,6 +265,35 @@ func TestAuditAndHardStopLines(t *testing.T) {
 	}
 	if all := strings.ToLower(logs.String()); strings.Contains(all, "alice@") || strings.Contains(all, "bob@") || strings.Contains(all, "example.com") {
 		t.Errorf("an account in clear in the log:\n%s", logs.String())
+	}
+}
+
+// requestID returns the X-Request-Id guardian answered r with.
+func requestID(t *testing.T, r response) string {
+	t.Helper()
+	id := r.header.Get("X-Request-Id")
+	if id == "" {
+		t.Fatal("an answer without X-Request-Id")
+	}
+	return id
+}
+
+// TestStartLogNamesTheInstance: the start line names the instance by the id
+// GET /v1/fleet lists it under, so a log and the fleet view can be matched.
+func TestStartLogNamesTheInstance(t *testing.T) {
+	in, logs := startLogged(t, hardStopRules)
+	started := logs.lines(t, "msg", "guardian started")
+	if len(started) != 1 {
+		t.Fatalf("start lines: %v, want one", started)
+	}
+	id := in.srv.InstanceID()
+	if id == "" || started[0]["instance"] != id {
+		t.Errorf("start line %v: instance %v, want %q", started[0], started[0]["instance"], id)
+	}
+	r := in.do(t, "GET", "/v1/fleet", in.adminToken, nil)
+	is, _ := r.body["instances"].([]any)
+	if len(is) != 1 || is[0].(map[string]any)["id"] != id {
+		t.Errorf("GET /v1/fleet lists %v, want the instance %q", is, id)
 	}
 }
 
@@ -298,8 +336,8 @@ func TestRulesFileWatched(t *testing.T) {
 	if h := hash(); h != first {
 		t.Fatalf("rules hash %s after an invalid change, want %s kept", h, first)
 	}
-	if refused := logs.lines(t, "msg", "rules reload refused, previous rules kept"); len(refused) != 1 {
-		t.Errorf("refusal lines: %v, want one", refused)
+	if refused := logs.lines(t, "msg", "rules reload refused, previous rules kept"); len(refused) != 1 || refused[0]["by"] != "watch" {
+		t.Errorf("refusal lines: %v, want one, by watch", refused)
 	}
 
 	// A valid change is applied without a signal.
@@ -310,6 +348,10 @@ func TestRulesFileWatched(t *testing.T) {
 	}
 	if metric(t, in, `guardian_rules_info{hash="`+second+`"}`) != 1 || metric(t, in, `guardian_rules_info{hash="`+first+`"}`) != -1 {
 		t.Errorf("guardian_rules_info: want the new hash alone")
+	}
+	// The log says who reloaded: the watcher, as docs/operations.md says.
+	if reloaded := logs.lines(t, "msg", "rules reloaded"); len(reloaded) != 1 || reloaded[0]["by"] != "watch" {
+		t.Errorf("reload lines: %v, want one, by watch", reloaded)
 	}
 }
 

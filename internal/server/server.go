@@ -346,7 +346,7 @@ func (s *Server) Start() error {
 		}
 	}()
 	set := s.holder.Load()
-	s.log.Info("guardian started", "addr", ln.Addr().String(), "rules", set.Source, "rule_count", len(set.Rules), "rules_hash", set.Hash(), "fleet_size", s.cfg.FleetSize)
+	s.log.Info("guardian started", "instance", s.fleet.ID(), "addr", ln.Addr().String(), "rules", set.Source, "rule_count", len(set.Rules), "rules_hash", set.Hash(), "fleet_size", s.cfg.FleetSize)
 	return nil
 }
 
@@ -430,7 +430,7 @@ func (s *Server) watchRules() {
 		defer close(s.watchDone)
 		w.Run(ctx, rulesPoll, func() {
 			s.log.Info("rules file changed, reloading", "source", s.cfg.RulesPath)
-			_, _ = s.Reload() // Reload logs and counts both outcomes.
+			_, _ = s.reload(context.Background(), "watch") // logs and counts both outcomes
 		})
 	}()
 }

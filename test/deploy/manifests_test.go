@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -478,6 +479,63 @@ func TestKubernetesManifests(t *testing.T) {
 		}
 	})
 
+	t.Run("auth services admitted by namespace and pod label together, as documented", func(t *testing.T) {
+		ops, err := os.ReadFile(repoPath("docs/operations.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients := 0
+		for _, r := range m.netpol.Spec.Ingress {
+			for _, peer := range r.From {
+				if peer.PodSelector == nil || peer.PodSelector.MatchLabels["guardian/client"] == "" {
+					continue
+				}
+				clients++
+				if peer.NamespaceSelector == nil || len(peer.NamespaceSelector.MatchLabels) == 0 {
+					t.Fatalf("auth services are admitted by pod label alone, from any namespace: %+v", peer)
+				}
+				// The labels an operator must set are the ones the guide
+				// names, written as they are in the manifest.
+				for _, sel := range []map[string]string{peer.PodSelector.MatchLabels, peer.NamespaceSelector.MatchLabels} {
+					for k, v := range sel {
+						if !strings.Contains(string(ops), fmt.Sprintf("`%s: %s`", k, v)) && !strings.Contains(string(ops), fmt.Sprintf("`%s: %q`", k, v)) {
+							t.Errorf("docs/operations.md does not name the label %s: %s the NetworkPolicy requires", k, v)
+						}
+					}
+				}
+			}
+		}
+		if clients != 1 {
+			t.Errorf("%d sources select auth services by guardian/client, want one", clients)
+		}
+	})
+
+	t.Run("the rules file is said to be watched", func(t *testing.T) {
+		// guardian watches its rules file; no comment may send an operator
+		// to reload or restart every pod after a ConfigMap change.
+		for _, f := range []string{"deploy/kubernetes/configmap.yaml", "deploy/kubernetes/deployment.yaml", "deploy/rules.yaml"} {
+			text, err := os.ReadFile(repoPath(f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var comments strings.Builder
+			for _, line := range strings.Split(string(text), "\n") {
+				if c, ok := strings.CutPrefix(strings.TrimSpace(line), "#"); ok {
+					comments.WriteString(c + " ")
+				}
+			}
+			words := strings.Join(strings.Fields(comments.String()), " ")
+			for _, stale := range []string{"on every pod", "rollout restart", "reads it on POST"} {
+				if strings.Contains(words, stale) {
+					t.Errorf("%s: a comment says %q, but the file is watched", f, stale)
+				}
+			}
+			if f != "deploy/kubernetes/deployment.yaml" && !strings.Contains(words, "watch") {
+				t.Errorf("%s: no comment says the file is watched", f)
+			}
+		}
+	})
+
 	t.Run("network policy", func(t *testing.T) {
 		np := m.netpol
 		if !podMatches(np.Spec.PodSelector.MatchLabels, podLabels) {
@@ -496,6 +554,12 @@ func TestKubernetesManifests(t *testing.T) {
 			for _, peer := range r.From {
 				if peer.IPBlock != nil || peer.PodSelector == nil || len(peer.PodSelector.MatchLabels) == 0 {
 					t.Errorf("ingress rule %d: each source must be pods selected by label, got %+v", i, peer)
+				}
+				// A pod can label itself; a namespace takes an administrator.
+				// An empty namespaceSelector (every namespace) would let any
+				// workload anywhere make itself a client.
+				if peer.NamespaceSelector == nil || (len(peer.NamespaceSelector.MatchLabels) == 0 && len(peer.NamespaceSelector.MatchExpressions) == 0) {
+					t.Errorf("ingress rule %d: pods %v are admitted from any namespace; want namespace and pod labels together", i, peer.PodSelector)
 				}
 			}
 			if len(r.Ports) == 0 {

@@ -2,19 +2,13 @@
 
 An auth service asks guardian before it verifies a credential or sends a code
 (:meth:`Client.check`) and tells it afterwards how the attempt went
-(:meth:`Client.report`). guardian decides what happens when its own store
-fails; this client makes the auth service decide what happens when guardian
-fails: ``on_unavailable`` has no default, and :meth:`Client.check` never
-raises "guardian is down" for the caller to forget about, it returns the
-decision of that policy with ``unavailable`` set.
-
-    c = Client("http://guardian:8080", tokens=FileToken("/run/secrets/guardian-token"),
-               on_unavailable=Policy.LOCAL)
-    d = c.check("login", ip=ip, account=user, device_token=cookie)
-    if not d.proceed:
-        return Responder().refuse(d)          # status, headers, body
-    ok = verify(user, password)               # only now
-    res = c.report(d.attempt_id, "success" if ok else "failure")
+(:meth:`Client.report`); :meth:`Client.attempt` is that whole flow in one
+call, with guardian's challenge a function the caller must give. guardian
+decides what happens when its own store fails; this client makes the auth
+service decide what happens when guardian fails: ``on_unavailable`` has no
+default, and :meth:`Client.check` never raises "guardian is down" for the
+caller to forget about, it returns the decision of that policy with
+``unavailable`` set. README.md shows a login handler (a test runs it).
 """
 
 from __future__ import annotations
@@ -34,19 +28,28 @@ import socket
 import threading
 import time
 import urllib.parse
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Optional, Union
 
 __all__ = [
-    "Client", "Policy", "Decision", "Limit", "ShadowResult", "ReportResult", "AccountStatus",
+    "Client", "Policy", "Decision", "Attempt", "Limit", "ShadowResult", "ReportResult", "AccountStatus",
     "LocalLimits", "Rate", "Stats", "GuardianError", "UnavailableError", "ConfigError",
     "StaticToken", "FileToken", "Responder", "Response", "fingerprint",
     "RULE_LOCAL_ACCOUNT", "RULE_LOCAL_IP",
 ]
 
-#: Default deadline of one call, its retry included, in seconds. guardian
-#: answers in about a millisecond; this leaves room for the network.
+#: Default deadline of one call, its retry included, in seconds: the same in
+#: the Go, Python and TypeScript clients. guardian answers in about a
+#: millisecond and waits at most its --store-timeout (5ms) on Redis; 100ms
+#: leaves room for a network hop, a pause and a retry on a busy host, and is
+#: about what hashing one password costs, so a guardian that hangs delays a
+#: login by no more than verifying it does.
 DEFAULT_TIMEOUT = 0.1
+#: Default deadline, in seconds, of the calls made before the client's first
+#: call ended (every client's): a first call pays for its connection and
+#: guardian's first request on it, and under FAIL_CLOSED a first call that
+#: timed out is a real user refused after every restart.
+DEFAULT_FIRST_CALL_TIMEOUT = 1.0
 #: Default wait of a FAIL_CLOSED decision, in milliseconds: the wait guardian
 #: itself gives when its store is down and a rule says closed.
 DEFAULT_CLOSED_RETRY_AFTER_MS = 1000
@@ -149,11 +152,34 @@ class Decision:
     #: The RateLimit-Policy and RateLimit headers exactly as guardian sent them.
     ratelimit_policy: str = ""
     ratelimit: str = ""
+    #: The check carried ``challenge_passed``: the end user already solved
+    #: the challenge, so a challenge lets the attempt go ahead.
+    challenge_passed: bool = False
 
     @property
     def proceed(self) -> bool:
-        """Whether to go on and verify: allow, or challenge once it is passed."""
-        return self.decision in ("allow", "challenge")
+        """Whether to go on and verify: true for allow, and for a challenge to
+        a check that carried ``challenge_passed`` (the challenge was passed,
+        then the attempt checked again); false for slow, block, and a
+        challenge not yet passed. :meth:`Client.attempt` makes that re-check
+        itself. (Before this release it was true for every challenge.)"""
+        return self.decision == "allow" or (self.decision == "challenge" and self.challenge_passed)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What :meth:`Client.attempt` did. ``decision`` let the attempt go ahead
+    or stopped it (answer a stopped one with :meth:`Responder.refuse`);
+    ``verified`` says ``verify`` was called and ``ok`` what it returned.
+    ``device_token`` is guardian's, after a success with an account.
+    ``report_error`` is why the report did not reach guardian, or None:
+    guardian then counts the attempt as a failure, the safe side."""
+
+    decision: Decision
+    verified: bool = False
+    ok: bool = False
+    device_token: str = ""
+    report_error: Optional[Exception] = None
 
 
 @dataclass(frozen=True)
@@ -313,9 +339,11 @@ class Responder:
     slow_as_invalid: bool = False
 
     def refuse(self, d: Decision) -> Optional[Response]:
-        """The answer for a decision that stops the attempt (challenge, slow,
-        block); None for allow. A challenge already passed is the caller's to
-        let through."""
+        """The answer for a decision that stops the attempt (slow, block, a
+        challenge not yet passed); None for one that goes ahead
+        (:attr:`Decision.proceed`)."""
+        if d.proceed:
+            return None
         if d.decision == "slow" and self.slow_as_invalid:
             return self.invalid_credentials(d)
         if d.decision not in _STATUS:
@@ -460,9 +488,12 @@ class Client:
     :class:`FileToken`, or any callable returning one (scope check for
     check and report, admin for the account calls); ``on_unavailable`` a
     :class:`Policy`, required. ``timeout`` is the deadline of one call in
-    seconds, its retry included. ``now`` is the LOCAL policy's clock."""
+    seconds, its retry included; ``first_call_timeout`` that of the calls
+    made before the client's first call ended, when it is longer (a
+    first-call allowance). ``now`` is the LOCAL policy's clock."""
 
     def __init__(self, base_url: str, *, tokens, on_unavailable: Policy, timeout: float = DEFAULT_TIMEOUT,
+                 first_call_timeout: float = DEFAULT_FIRST_CALL_TIMEOUT,
                  closed_retry_after_ms: int = DEFAULT_CLOSED_RETRY_AFTER_MS, local: LocalLimits = LocalLimits(),
                  now: Callable[[], float] = time.monotonic):
         if not isinstance(on_unavailable, Policy):
@@ -470,8 +501,8 @@ class Client:
         u = urllib.parse.urlsplit(base_url)
         if u.scheme not in ("http", "https") or not u.hostname:
             raise ConfigError(f"base_url {base_url!r} is not an http or https URL")
-        if timeout <= 0 or closed_retry_after_ms <= 0:
-            raise ConfigError("timeout and closed_retry_after_ms must be positive")
+        if timeout <= 0 or first_call_timeout <= 0 or closed_retry_after_ms <= 0:
+            raise ConfigError("timeout, first_call_timeout and closed_retry_after_ms must be positive")
         if min(local.account.burst, local.ip.burst, local.max_keys) <= 0 or min(local.account.every, local.ip.every) <= 0:
             raise ConfigError("local limits must be positive")
         self._https = u.scheme == "https"
@@ -479,6 +510,9 @@ class Client:
         self._path = u.path.rstrip("/")
         self._tokens = _token_source(tokens)
         self._timeout, self._policy, self._closed = timeout, on_unavailable, closed_retry_after_ms
+        self._first_timeout = max(first_call_timeout, timeout)
+        #: Set once a call has ended: from then on calls have ``timeout``.
+        self._warm = False
         self._now = now
         self._local = _Limiter(local) if on_unavailable is Policy.LOCAL else None
         self._stats, self._stats_lock = Stats(), threading.Lock()
@@ -509,6 +543,8 @@ class Client:
             d = self._decision(status, headers, data)
         except _Unavailable as e:
             d = self._decide_unavailable(e.reason, flow, account, recipient, ip)
+        if challenge_passed:
+            d = replace(d, challenge_passed=True)
         with self._stats_lock:
             self._stats.checks += 1
             if d.unavailable:
@@ -516,6 +552,52 @@ class Client:
                 if d.decision == "allow":
                     self._stats.failed_open += 1
         return d
+
+    def attempt(self, flow: str, *, ip: str, on_challenge: Callable[[Decision], bool], verify: Callable[[], bool],
+                account: str = "", recipient: str = "", device_token: str = "", cost: int = 0,
+                secret_fingerprint: str = "", challenge_passed: bool = False) -> Attempt:
+        """The whole flow of one attempt: check, the challenge if guardian asks
+        for one, verify, report.
+
+        Slow or block (guardian's, or the policy's while guardian is down):
+        nothing is verified. A challenge: ``on_challenge(decision)`` puts it
+        to the end user (checks the CAPTCHA answer or second factor sent
+        with the attempt) and returns whether it was passed; not passed, the
+        attempt stops unverified and unreported (guardian counts it as a
+        failure); passed, it is checked again with ``challenge_passed`` and
+        goes on with that decision. Allow, or a challenge to a check that
+        carried ``challenge_passed``: ``verify()`` is called, its outcome
+        reported, and a success's device token returned.
+
+        ``on_challenge`` and ``verify`` are required: code that has no answer
+        to a challenge cannot call this. Raises :class:`GuardianError` as
+        :meth:`check` does (nothing verified), and whatever ``on_challenge``
+        or ``verify`` raise. Against a guardian older than
+        ``challenge_passed`` (0.1.0, during a rolling upgrade), which refuses
+        the field, a passed challenge lets the first check's attempt go
+        ahead, as that release's contract says."""
+        if not callable(on_challenge) or not callable(verify):
+            raise ConfigError("attempt needs on_challenge and verify, both callables")
+        fields = dict(ip=ip, account=account, recipient=recipient, device_token=device_token, cost=cost,
+                      secret_fingerprint=secret_fingerprint)
+        d = self.check(flow, challenge_passed=challenge_passed, **fields)
+        if d.decision == "challenge" and not d.challenge_passed:
+            if not on_challenge(d):
+                return Attempt(d)
+            try:
+                d = self.check(flow, challenge_passed=True, **fields)
+            except GuardianError as e:
+                if e.code != "unknown_field":
+                    raise
+                d = replace(d, challenge_passed=True)
+        if not d.proceed:
+            return Attempt(d)
+        ok = bool(verify())
+        try:
+            res = self.report(d.attempt_id, "success" if ok else "failure")
+        except (UnavailableError, GuardianError) as e:
+            return Attempt(d, verified=True, ok=ok, report_error=e)
+        return Attempt(d, verified=True, ok=ok, device_token=res.device_token)
 
     def report(self, attempt_id: str, outcome: str) -> ReportResult:
         """Tells guardian how the attempt went (``success`` or ``failure``).
@@ -602,15 +684,22 @@ class Client:
         return Decision(action, rule=rule, retry_after_ms=wait, attempt_id=aid, unavailable=True, reason=reason)
 
     def _call(self, method, path, body):
-        """One request within the deadline, sent a second time only when the
-        first failed before reaching guardian (the connection was refused).
-        Returns (status, headers, body, retried)."""
+        """One request within the deadline (the first-call allowance while no
+        call has ended), sent a second time only when the first failed before
+        reaching guardian (the connection was refused). Returns (status,
+        headers, body, retried)."""
         token = self._tokens()
         payload = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         headers = {"Accept": "application/json", "Authorization": "Bearer " + token}
         if payload is not None:
             headers["Content-Type"] = "application/json"
-        deadline = time.monotonic() + self._timeout
+        deadline = time.monotonic() + (self._timeout if self._warm else self._first_timeout)
+        try:
+            return self._send(method, path, payload, headers, deadline)
+        finally:
+            self._warm = True
+
+    def _send(self, method, path, payload, headers, deadline):
         for attempt in (0, 1):
             left = deadline - time.monotonic()
             if left <= 0:

@@ -2,7 +2,8 @@
 
 guardian is the binary in GUARDIAN_BIN (`make test-clients` builds it once),
 or built here with `go build`; Redis is a redis-server process of its own
-with no persistence.
+with no persistence. GUARDIAN_ROOT names the checkout when the tests run
+from a copy, against the installed package (`make test-clients` does).
 """
 
 import os
@@ -14,10 +15,13 @@ import tempfile
 import time
 import urllib.request
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+ROOT = os.environ.get("GUARDIAN_ROOT") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
 # The rules every client test runs, shared with the TypeScript client.
 RULES = os.path.join(ROOT, "clients", "testdata", "rules.yaml")
+# Rules that challenge a password sprayed over accounts, for the README's
+# snippets.
+CHALLENGE_RULES = os.path.join(ROOT, "clients", "testdata", "challenge.yaml")
 
 
 def free_port() -> int:
@@ -36,18 +40,19 @@ def _wait(what, cond, timeout=15.0):
 
 
 class Fleet:
-    """A redis-server and a guardian serving on it; close() stops both."""
+    """A redis-server and a guardian serving on it; close() stops both.
+    start_guardian() starts more guardians on the same Redis."""
 
-    def __init__(self):
+    def __init__(self, rules: str = RULES):
         self.dir = tempfile.mkdtemp(prefix="guardian-client-test-")
         self.procs = []
         try:
-            self._start()
+            self._start(rules)
         except BaseException:
             self.close()
             raise
 
-    def _start(self):
+    def _start(self, rules):
         binary = os.environ.get("GUARDIAN_BIN")
         if not binary:
             binary = os.path.join(self.dir, "guardian")
@@ -56,22 +61,27 @@ class Fleet:
         self.key_file = os.path.join(self.dir, "signing-key")
         with open(self.key_file, "w") as f:
             f.write(secrets.token_hex(32))
-        rules = RULES
 
         self.redis_port = free_port()
         self.redis = self._spawn(["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1",
                                   "--save", "", "--appendonly", "no", "--dir", self.dir], "redis.log")
         _wait("redis-server", lambda: self._connects(self.redis_port))
 
-        port = free_port()
-        self.url = f"http://127.0.0.1:{port}"
-        self.guardian = self._spawn([binary, "serve", "--addr", f"127.0.0.1:{port}",
-                                     "--redis-url", f"redis://127.0.0.1:{self.redis_port}/0",
-                                     "--signing-key-file", self.key_file, "--rules", rules,
-                                     "--store-timeout", "250ms", "--log-format", "text"], "guardian.log")
-        _wait("guardian", lambda: self._ready() == 200)
+        self.guardian, self.url = self.start_guardian(rules, "guardian.log")
         self.check_token = self.token("check")
         self.admin_token = self.token("admin")
+
+    def start_guardian(self, rules: str = RULES, log: str = "guardian.log"):
+        """Starts a guardian on the fleet's Redis and waits until /readyz
+        answers 200; returns its process and its URL."""
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        p = self._spawn([self.binary, "serve", "--addr", f"127.0.0.1:{port}",
+                         "--redis-url", f"redis://127.0.0.1:{self.redis_port}/0",
+                         "--signing-key-file", self.key_file, "--rules", rules,
+                         "--store-timeout", "250ms", "--log-format", "text"], log)
+        _wait("guardian", lambda: self._ready(url) == 200)
+        return p, url
 
     def _spawn(self, argv, log):
         out = open(os.path.join(self.dir, log), "wb")
@@ -88,9 +98,10 @@ class Fleet:
         except OSError:
             return False
 
-    def _ready(self) -> int:
+    @staticmethod
+    def _ready(url) -> int:
         try:
-            with urllib.request.urlopen(self.url + "/readyz", timeout=1) as r:
+            with urllib.request.urlopen(url + "/readyz", timeout=1) as r:
                 return r.status
         except OSError:
             return 0
@@ -99,6 +110,16 @@ class Fleet:
         out = subprocess.run([self.binary, "token", "--scope", scope, "--subject", "client-test",
                               "--signing-key-file", self.key_file], check=True, capture_output=True, text=True)
         return out.stdout.strip()
+
+    def stop(self, p):
+        """Stops one process the fleet started."""
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
 
     def stop_redis(self):
         self.redis.kill()
@@ -110,11 +131,5 @@ class Fleet:
 
     def close(self):
         for p in reversed(self.procs):
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(5)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+            self.stop(p)
         shutil.rmtree(self.dir, ignore_errors=True)

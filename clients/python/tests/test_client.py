@@ -8,8 +8,8 @@ import socket
 import tempfile
 import unittest
 
-from guardian_client import (Client, ConfigError, FileToken, GuardianError, LocalLimits, Policy, Rate, Responder,
-                             UnavailableError, fingerprint, RULE_LOCAL_ACCOUNT)
+from guardian_client import (Client, ConfigError, Decision, FileToken, GuardianError, LocalLimits, Policy, Rate,
+                             Responder, UnavailableError, fingerprint, RULE_LOCAL_ACCOUNT)
 
 from .fleet import ROOT, Fleet, free_port
 
@@ -117,6 +117,37 @@ class AgainstGuardian(unittest.TestCase):
             out.write(self.fleet.check_token + "\n")
         self.assertEqual(c.check("login", ip="203.0.113.7", account=account()).decision, "allow")
 
+    def test_attempt_allowed(self):
+        c, user, calls = self.client(), account(), []
+        a = c.attempt("login", ip="203.0.113.7", account=user,
+                      on_challenge=lambda d: calls.append("challenge") or True,
+                      verify=lambda: calls.append("verify") or True)
+        self.assertEqual((a.decision.decision, a.verified, a.ok, calls), ("allow", True, True, ["verify"]))
+        self.assertTrue(a.device_token)
+        self.assertIsNone(a.report_error)
+        # The success was reported: its device token has a budget of its own.
+        for _ in range(2):
+            c.check("login", ip="203.0.113.7", account=user)
+        self.assertEqual(c.check("login", ip="203.0.113.7", account=user, device_token=a.device_token).decision, "allow")
+
+    def test_attempt_slowed_verifies_nothing(self):
+        c, user, calls = self.client(), account(), []
+        for _ in range(2):
+            c.check("login", ip="203.0.113.7", account=user)
+        a = c.attempt("login", ip="203.0.113.7", account=user,
+                      on_challenge=lambda d: calls.append("challenge") or True,
+                      verify=lambda: calls.append("verify") or True)
+        self.assertEqual((a.decision.decision, a.verified, calls), ("slow", False, []))
+        self.assertEqual(Responder().refuse(a.decision).status, 429)
+
+    def test_attempt_needs_both_steps(self):
+        c = self.client()
+        with self.assertRaises(TypeError):
+            c.attempt("login", ip="203.0.113.7", account=account(), verify=lambda: True)  # pylint: disable=missing-kwoa
+        with self.assertRaises(ConfigError):
+            c.attempt("login", ip="203.0.113.7", account=account(), on_challenge=None, verify=lambda: True)
+        self.assertEqual(c.stats.checks, 0)
+
     def test_callable_token(self):
         calls = []
         c = self.client(tokens=lambda: calls.append(1) or self.fleet.check_token)
@@ -217,6 +248,55 @@ class RedisDown(unittest.TestCase):
         self.assertEqual([d.decision for d in got], ["allow", "allow", "slow"], fleet.log())
         self.assertTrue(all(d.degraded and not d.unavailable for d in got))
         self.assertEqual(got[2].rule, "ct-account")
+
+
+class Proceed(unittest.TestCase):
+    def test_only_allow_or_a_challenge_passed(self):
+        cases = [(Decision("allow"), True), (Decision("challenge"), False),
+                 (Decision("challenge", challenge_passed=True), True), (Decision("slow"), False), (Decision("block"), False)]
+        for d, want in cases:
+            self.assertEqual(d.proceed, want, d)
+            self.assertEqual(Responder().refuse(d) is None, want, d)
+        self.assertEqual(Responder().refuse(Decision("challenge")).status, 401)
+
+
+class FirstCall(unittest.TestCase):
+    """The calls made before the client's first call ended have
+    first_call_timeout; later ones have timeout."""
+
+    def test_allowance(self):
+        import http.server
+        import threading
+        import time as t
+
+        class Slow(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                t.sleep(0.3)  # longer than timeout, far shorter than the allowance
+                out = b'{"decision":"allow","attempt_id":"at-1","degraded":false,"limits":[],"shadow":[]}'
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(out)))
+                    self.end_headers()
+                    self.wfile.write(out)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up: the second call's timeout
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.server_close)
+        self.addCleanup(srv.shutdown)
+        c = Client(f"http://127.0.0.1:{srv.server_address[1]}", tokens="t", on_unavailable=Policy.FAIL_CLOSED,
+                   timeout=0.1, first_call_timeout=10.0)
+        self.addCleanup(c.close)
+        first = c.check("login", ip="203.0.113.7", account=account())
+        self.assertEqual((first.decision, first.unavailable), ("allow", False))
+        second = c.check("login", ip="203.0.113.7", account=account())
+        self.assertEqual((second.unavailable, second.reason), (True, "timeout"))
 
 
 class Fingerprints(unittest.TestCase):

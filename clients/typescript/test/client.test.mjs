@@ -8,8 +8,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 
+import { createServer as createHttpServer } from "node:http";
+
 import {
-  Client, GuardianError, Policy, Responder, RULE_LOCAL_ACCOUNT, UnavailableError, fileToken, fingerprint, proceed,
+  Client, DEFAULT_FIRST_CALL_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, GuardianError, Policy, Responder, RULE_LOCAL_ACCOUNT, UnavailableError,
+  fileToken, fingerprint, proceed,
 } from "../guardian.mjs";
 import { Fleet, ROOT, freePort } from "./fleet.mjs";
 
@@ -102,6 +105,38 @@ describe("against guardian", () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  test("attempt: allowed, verified, reported", async () => {
+    const c = client(), user = account(), calls = [];
+    const a = await c.attempt({ flow: "login", ip: IP, account: user }, {
+      onChallenge: () => { calls.push("challenge"); return true; },
+      verify: async () => { calls.push("verify"); return true; },
+    });
+    assert.deepEqual([a.decision.decision, a.verified, a.ok, calls, a.reportError], ["allow", true, true, ["verify"], null]);
+    assert.ok(a.deviceToken);
+    // The success was reported: its device token has a budget of its own.
+    for (let i = 0; i < 2; i++) await c.check({ flow: "login", ip: IP, account: user });
+    assert.equal((await c.check({ flow: "login", ip: IP, account: user, deviceToken: a.deviceToken })).decision, "allow");
+  });
+
+  test("attempt: slowed, nothing verified", async () => {
+    const c = client(), user = account(), calls = [];
+    for (let i = 0; i < 2; i++) await c.check({ flow: "login", ip: IP, account: user });
+    const a = await c.attempt({ flow: "login", ip: IP, account: user }, {
+      onChallenge: () => { calls.push("challenge"); return true; },
+      verify: () => { calls.push("verify"); return true; },
+    });
+    assert.deepEqual([a.decision.decision, a.verified, calls], ["slow", false, []]);
+    assert.equal(new Responder().refuse(a.decision).status, 429);
+  });
+
+  test("attempt needs both steps", async () => {
+    const c = client();
+    await assert.rejects(c.attempt({ flow: "login", ip: IP, account: account() }, { verify: () => true }), TypeError);
+    await assert.rejects(c.attempt({ flow: "login", ip: IP, account: account() }, { onChallenge: () => true }), TypeError);
+    await assert.rejects(c.attempt({ flow: "login", ip: IP, account: account() }), TypeError);
+    assert.equal(c.stats.checks, 0);
   });
 
   test("a function gives the token", async () => {
@@ -209,6 +244,45 @@ describe("Redis down: guardian's own fallback decides, degraded", () => {
       await fleet.close();
     }
   });
+});
+
+test("proceed: allow, or a challenge already passed", () => {
+  const d = (decision, challengePassed = false) => ({ decision, challengePassed, rule: "", retryAfterMs: 0, rateLimitPolicy: "", rateLimit: "" });
+  for (const [x, want] of [[d("allow"), true], [d("challenge"), false], [d("challenge", true), true], [d("slow"), false], [d("block"), false]]) {
+    assert.equal(proceed(x), want, JSON.stringify(x));
+    assert.equal(new Responder().refuse(x) === null, want, JSON.stringify(x));
+  }
+  assert.equal(new Responder().refuse(d("challenge")).status, 401);
+});
+
+test("the first-call allowance", async () => {
+  // Answers after 300 ms: longer than timeoutMs, far shorter than the allowance.
+  const srv = createHttpServer((req, res) => {
+    req.resume();
+    req.on("end", () => setTimeout(() => {
+      if (res.destroyed) return;
+      res.setHeader("Content-Type", "application/json");
+      res.end('{"decision":"allow","attempt_id":"at-1","degraded":false,"limits":[],"shadow":[]}');
+    }, 300));
+  });
+  await new Promise((r) => srv.listen(0, "127.0.0.1", r));
+  try {
+    const c = new Client(`http://127.0.0.1:${srv.address().port}`, { tokens: "t", onUnavailable: Policy.FAIL_CLOSED, timeoutMs: 100, firstCallTimeoutMs: 10000 });
+    // Five first calls at once: none has ended when the others start.
+    const first = await Promise.all([1, 2, 3, 4, 5].map(() => c.check({ flow: "login", ip: IP, account: account() })));
+    for (const d of first) assert.deepEqual([d.decision, d.unavailable], ["allow", false]);
+    const later = await c.check({ flow: "login", ip: IP, account: account() });
+    assert.deepEqual([later.unavailable, later.reason], [true, "timeout"]);
+  } finally {
+    srv.closeAllConnections();
+    await new Promise((r) => srv.close(r));
+  }
+});
+
+test("the defaults are every client's", () => {
+  const want = JSON.parse(readFileSync(join(ROOT, "client", "testdata", "defaults.json"), "utf8"));
+  assert.equal(DEFAULT_TIMEOUT_MS, want.timeout_ms);
+  assert.equal(DEFAULT_FIRST_CALL_TIMEOUT_MS, want.first_call_timeout_ms);
 });
 
 test("fingerprints match the shared vectors", () => {

@@ -6,6 +6,7 @@
 import { execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, closeSync } from "node:fs";
+import { get as httpGet } from "node:http";
 import { createServer, connect } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -14,7 +15,10 @@ import { fileURLToPath } from "node:url";
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 
 // The rules every client test runs, shared with the Python client.
-const RULES = join(ROOT, "clients", "testdata", "rules.yaml");
+export const RULES = join(ROOT, "clients", "testdata", "rules.yaml");
+// Rules that challenge a password sprayed over accounts, for the README's
+// snippets.
+export const CHALLENGE_RULES = join(ROOT, "clients", "testdata", "challenge.yaml");
 
 export function freePort() {
   return new Promise((ok, fail) => {
@@ -38,17 +42,27 @@ async function waitFor(what, cond, ms = 15000) {
   throw new Error(`${what} did not come up within ${ms} ms`);
 }
 
+// ready asks /readyz with node:http, not fetch: the test process's fetch
+// stays as cold as a fresh one's.
+const ready = (url) => new Promise((ok) => {
+  const req = httpGet(`${url}/readyz`, (res) => { res.resume(); ok(res.statusCode === 200); });
+  req.on("error", () => ok(false));
+});
+
 const connects = (port) => new Promise((ok) => {
   const c = connect(port, "127.0.0.1", () => { c.destroy(); ok(true); });
   c.on("error", () => ok(false));
 });
 
-/** A redis-server and a guardian serving on it; close() stops both. */
+/**
+ * A redis-server and a guardian serving on it; close() stops both.
+ * startGuardian() starts more guardians on the same Redis.
+ */
 export class Fleet {
-  static async start() {
+  static async start(rules = RULES) {
     const f = new Fleet();
     try {
-      await f.#start();
+      await f.#start(rules);
     } catch (e) {
       await f.close();
       throw e;
@@ -61,7 +75,7 @@ export class Fleet {
     this.procs = [];
   }
 
-  async #start() {
+  async #start(rules) {
     this.binary = process.env.GUARDIAN_BIN;
     if (!this.binary) {
       this.binary = join(this.dir, "guardian");
@@ -69,26 +83,34 @@ export class Fleet {
     }
     this.keyFile = join(this.dir, "signing-key");
     writeFileSync(this.keyFile, randomBytes(32).toString("hex"));
-    const rules = RULES;
-
-    const redisPort = await freePort();
-    this.redis = this.#spawn("redis-server", ["--port", String(redisPort), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+    this.redisPort = await freePort();
+    this.redis = this.#spawn("redis-server", ["--port", String(this.redisPort), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
       "--dir", this.dir], "redis.log");
-    await waitFor("redis-server", () => connects(redisPort));
+    await waitFor("redis-server", () => connects(this.redisPort));
 
-    const port = await freePort();
-    this.url = `http://127.0.0.1:${port}`;
-    this.guardian = this.#spawn(this.binary, ["serve", "--addr", `127.0.0.1:${port}`, "--redis-url", `redis://127.0.0.1:${redisPort}/0`,
-      "--signing-key-file", this.keyFile, "--rules", rules, "--store-timeout", "250ms", "--log-format", "text"], "guardian.log");
-    await waitFor("guardian", async () => {
-      try {
-        return (await fetch(`${this.url}/readyz`)).status === 200;
-      } catch {
-        return false;
-      }
-    });
+    ({ proc: this.guardian, url: this.url } = await this.startGuardian(rules));
     this.checkToken = this.token("check");
     this.adminToken = this.token("admin");
+  }
+
+  /** Starts a guardian on the fleet's Redis, ready (/readyz 200): {proc, url}. */
+  async startGuardian(rules = RULES, log = "guardian.log") {
+    const port = await freePort();
+    const url = `http://127.0.0.1:${port}`;
+    const proc = this.#spawn(this.binary, ["serve", "--addr", `127.0.0.1:${port}`, "--redis-url", `redis://127.0.0.1:${this.redisPort}/0`,
+      "--signing-key-file", this.keyFile, "--rules", rules, "--store-timeout", "250ms", "--log-format", "text"], log);
+    await waitFor("guardian", () => ready(url));
+    return { proc, url };
+  }
+
+  /** Stops one process the fleet started. */
+  async stop(p) {
+    if (p.exitCode === null && p.signalCode === null) {
+      p.kill("SIGTERM");
+      const t = setTimeout(() => p.kill("SIGKILL"), 5000);
+      await p.exited;
+      clearTimeout(t);
+    }
   }
 
   #spawn(cmd, args, log) {
@@ -115,14 +137,7 @@ export class Fleet {
   }
 
   async close() {
-    for (const p of this.procs.reverse()) {
-      if (p.exitCode === null && p.signalCode === null) {
-        p.kill("SIGTERM");
-        const t = setTimeout(() => p.kill("SIGKILL"), 5000);
-        await p.exited;
-        clearTimeout(t);
-      }
-    }
+    for (const p of this.procs.reverse()) await this.stop(p);
     rmSync(this.dir, { recursive: true, force: true });
   }
 }

@@ -149,7 +149,7 @@
         el("td", {}, r.key),
         el("td", {}, r.type),
         el("td", {}, el("span", { class: "badge " + (r.mode === "shadow" ? "shadow" : "") }, r.mode)),
-        el("td", { class: "num" }, b ? b.per_day.toLocaleString("en") : "–"),
+        el("td", { class: "num" }, b ? b.bound.toLocaleString("en") + " " + b.window : "–"),
         el("td", {}, b ? b.what : "–"),
       );
     }));
