@@ -46,8 +46,9 @@ func sources(files [][]byte) []replay.Source {
 // gives, through Run and through Compare; the files one after the other,
 // as cat would join them, give something else.
 func TestRunSourcesMergesByTimestamp(t *testing.T) {
+	t.Parallel()
 	var day bytes.Buffer
-	if _, err := (traffic{users: 100, perSecond: 0.005, attacks: true, sprayNets: 40, fingerprints: true, seed: 9}).write(&day); err != nil {
+	if _, err := (traffic{users: 100, perSecond: 0.002, attacks: true, sprayNets: 12, fingerprints: true, seed: 9}).write(&day); err != nil {
 		t.Fatal(err)
 	}
 	set, old := mustParse(t, tuningRules), mustParse(t, dayRules)

@@ -66,6 +66,7 @@ func TestRunSplitsByOutcome(t *testing.T) {
 // its would-be decisions, and the friction of normal users shows as
 // later_success.
 func TestByOutcomeAddsUp(t *testing.T) {
+	t.Parallel()
 	var events strings.Builder
 	if _, err := (traffic{users: 50, perSecond: 0.01, attacks: true, seed: 6}).write(&events); err != nil {
 		t.Fatal(err)
