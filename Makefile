@@ -7,16 +7,18 @@ PKGS      := ./...
 # every target that runs over the packages runs over it too.
 CLIENT    := client
 STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
-# The version and revision guardian reports (guardian version,
-# guardian_build_info): the nearest tag and the commit, stamped at build time.
-VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
-REVISION  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
-LDFLAGS   := -X github.com/guardian-sec/guardian/internal/version.version=$(VERSION) \
-             -X github.com/guardian-sec/guardian/internal/version.revision=$(REVISION)
+# guardian's one version string: the binary embeds it (guardian version,
+# guardian_build_info), `make image` tags the image with it, and the
+# Kubernetes and compose manifests pin that tag (test/deploy checks them).
+# The revision is the commit, with -dirty for a tree with changes, stamped
+# here as deploy/image.sh stamps it.
+VERSION   := $(shell cat internal/version/VERSION)
+REVISION  := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)$(shell [ -n "$$(git status --porcelain 2>/dev/null)" ] && echo -dirty)
+LDFLAGS   := -X github.com/guardian-sec/guardian/internal/version.revision=$(REVISION)
 export TESTCONTAINERS_RYUK_DISABLED := true
 export TESTCONTAINERS_HOST_OVERRIDE := 127.0.0.1
 
-.PHONY: run build test test-unit test-clients compose-up compose-down prometheus-image lint readme bench bench-load bench-peer fuzz image redis-image tools clean
+.PHONY: version run build test test-unit test-clients compose-up compose-down prometheus-image lint readme bench bench-load bench-peer fuzz image redis-image tools clean
 
 ## run: the service on the embedded store, in development mode (nothing else to install)
 run:
@@ -25,6 +27,10 @@ run:
 ## build: a static binary in bin/
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/guardian
+
+## version: print guardian's version (internal/version/VERSION), the image tag
+version:
+	@echo $(VERSION)
 
 ## test: every test, including integration tests against Redis in containers
 test: redis-image test-clients
@@ -93,23 +99,24 @@ fuzz:
 	  done; \
 	done
 
-## image: guardian's container image (FROM scratch, static binary), built without any registry
+## image: guardian's container image guardian:$(VERSION) (FROM scratch, static binary), built without any registry
 image:
 	bash deploy/image.sh
 
 ## compose-up: the compose fleet of deploy/docker-compose.yaml (two guardians, Redis),
-## with locally built images and a signing key made once in deploy/.secrets
+## with locally built images and a signing key and a hash key made once in deploy/.secrets
 COMPOSE_KEY := deploy/.secrets/signing-key
+COMPOSE_HASH_KEY := deploy/.secrets/hash-key
 COMPOSE_REDIS_PASSWORD := deploy/.secrets/redis-password
 COMPOSE_REDIS_ACL := deploy/.secrets/users.acl
-compose-up: image redis-image $(COMPOSE_KEY) $(COMPOSE_REDIS_ACL)
+compose-up: image redis-image $(COMPOSE_KEY) $(COMPOSE_HASH_KEY) $(COMPOSE_REDIS_ACL)
 	bash deploy/compose.sh up -d
 
 ## compose-down: stops and removes the fleet; the Redis volume (the hard stops) stays
 compose-down:
 	bash deploy/compose.sh --profile monitoring down
 
-$(COMPOSE_KEY):
+$(COMPOSE_KEY) $(COMPOSE_HASH_KEY):
 	@mkdir -p $(dir $@)
 	@head -c 48 /dev/urandom | base64 > $@.tmp && chmod 644 $@.tmp && mv $@.tmp $@
 	@echo "compose: made $@ (read by uid 65532 in the containers)"

@@ -266,6 +266,7 @@ func (c *Client) check(ctx context.Context, req CheckRequest) (Decision, error) 
 	body, err := json.Marshal(wireCheck{
 		Flow: string(req.Flow), Account: req.Account, IP: req.IP, Recipient: req.Recipient,
 		DeviceToken: req.DeviceToken, SecretFingerprint: req.SecretFingerprint, Cost: req.Cost, ChallengePassed: req.ChallengePassed,
+		PasswordSHA1: req.PasswordSHA1,
 	})
 	if err != nil {
 		return Decision{}, fmt.Errorf("client: check: %w", err)
@@ -353,6 +354,7 @@ func parseDecision(a answer, now time.Time) (Decision, bool) {
 		Shadow:          make([]ShadowResult, len(w.Shadow)),
 		RateLimitPolicy: a.header.Get("RateLimit-Policy"),
 		RateLimit:       a.header.Get("RateLimit"),
+		Breached:        w.Breached,
 	}
 	if !d.Action.valid() || d.Action.answeredOK() != (a.status == http.StatusOK) || w.RetryAfterMS < 0 {
 		return Decision{}, false
@@ -665,7 +667,8 @@ type (
 
 		SecretFingerprint string `json:"secret_fingerprint,omitempty"`
 		// ChallengePassed is only sent when true.
-		ChallengePassed bool `json:"challenge_passed,omitempty"`
+		ChallengePassed bool   `json:"challenge_passed,omitempty"`
+		PasswordSHA1    string `json:"password_sha1,omitempty"`
 	}
 	wireDecision struct {
 		Decision     *string      `json:"decision"`
@@ -677,6 +680,7 @@ type (
 		Trust        string       `json:"trust"`
 		Limits       []wireLimit  `json:"limits"`
 		Shadow       []wireShadow `json:"shadow"`
+		Breached     *bool        `json:"breached"`
 	}
 	wireLimit struct {
 		Rule      string `json:"rule"`

@@ -142,6 +142,11 @@ func TestAgainstThePreviousRelease(t *testing.T) {
 		req = login
 		req.ChallengePassed = true
 		_, _ = c.Check(ctx, req)
+		req = login
+		req.PasswordSHA1 = client.PasswordSHA1("hunter2")
+		if _, err := c.Check(ctx, req); err == nil {
+			t.Error("a check with a password's SHA-1 was accepted by a guardian that does not know the field")
+		}
 		got := refused()
 		slices.Sort(got)
 		var want []string

@@ -45,6 +45,12 @@ type CheckRequest struct {
 	// for this attempt: guardian counts the check in the account's
 	// challenged bucket, so a human always has a way in.
 	ChallengePassed bool
+	// PasswordSHA1 is PasswordSHA1(password) of the password about to be
+	// verified: guardian's answer then says in Decision.Breached whether
+	// its breached-password filter holds it, the decision unchanged. It is
+	// sent only when set (guardian 0.1.0 refuses the field); the password
+	// itself never leaves the auth service.
+	PasswordSHA1 string
 }
 
 // Action is what guardian (or the Policy, when guardian did not answer)
@@ -131,6 +137,11 @@ type Decision struct {
 	// CheckRequest.ChallengePassed: the end user already solved the
 	// challenge for this attempt, so a Challenge lets it go ahead.
 	ChallengePassed bool
+	// Breached is guardian's answer to CheckRequest.PasswordSHA1: whether
+	// its breached-password filter holds the password. nil is "unknown",
+	// never "not breached": the check carried no PasswordSHA1, guardian
+	// has no filter that can answer, or the Policy decided.
+	Breached *bool
 }
 
 // Proceed reports whether the auth service may go on to verify the

@@ -253,3 +253,56 @@ func ExampleDecision_Proceed() {
 	// challenge true true
 	// slow false false
 }
+
+// A password change: a new password that appeared in a breach is refused
+// before it is stored, and guardian not able to say is "unknown", never
+// "not breached".
+func ExampleClient_CheckPassword() {
+	guardian := breachedGuardian() // stands in for guardian serve --breached: its filter holds hunter2
+	defer guardian.Close()
+
+	c, err := client.New(client.Config{
+		BaseURL:       guardian.URL, // https://guardian.internal:8080
+		Tokens:        client.StaticToken("token from `guardian token --scope check`"),
+		OnUnavailable: client.Local, // for checks; no policy answers a password check
+	})
+	if err != nil {
+		panic(err)
+	}
+	changePassword := func(ctx context.Context, user, newPassword string) string {
+		breached, err := c.CheckPassword(ctx, newPassword) // sends only its SHA-1
+		switch {
+		case errors.Is(err, client.ErrNoBreachedFilter), errors.Is(err, client.ErrUnavailable):
+			// unknown: your policy; here the change goes ahead, checked again later
+		case err != nil:
+			return "try again later" // a refused token: a bug to fix
+		case breached:
+			return "this password appeared in a data breach; choose another"
+		}
+		storePassword(user, newPassword)
+		return "password changed"
+	}
+
+	for _, pw := range []string{"hunter2", "a passphrase of alice's own"} {
+		fmt.Println(changePassword(context.Background(), "alice", pw))
+	}
+	// Output:
+	// this password appeared in a data breach; choose another
+	// password changed
+}
+
+// breachedGuardian stands in for guardian serving a breached-password
+// filter that holds one password, hunter2.
+func breachedGuardian() *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var q struct {
+			SHA1 string `json:"sha1"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&q)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"breached":%t}`, q.SHA1 == client.PasswordSHA1("hunter2"))
+	}))
+}
+
+// storePassword is the auth service's own: it stores a password's hash.
+func storePassword(user, password string) {}

@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# Builds guardian's container image (default guardian:latest) without any
-# registry: the binary is compiled here (static, CGO_ENABLED=0, -trimpath)
-# and copied with the host's CA bundle into the FROM scratch image of
-# deploy/Dockerfile. Set GUARDIAN_IMAGE for another tag, GO for another go.
+# Builds guardian's container image, guardian:VERSION, without any registry:
+# the binary is compiled here (static, CGO_ENABLED=0, -trimpath) and copied
+# with the host's CA bundle into the FROM scratch image of
+# deploy/Dockerfile. Set GUARDIAN_IMAGE for another name or tag, GO for
+# another go.
 #
-# The version (GUARDIAN_VERSION, default from git describe: the tag, or
-# 0.0.0-dev+COMMIT between tags; -dirty with uncommitted changes) and the
-# commit go into the binary (guardian version, guardian_build_info) and into
-# the image's OCI labels.
+# VERSION is internal/version/VERSION, guardian's one version string: the
+# binary embeds it (guardian version, guardian_build_info), it is the image's
+# tag and its org.opencontainers.image.version label, and the Kubernetes
+# and compose manifests pin it. The commit is the revision label, and the
+# binary's revision (with -dirty for a tree with changes), as `make build`
+# stamps it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-image="${GUARDIAN_IMAGE:-guardian:latest}"
+version=$(cat internal/version/VERSION)
+image="${GUARDIAN_IMAGE:-guardian:$version}"
 go="${GO:-go}"
 ca=/etc/ssl/certs/ca-certificates.crt
 
@@ -25,16 +29,15 @@ dirty=
 if [ "$revision" != unknown ] && [ -n "$(git status --porcelain 2>/dev/null)" ]; then
 	dirty=-dirty
 fi
-version="${GUARDIAN_VERSION:-$(git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null ||
-	echo "0.0.0-dev+${revision:0:12}${dirty}")}"
 
 ctx=$(mktemp -d)
 trap 'rm -rf "$ctx"' EXIT
 
-pkg=github.com/guardian-sec/guardian/internal/version
-CGO_ENABLED=0 "$go" build -trimpath -ldflags "-X $pkg.version=$version -X $pkg.revision=$revision" \
+CGO_ENABLED=0 "$go" build -trimpath \
+	-ldflags "-X github.com/guardian-sec/guardian/internal/version.revision=$revision$dirty" \
 	-o "$ctx/guardian" ./cmd/guardian
 cp "$ca" "$ctx/ca-certificates.crt"
+mkdir "$ctx/var-lib-guardian"
 old=$(docker image inspect -f '{{.Id}}' "$image" 2>/dev/null || true)
 docker build -q -f deploy/Dockerfile -t "$image" \
 	--build-arg "VERSION=$version" --build-arg "REVISION=$revision" "$ctx" >/dev/null

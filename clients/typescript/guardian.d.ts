@@ -43,6 +43,8 @@ export interface CheckRequest {
   secretFingerprint?: string;
   /** The end user solved a CAPTCHA or second factor for this attempt. */
   challengePassed?: boolean;
+  /** passwordSHA1() of the password about to be verified: the decision's breached answers for it. Sent only when given. */
+  passwordSHA1?: string;
 }
 
 export interface Limit { rule: string; remaining: number; resetMs: number }
@@ -70,6 +72,12 @@ export interface Decision {
   reason: Reason | "";
   /** The check carried challengePassed: a challenge lets the attempt go ahead. */
   challengePassed: boolean;
+  /**
+   * Whether guardian's breached-password filter holds the check's passwordSHA1;
+   * null is "unknown", never "not breached": no passwordSHA1, no filter that can
+   * answer, or the policy decided.
+   */
+  breached: boolean | null;
 }
 
 /** What attempt() needs besides the check: both required. */
@@ -148,6 +156,8 @@ export declare class Client {
   report(attemptId: string, outcome: Outcome): Promise<ReportResult>;
   accountStatus(account: string): Promise<AccountStatus>;
   resetAccount(account: string): Promise<void>;
+  /** Whether a password is known to be breached; only its SHA-1 is sent. */
+  checkPassword(password: string | Uint8Array): Promise<boolean>;
 }
 
 export declare class GuardianError extends Error {
@@ -178,3 +188,8 @@ export declare function fileToken(path: string, options?: { intervalMs?: number;
 export declare function fingerprint(key: string | Uint8Array, secret: string | Uint8Array): string;
 /** Whether to go on and verify: allow, or a challenge to a check that carried challengePassed. */
 export declare function proceed(d: Decision): boolean;
+
+/** checkPassword() could not be answered: guardian has no breached-password filter that can (404). */
+export declare class NoBreachedFilterError extends GuardianError {}
+/** The SHA-1 of a password (UTF-8) in hex, what checkPassword() sends. */
+export declare function passwordSHA1(password: string | Uint8Array): string;

@@ -8,7 +8,7 @@
 // no default, and check() never throws "guardian is down" for the caller to
 // forget about, it returns the decision of that policy with unavailable set.
 
-import { createHmac, randomBytes } from "node:crypto";
+import { createHash, createHmac, randomBytes } from "node:crypto";
 import { readFile, stat } from "node:fs/promises";
 import { Agent as HttpAgent, request as httpRequest } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
@@ -77,6 +77,26 @@ export class UnavailableError extends Error {
 
 class Unavailable {
   constructor(reason, detail) { this.reason = reason; this.detail = detail; }
+}
+
+/**
+ * checkPassword() could not be answered: guardian has no breached-password
+ * filter that can (none loaded, or one of NTLM hashes; 404). Nothing was
+ * looked up: "unknown", never "not breached".
+ */
+export class NoBreachedFilterError extends GuardianError {
+  constructor(status, code = "", message = "") {
+    super(status, code, message);
+    this.name = "NoBreachedFilterError";
+  }
+}
+
+/**
+ * The SHA-1 of a password (UTF-8) in hex: what checkPassword() sends in
+ * place of the password, which never leaves the auth service.
+ */
+export function passwordSHA1(password) {
+  return createHash("sha1").update(typeof password === "string" ? Buffer.from(password, "utf8") : password).digest("hex");
 }
 
 // Token sources ------------------------------------------------------------
@@ -356,11 +376,15 @@ export class Client {
    * Asks guardian whether an attempt may go ahead. When guardian does not
    * answer, resolves to the policy's decision with unavailable set. Rejects
    * with GuardianError only for a request guardian refused: verify nothing.
+   * passwordSHA1 (passwordSHA1() of the password about to be verified) asks
+   * in the same call whether guardian's breached-password filter holds it:
+   * the decision's breached, the decision unchanged. Like every field newer
+   * than guardian 0.1.0, it is sent only when given.
    */
   async check(req) {
     const body = { flow: req.flow, ip: req.ip };
     for (const [k, w] of [["account", "account"], ["recipient", "recipient"], ["deviceToken", "device_token"], ["cost", "cost"],
-      ["secretFingerprint", "secret_fingerprint"], ["challengePassed", "challenge_passed"]]) {
+      ["secretFingerprint", "secret_fingerprint"], ["challengePassed", "challenge_passed"], ["passwordSHA1", "password_sha1"]]) {
       if (req[k]) body[w] = req[k];
     }
     let d;
@@ -453,6 +477,27 @@ export class Client {
     await this.#admin("POST", "/v1/accounts/reset", { account });
   }
 
+  /**
+   * Whether a password is known to be breached, for password set and change
+   * flows: refuse a new password on true. Only its SHA-1 is sent; guardian
+   * answers from the filter of serve --breached and never logs, keeps or
+   * counts it. A password not in the list answers true 1 time in 256.
+   * Rejects with NoBreachedFilterError when guardian has no filter that can
+   * answer, UnavailableError when it does not answer, GuardianError when it
+   * refuses: none of them is a "no".
+   */
+  async checkPassword(password) {
+    let w;
+    try {
+      w = await this.#admin("POST", "/v1/passwords/check", { sha1: passwordSHA1(password) });
+    } catch (e) {
+      if (e instanceof GuardianError && e.status === 404) throw new NoBreachedFilterError(e.status, e.code, e.detail);
+      throw e;
+    }
+    if (typeof w.breached !== "boolean") throw new UnavailableError("malformed", 'password check answer is not {"breached": bool}');
+    return w.breached;
+  }
+
   async #admin(method, path, body) {
     const a = await this.#external(method, path, body);
     if (a.status !== 200) throw answerError(a);
@@ -520,7 +565,7 @@ function limits(ws) {
 
 function emptyDecision() {
   return { decision: "", rule: "", retryAfterMs: 0, attemptId: "", degraded: false, limits: [], shadow: [], trust: "", repeatGuess: false,
-    rateLimitPolicy: "", rateLimit: "", unavailable: false, reason: "", challengePassed: false };
+    rateLimitPolicy: "", rateLimit: "", unavailable: false, reason: "", challengePassed: false, breached: null };
 }
 
 const ACTIONS = ["allow", "challenge", "slow", "block"];
@@ -555,6 +600,7 @@ function parseDecision(a) {
     trust: String(w.trust ?? ""), repeatGuess: !!w.repeat_guess,
     rateLimitPolicy: a.headers.get("ratelimit-policy") ?? "", rateLimit: a.headers.get("ratelimit") ?? "",
     unavailable: false, reason: "", challengePassed: false,
+    breached: typeof w.breached === "boolean" ? w.breached : null,
   };
 }
 

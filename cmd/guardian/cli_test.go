@@ -36,6 +36,8 @@ func TestCLIGolden(t *testing.T) {
 		{"replay-help", []string{"replay", "--help"}, nil},
 		{"simulate-help", []string{"simulate", "--help"}, nil},
 		{"simulate-unknown-scenario", []string{"simulate", "--scenario", "phishing"}, nil},
+		{"breached-help", []string{"breached", "--help"}, nil},
+		{"breached-build-help", []string{"breached", "build", "--help"}, nil},
 		{"version", []string{"version"}, nil},
 		{"version-flag", []string{"--version"}, nil},
 		{"unknown-command", []string{"frobnicate"}, nil},
@@ -62,6 +64,7 @@ func TestCLIGolden(t *testing.T) {
 		{"token-scope-env", []string{"token", "--signing-key", testSigningKey}, map[string]string{"GUARDIAN_SCOPE": "check"}},
 		{"replay-rules-env", []string{"replay", "events.jsonl"}, map[string]string{"GUARDIAN_RULES": "rules.yaml"}},
 		{"simulate-rules-env", []string{"simulate", "--scenario", "phishing"}, map[string]string{"GUARDIAN_RULES": "testdata/cli/no-such-file.yaml"}},
+		{"breached-build-out-env", []string{"breached", "build"}, map[string]string{"GUARDIAN_OUT": "filter.bin"}},
 		{"rules-explain-help", []string{"rules", "explain", "--help"}, nil},
 		{"token-empty-key-file", []string{"token", "--scope", "check", "--signing-key-file", "testdata/cli/empty-key"}, nil},
 		{"serve-empty-key-file", []string{"serve", "--signing-key-file", "testdata/cli/empty-key"}, nil},
@@ -99,7 +102,7 @@ func normalise(s string) string {
 // TestEveryCommandHasHelp: each command answers --help and -h with its
 // flags on stdout, exit 0, nothing on stderr.
 func TestEveryCommandHasHelp(t *testing.T) {
-	for _, cmd := range [][]string{{"serve"}, {"token"}, {"rules", "check"}, {"rules", "explain"}, {"replay"}, {"simulate"}, {"version"}} {
+	for _, cmd := range [][]string{{"serve"}, {"token"}, {"rules", "check"}, {"rules", "explain"}, {"replay"}, {"simulate"}, {"breached"}, {"breached", "build"}, {"version"}} {
 		for _, h := range []string{"--help", "-h", "-help"} {
 			var out, errOut bytes.Buffer
 			args := append(append([]string{}, cmd...), h)
@@ -117,6 +120,8 @@ func TestEveryCommandHasHelp(t *testing.T) {
 func TestOnlyServeReadsTheEnvironment(t *testing.T) {
 	rulesPath := filepath.Join(t.TempDir(), "rules.yaml")
 	writeTestFile(t, rulesPath, "version: 1\nrules:\n  - name: only\n    flows: [login]\n    key: ip\n    type: rate\n    limit: 1\n    per: 1m\n")
+	hashList := filepath.Join(t.TempDir(), "pwned.txt")
+	writeTestFile(t, hashList, "5BAA61E4C9B93F3F0682250B6CF8331B7EE68FD8:3\n")
 	tests := []struct {
 		name string
 		args []string
@@ -152,6 +157,21 @@ func TestOnlyServeReadsTheEnvironment(t *testing.T) {
 				// scenario is looked up.
 				if code != exitUsage || !strings.Contains(errOut, `unknown scenario: "phishing"`) || strings.Count(errOut, "guardian simulate:") != 1 {
 					return "want the unknown scenario alone, as without the variables"
+				}
+				return ""
+			}},
+		{"GUARDIAN_FORMAT and GUARDIAN_MIN_COUNT are not breached build's", []string{"breached", "build", "--out", filepath.Join(t.TempDir(), "filter.bgf"), hashList},
+			map[string]string{"GUARDIAN_FORMAT": "ntlm", "GUARDIAN_MIN_COUNT": "5"},
+			func(code int, out, _ string) string {
+				if code != exitOK || !strings.Contains(out, " 1 entries from 1 sha1 lines (1 kept)") {
+					return "want the SHA-1 seen 3 times kept, as without the variables"
+				}
+				return ""
+			}},
+		{"GUARDIAN_OUT is not breached build's --out", []string{"breached", "build", rulesPath}, map[string]string{"GUARDIAN_OUT": filepath.Join(t.TempDir(), "filter.bgf")},
+			func(code int, _, errOut string) string {
+				if code != exitUsage || !strings.Contains(errOut, "--out FILE is required") {
+					return "want --out required, as without the variable"
 				}
 				return ""
 			}},
@@ -192,7 +212,7 @@ func TestOnlyServeReadsTheEnvironment(t *testing.T) {
 func TestHelpNamesEveryVariableOnce(t *testing.T) {
 	shared := map[string]bool{"GUARDIAN_SIGNING_KEY": true, "GUARDIAN_SIGNING_KEY_FILE": true}
 	owner := map[string]string{}
-	for _, cmd := range [][]string{{"serve"}, {"token"}, {"rules", "check"}, {"rules", "explain"}, {"replay"}, {"simulate"}, {"version"}} {
+	for _, cmd := range [][]string{{"serve"}, {"token"}, {"rules", "check"}, {"rules", "explain"}, {"replay"}, {"simulate"}, {"breached", "build"}, {"breached", "info"}, {"version"}} {
 		var out bytes.Buffer
 		if code := run(context.Background(), append(append([]string{}, cmd...), "--help"), env(nil), &out, &bytes.Buffer{}); code != exitOK {
 			t.Fatalf("guardian %s --help: exit %d", strings.Join(cmd, " "), code)

@@ -50,6 +50,7 @@ Usage:
   guardian replay --rules FILE EVENTS.jsonl...  what each rule would do to recorded traffic
   guardian replay --compare OLD NEW EVENTS...   what NEW would decide differently from OLD
   guardian simulate [--rules FILE]              what rules do to built-in attacks, and cost users
+  guardian breached build --out FILE [INPUT…]   a breached-password filter for serve --breached
   guardian version                              print the version
 
 Run 'guardian COMMAND --help' for a command's flags. The flags of serve, and
@@ -84,6 +85,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return replayCmd(ctx, args, stdout, stderr)
 	case "simulate":
 		return simulateCmd(ctx, args, stdout, stderr)
+	case "breached":
+		return breachedCmd(ctx, args, stdout, stderr)
 	case "version":
 		return versionCmd(args, stdout, stderr)
 	}
@@ -338,7 +341,43 @@ func (k *keyFlags) source(flag string) string {
 	return k.cmd.source(flag)
 }
 
-const signingKeyUsage = "secret (at least 32 bytes) for service tokens, attempt ids and device tokens; empty: development mode with an ephemeral key"
+// loadAll returns the configured keys, one a line (the file's, or the
+// value's): the first is the signing key. ok is false when none is
+// configured; a file given that holds no key is an error. An error names
+// the flag (or variable) the unusable keys came from.
+func (k *keyFlags) loadAll() (keys []secret.Key, ok bool, err error) {
+	from := k.source(k.name)
+	switch {
+	case k.keyFile != "" && k.key != "":
+		return nil, false, fmt.Errorf("set %s or %s, not both", from, k.source(k.name+"-file"))
+	case k.keyFile != "":
+		from = k.source(k.name + "-file")
+		b, rerr := os.ReadFile(k.keyFile)
+		if rerr != nil {
+			return nil, false, fmt.Errorf("%s: %w", from, rerr)
+		}
+		if keys, err = secret.ParseKeys(b); errors.Is(err, secret.ErrNoKey) {
+			return nil, false, fmt.Errorf("%s: %s is empty", from, k.keyFile)
+		}
+	case strings.Contains(k.key, "\n"):
+		keys, err = secret.ParseKeys([]byte(k.key))
+	case k.key != "":
+		var key secret.Key
+		key, err = secret.New([]byte(k.key))
+		keys = []secret.Key{key}
+	default:
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: %w", from, err)
+	}
+	return keys, true, nil
+}
+
+const signingKeyUsage = "secret (at least 32 bytes) for service tokens, attempt ids and device tokens; several, one a line: the first signs, every one verifies; empty: development mode with an ephemeral key"
+
+// signingKeyFileUsage is --signing-key-file's usage.
+const signingKeyFileUsage = "file holding the signing keys, one a line: the first signs, every one verifies; serve reads it again on SIGHUP and whenever it changes"
 
 // newLogger is the log of --log-format and --log-level. Durations are
 // written one way in both formats, as Go writes them ("24h0m0s", "1.5ms"),
@@ -369,7 +408,8 @@ func durationString(_ []string, a slog.Attr) slog.Attr {
 const serveHelp = `Usage: guardian serve [flags]
 
 Runs the HTTP service (also what 'guardian' with no command does). SIGHUP
-reloads the rules file; SIGTERM drains in-flight requests and exits 0.
+reloads the rules file, the signing key file, the TLS certificate and the
+--breached filter; SIGTERM drains in-flight requests and exits 0.
 `
 
 // serve is `guardian serve`, also what `guardian` with flags alone runs
@@ -390,7 +430,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	fs.StringVar(&cfg.Redis.KeyFile, "redis-key-file", "", "PEM key of --redis-cert-file")
 	fs.StringVar(&cfg.Redis.PasswordFile, "redis-password-file", "", "file whose first line is the Redis password, in place of one in --redis-url (the user stays the URL's)")
 	keys.register(c, "signing-key", signingKeyUsage)
-	previousKey.register(c, "previous-signing-key", "during a key rotation, the signing key being replaced: what it signed still verifies; never used to sign")
+	fs.Lookup("signing-key-file").Usage = signingKeyFileUsage
+	previousKey.register(c, "previous-signing-key", "during a key rotation, the signing key being replaced: what it signed still verifies; never used to sign (read at start; the lines of --signing-key-file rotate without a restart)")
 	hashKey.register(c, "hash-key", "secret (at least 32 bytes) that keys the hashes of accounts, addresses and recipients; empty: derived from the signing key. Set it to rotate the signing key without resetting every limit")
 	fs.DurationVar(&cfg.StoreTimeout, "store-timeout", 5*time.Millisecond, "deadline of one store call")
 	fs.DurationVar(&cfg.AttemptTTL, "attempt-ttl", tokens.AttemptTTL, "how long an attempt id can be reported; a count only unreported checks made is kept twice as long at most")
@@ -401,7 +442,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	fs.StringVar(&accountFold, "account-fold", "", "`accents`: accounts also compare without accents (combining marks removed), for auth services whose user lookup ignores them; empty: accents count")
 	fs.StringVar(&region, "default-region", "", "ISO 3166-1 alpha-2 `region` (e.g. GB) a phone number without an international prefix is dialled in; empty: such a number is read as international without its +")
 	fs.StringVar(&decisionLog, "decision-log", "", "append a decision log (one JSON line per check and report, in the replay format, identifiers pseudonymised) to this `file`, or - for stdout; empty: none")
+	fs.StringVar(&cfg.BreachedPath, "breached", "", "breached-password filter `file` (guardian breached build) for POST /v1/passwords/check and a check's password_sha1; reloaded on SIGHUP; empty: none")
 	fs.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", "", "trace checks and reports to this OTLP/HTTP collector `URL` (e.g. http://collector:4318); empty: no tracing")
+	fs.StringVar(&cfg.AdminAddr, "admin-addr", "", "serve the admin API and the console on a listener of their own at this `address` (the main one then answers 404 for them); empty: on --addr")
+	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "PEM certificate (its chain after it) to serve TLS with on every listener but --pprof's, with --tls-key-file; read again on SIGHUP and whenever it changes")
+	fs.StringVar(&cfg.TLSKeyFile, "tls-key-file", "", "PEM key of --tls-cert-file")
 	pos, code, ok := c.parse(args, getenv, stdout, stderr)
 	if !ok {
 		return code
@@ -431,20 +476,25 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		c.fail(stderr, "%v", err)
 		return exitUsage
 	}
-	key, haveKey, err := keys.load()
+	signing, haveKey, err := keys.loadAll()
 	if err != nil {
 		c.fail(stderr, "%v", err)
 		return exitUsage
 	}
 	if !haveKey {
-		key = secret.Generate()
+		signing = []secret.Key{secret.Generate()}
 	}
-	cfg.SigningKey = key
-	if prev, ok, err := previousKey.load(); err != nil {
+	key := signing[0]
+	cfg.SigningKey, cfg.SigningKeyFile = key, keys.keyFile
+	if keys.keyFile == "" {
+		// The server reads a key file itself, again on every reload.
+		cfg.PreviousSigningKeys = signing[1:]
+	}
+	if prev, ok, err := previousKey.loadAll(); err != nil {
 		c.fail(stderr, "%v", err)
 		return exitUsage
 	} else if ok {
-		cfg.PreviousSigningKeys = []secret.Key{prev}
+		cfg.PreviousSigningKeys = append(cfg.PreviousSigningKeys, prev...)
 	}
 	if hk, ok, err := hashKey.load(); err != nil {
 		c.fail(stderr, "%v", err)
@@ -499,7 +549,8 @@ func normalizer(fold, region string) (*keys.Normalizer, error) {
 }
 
 // serveUntilSignalled runs the instance until SIGTERM or SIGINT (drain, exit
-// 0), reloading the rules on SIGHUP.
+// 0), reloading the rules, the signing keys, the certificate and the
+// breached-password filter on SIGHUP.
 func serveUntilSignalled(ctx context.Context, srv *server.Server, log *slog.Logger) int {
 	if err := srv.Start(); err != nil {
 		log.Error("cannot start", "err", err)
@@ -512,7 +563,7 @@ func serveUntilSignalled(ctx context.Context, srv *server.Server, log *slog.Logg
 		select {
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
-				_, _ = srv.Reload() // Reload logs both outcomes.
+				srv.Hangup() // logs what it reloaded and what it refused
 				continue
 			}
 			log.Info("draining", "signal", sig.String())
@@ -530,10 +581,12 @@ func serveUntilSignalled(ctx context.Context, srv *server.Server, log *slog.Logg
 
 const tokenHelp = `Usage: guardian token --scope check|admin [flags]
 
-Prints one service token, signed with the signing key serve uses: the token
-alone, one line on stdout. Scope check calls /v1/check and /v1/report; scope
-admin also calls the admin API. The key flags read the same environment
-variables as serve's; the others read none.
+Prints one service token, signed with the signing key serve uses (the first
+of the key file): the token alone, one line on stdout. Scope check calls
+/v1/check and /v1/report; scope admin also calls the admin API. Each token
+has a jti of its own, what POST /v1/tokens/revoke names it by: --print-jti
+writes it, with the expiry, to stderr. The key flags read the same
+environment variables as serve's; the others read none.
 `
 
 const tokenSigningKeyUsage = "the signing key serve uses, at least 32 bytes (required: this or --signing-key-file)"
@@ -544,10 +597,13 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	var keys keyFlags
 	var scope, subject string
 	var ttl time.Duration
+	var printJTI bool
 	keys.register(c, "signing-key", tokenSigningKeyUsage)
+	fs.Lookup("signing-key-file").Usage = signingKeyFileUsage
 	fs.StringVar(&scope, "scope", "", "token scope: check or admin (required)")
-	fs.DurationVar(&ttl, "ttl", 24*time.Hour, "how long the token is valid")
+	fs.DurationVar(&ttl, "ttl", 720*time.Hour, "how long the token is valid, at most 8760h; guardian warns once 10% of it (at most 72h) is left")
 	fs.StringVar(&subject, "subject", "guardian-cli", "who the token is for (shown in admin audit logs)")
+	fs.BoolVar(&printJTI, "print-jti", false, "also write \"jti=ID expires_at=RFC3339\" to stderr: what POST /v1/tokens/revoke takes")
 	pos, code, ok := c.parse(args, getenv, stdout, stderr)
 	if !ok {
 		return code
@@ -561,11 +617,11 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		c.fail(stderr, "--scope must be check or admin")
 		return exitUsage
 	}
-	if ttl <= 0 {
-		c.fail(stderr, "--ttl must be positive")
+	if ttl <= 0 || ttl > tokens.MaxTTL {
+		c.fail(stderr, "--ttl must be positive and at most 8760h")
 		return exitUsage
 	}
-	key, ok, err := keys.load()
+	signing, ok, err := keys.loadAll()
 	if err != nil {
 		c.fail(stderr, "%v", err)
 		return exitUsage
@@ -574,7 +630,15 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		c.fail(stderr, "a signing key is required (--signing-key, --signing-key-file or GUARDIAN_SIGNING_KEY)")
 		return exitUsage
 	}
-	tok, err := tokens.NewService(key).Issue(sc, subject, ttl, time.Now())
+	svc := tokens.NewService(signing[0])
+	now := time.Now()
+	tok, err := svc.Issue(sc, subject, ttl, now)
+	if err == nil && printJTI {
+		var cl tokens.Claims
+		if cl, err = svc.Verify(tok, now); err == nil {
+			fmt.Fprintf(stderr, "jti=%s expires_at=%s\n", cl.ID, cl.ExpiresAt.UTC().Format(time.RFC3339))
+		}
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "guardian token:", err)
 		return exitFailure

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -120,22 +119,12 @@ func progressLine(w io.Writer) func(simulate.Progress) {
 			fmt.Fprintf(w, "\r\033[Kguardian simulate: %s done, %d checks in %s\n", p.Scenario, p.Checks, now.Sub(start).Round(100*time.Millisecond))
 			scenario = ""
 			return
-		case now.Sub(last) < 200*time.Millisecond:
+		case now.Sub(last) < progressRedraw:
 			return
 		}
 		last = now
 		fmt.Fprintf(w, "\r\033[Kguardian simulate: %s %3.0f%% of its day, %d checks, %s", p.Scenario, 100*p.Done, p.Checks, now.Sub(start).Round(time.Second))
 	}
-}
-
-// isTerminal reports whether w is a terminal (a character device).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 var _ flag.Value = (*scenarioFlags)(nil)

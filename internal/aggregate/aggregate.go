@@ -127,8 +127,6 @@ type Config struct {
 	// Logger receives a line when the view becomes degraded and when it
 	// recovers; nil means slog.Default().
 	Logger *slog.Logger
-	// Riders share the loop (see Rider); nil means none.
-	Riders []Rider
 }
 
 // Aggregate counts reported failures per flow over a sliding window and
@@ -192,7 +190,6 @@ func New(cfg Config) *Aggregate {
 	f.refreshEvery = orDefault(cfg.RefreshEvery, defaultRefreshEvery)
 	f.syncTimeout = orDefault(cfg.SyncTimeout, defaultSyncTimeout)
 	f.observe = cfg.Observe
-	f.riders = cfg.Riders
 	f.log = cfg.Logger
 	if f.log == nil {
 		f.log = slog.Default()

@@ -24,17 +24,6 @@ type Shared interface {
 	Sync(ctx context.Context, b *Batch) error
 }
 
-// Rider is other work of the fleet's that rides on an Aggregate's loop
-// rather than running a loop of its own: the heartbeat of the instance and
-// the flush of its shadow tallies. The loop calls every rider, in order,
-// after each refresh (every RefreshEvery, with or without a Shared store),
-// and Close calls each once more with final set, after the loop stopped and
-// the last flush; ctx is bounded by SyncTimeout. A rider handles and logs
-// its own errors: a rider's failure says nothing about the failure counts.
-type Rider interface {
-	Ride(ctx context.Context, final bool)
-}
-
 // Bucket names one time bucket of a flow: the failures reported in
 // (Index·Width, (Index+1)·Width], Unix time, Width being the Batch's.
 type Bucket struct {
@@ -79,7 +68,6 @@ type fleet struct {
 	refreshEvery time.Duration
 	syncTimeout  time.Duration
 	observe      func(flow string, perSecond float64)
-	riders       []Rider
 	log          *slog.Logger
 
 	// degraded is set when a sync fails and cleared by a good refresh.
@@ -121,9 +109,8 @@ func (a *Aggregate) Start() {
 }
 
 // Close stops the loop, waiting for a round trip in progress, and flushes
-// what is left, within SyncTimeout; then each rider has its final round. It
-// returns the flush's error; the failures it could not send are still
-// counted here.
+// what is left, within SyncTimeout. It returns the flush's error; the
+// failures it could not send are still counted here.
 func (a *Aggregate) Close() error {
 	a.runMu.Lock()
 	cancel, done := a.cancel, a.done
@@ -133,18 +120,7 @@ func (a *Aggregate) Close() error {
 		cancel()
 		<-done
 	}
-	err := a.Flush(context.Background())
-	a.ride(context.Background(), true)
-	return err
-}
-
-// ride calls every rider, each within SyncTimeout.
-func (a *Aggregate) ride(ctx context.Context, final bool) {
-	for _, r := range a.riders {
-		rctx, cancel := context.WithTimeout(ctx, a.syncTimeout)
-		r.Ride(rctx, final)
-		cancel()
-	}
+	return a.Flush(context.Background())
 }
 
 // Flush sends this instance's totals of the buckets that changed since the
@@ -167,7 +143,7 @@ func (a *Aggregate) Refresh(ctx context.Context) error {
 // run is the loop Start runs: a flush every flushEvery, a refresh instead
 // once refreshEvery has passed since the last one, and, while degraded, a
 // refresh at every tick so that the view recovers as soon as the store
-// answers; the riders once every refreshEvery. The cadence follows the wall
+// answers. The cadence follows the wall
 // clock, not Config.Now; a round trip slower than a tick delays the next
 // tick, never the next refresh.
 func (a *Aggregate) run(ctx context.Context, done chan struct{}) {
@@ -179,9 +155,8 @@ func (a *Aggregate) run(ctx context.Context, done chan struct{}) {
 	// A round trip in progress when Close is called finishes, within its
 	// timeout, instead of failing and marking the view degraded.
 	bg := context.WithoutCancel(ctx)
-	last, rode := time.Now(), time.Now()
+	last := time.Now()
 	_ = a.Refresh(bg)
-	a.ride(bg, false)
 	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
@@ -196,12 +171,6 @@ func (a *Aggregate) run(ctx context.Context, done chan struct{}) {
 			_ = a.Refresh(bg)
 		} else {
 			_ = a.Flush(bg)
-		}
-		// Riders keep the refresh's pace even while degraded refreshes
-		// come at every tick.
-		if time.Since(rode) >= a.refreshEvery-period/2 {
-			rode = time.Now()
-			a.ride(bg, false)
 		}
 	}
 }

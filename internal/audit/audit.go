@@ -1,11 +1,13 @@
 // Package audit writes guardian's audit trail, for a SIEM: one log line per
-// admin call that changes state (an account reset, a rules reload), and one
+// admin call that changes state (an account reset, a rules reload, a token
+// revocation), and one
 // per account entering or leaving a hard stop. Lines go to guardian's own
 // logger (JSON by default), at info level, and are told apart by a field:
 //
 //	{"msg": "admin action", "audit": true, "action": "reset", "subject": "ops-alice", "result": "ok", "account": "h-…", "request_id": "…"}
 //	{"msg": "admin action", "audit": true, "action": "reload", "subject": "ops-alice", "result": "ok", "request_id": "…", "rules_added": [], "rules_removed": [],
 //	 "rules_changed": [{"rule": "login-ip-24", "fields": ["mode"], "mode_from": "shadow", "mode_to": "enforce"}], "rules_promoted": ["login-ip-24"], …}
+//	{"msg": "admin action", "audit": true, "action": "revoke", "subject": "ops-alice", "result": "ok", "jti": "…", "request_id": "…"}
 //	{"msg": "hard stop started", "event": "hard_stop_started", "account": "h-…"}
 //	{"msg": "hard stop ended", "event": "hard_stop_ended", "account": "h-…"}
 //
@@ -21,7 +23,6 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/rules"
@@ -32,6 +33,7 @@ import (
 const (
 	ActionReset  = "reset"
 	ActionReload = "reload"
+	ActionRevoke = "revoke"
 	ResultOK     = "ok"
 	ResultError  = "error"
 )
@@ -40,10 +42,13 @@ const (
 // subject.
 const pseudonymKind = "audit-account"
 
-// Config configures a Log. Key and Metrics are required.
+// Config configures a Log. Metrics, and Hasher or Key, are required.
 type Config struct {
-	// Key is the hash key (server.Config.HashKey): the key of accounts'
-	// subjects, and so of their pseudonyms.
+	// Hasher hashes accounts into their subjects, and subjects into
+	// pseudonyms: the instance's one Hasher of the hash key
+	// (server.Config.HashKey). Nil: one of the Log's own, keyed from Key.
+	Hasher *keys.Hasher
+	// Key is the hash key, for a Log without a Hasher.
 	Key secret.Key
 	// Metrics counts admin actions (guardian_admin_actions_total).
 	Metrics *metrics.Metrics
@@ -54,7 +59,8 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Log writes the audit trail. It is safe for concurrent use; build one with
+// Log writes the audit trail. It hears accounts enter and leave a hard
+// stop as engine.Events. It is safe for concurrent use; build one with
 // New.
 type Log struct {
 	log     *slog.Logger
@@ -63,11 +69,12 @@ type Log struct {
 	metrics *metrics.Metrics
 }
 
-var _ engine.Events = (*Log)(nil)
-
 // New returns a Log for cfg.
 func New(cfg Config) *Log {
-	l := &Log{log: cfg.Logger, hasher: keys.NewHasher(cfg.Key), norm: cfg.Normalizer, metrics: cfg.Metrics}
+	l := &Log{log: cfg.Logger, hasher: cfg.Hasher, norm: cfg.Normalizer, metrics: cfg.Metrics}
+	if l.hasher == nil {
+		l.hasher = keys.NewHasher(cfg.Key)
+	}
 	if l.log == nil {
 		l.log = slog.Default()
 	}
@@ -75,18 +82,19 @@ func New(cfg Config) *Log {
 }
 
 // Action writes the line of one admin call that changed state, or tried to,
-// and counts it: action is ActionReset or ActionReload, subject the token's
-// subject, result ResultOK or ResultError. account is the account the call
-// named, in clear as the caller sent it, or "" for none; the line carries
-// its pseudonym, and none when it is not a valid account. extra are further
-// fields of the line (a reload's changes). ctx is the call's: a logger
-// that reads request ids from it (requestid.Handler) adds the call's
-// request_id, so the line and the caller's own logs match.
+// and counts it: action is ActionReset, ActionReload or ActionRevoke,
+// subject the token's subject, result ResultOK or ResultError. account is
+// the account the call named, in clear as the caller sent it, or "" for
+// none; the line carries its pseudonym, and none when it is not a valid
+// account. extra are further fields of the line (a reload's changes, a
+// revoked token's jti). ctx is the call's: a logger that reads request ids
+// from it (requestid.Handler) adds the call's request_id, so the line and
+// the caller's own logs match.
 func (l *Log) Action(ctx context.Context, action, subject, result, account string, extra ...slog.Attr) {
 	l.metrics.AdminActions.WithLabelValues(action, result).Inc()
 	attrs := []slog.Attr{slog.Bool("audit", true), slog.String("action", action), slog.String("subject", subject), slog.String("result", result)}
 	if account != "" {
-		if s, err := engine.AccountSubject(l.hasher, l.norm, account); err == nil {
+		if s, err := l.hasher.AccountSubject(l.norm, account); err == nil {
 			attrs = append(attrs, slog.String("account", l.Pseudonym(s)))
 		}
 	}
@@ -103,6 +111,19 @@ func (l *Log) Reload(ctx context.Context, subject, result string, changes *rules
 		extra = changes.Attrs()
 	}
 	l.Action(ctx, ActionReload, subject, result, "", extra...)
+}
+
+// Revoke writes the line of a token revocation, or of one refused, and
+// counts it, as Action does: subject is the admin token's subject, result
+// ResultOK or ResultError, jti the revoked token's id as the caller sent
+// it ("" for none). A jti names a token, never a person, and is logged as
+// it is. ctx is the call's, for its request_id.
+func (l *Log) Revoke(ctx context.Context, subject, result, jti string) {
+	var extra []slog.Attr
+	if jti != "" {
+		extra = append(extra, slog.String("jti", jti))
+	}
+	l.Action(ctx, ActionRevoke, subject, result, "", extra...)
 }
 
 // HardStopStarted writes the line of an account entering a hard stop;

@@ -20,12 +20,15 @@ import (
 	"github.com/guardian-sec/guardian/internal/secret"
 )
 
+// A Log hears the engine's hard stops.
+var _ engine.Events = (*audit.Log)(nil)
+
 func TestLinesAndPseudonyms(t *testing.T) {
 	var buf bytes.Buffer
 	key := secret.Generate()
 	m := metrics.New(prometheus.NewRegistry())
 	l := audit.New(audit.Config{Key: key, Metrics: m, Logger: slog.New(requestid.NewHandler(slog.NewJSONHandler(&buf, nil)))})
-	subject, err := engine.AccountSubject(keys.NewHasher(key), nil, "alice@example.com")
+	subject, err := keys.NewHasher(key).AccountSubject(nil, "alice@example.com")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,9 +81,13 @@ const (
 type Config struct {
 	// Out receives the lines. It is written by one goroutine at a time.
 	Out io.Writer
-	// Key keys the pseudonyms: the instance's signing key, so that every
+	// Key keys the pseudonyms: the instance's hash key, so that every
 	// instance of a fleet writes the same ones.
 	Key secret.Key
+	// Hasher is the instance's one Hasher of Key, which the pseudonyms of
+	// accounts, recipients and events are hashed with. Nil: one of the
+	// Log's own.
+	Hasher *keys.Hasher
 	// Normalizer normalises accounts and recipients before they are
 	// pseudonymised, as the engine does (nil: the defaults).
 	Normalizer *keys.Normalizer
@@ -134,7 +138,7 @@ func New(cfg Config) *Log {
 		out:   cfg.Out,
 		log:   cfg.Logger,
 		now:   cfg.Now,
-		names: newPseudonyms(cfg.Key),
+		names: newPseudonyms(cfg.Key, cfg.Hasher),
 		norm:  cfg.Normalizer,
 		kick:  make(chan struct{}, 1),
 		stop:  make(chan struct{}),
@@ -176,12 +180,19 @@ func (l *Log) run(every time.Duration) {
 }
 
 // Check logs a check that the engine decided as d, with its decision, the
-// rule that decided and the request id ctx carries.
+// rule that decided and the request id ctx carries, its identifiers
+// normalised with the Log's Normalizer.
 func (l *Log) Check(ctx context.Context, req engine.CheckRequest, d engine.Decision) {
 	ids, err := req.Normalise(l.norm)
 	if err != nil {
 		return // The engine refuses such a check; it was not decided.
 	}
+	l.Checked(ctx, &req, &ids, d)
+}
+
+// Checked is Check of a check whose identifiers ids the engine normalised
+// already (engine.Engine.Normalise): a check is normalised once.
+func (l *Log) Checked(ctx context.Context, req *engine.CheckRequest, ids *engine.Identifiers, d engine.Decision) {
 	ev := event.Event{Kind: event.Check, Flow: req.Flow, IP: l.names.ip(ids.IP).String(), Cost: req.Cost,
 		Decision: d.Action, Rule: d.Rule, RequestID: requestid.From(ctx)}
 	if d.AttemptID != "" {
@@ -302,11 +313,16 @@ func Wrap(e *engine.Engine, l *Log) *Engine {
 	return &Engine{Engine: e, log: l}
 }
 
-// Check decides req as engine.Engine.Check does, and logs it when decided.
+// Check decides req as engine.Engine.Check does, and logs it when decided,
+// normalising it once for both.
 func (e *Engine) Check(ctx context.Context, req engine.CheckRequest) (engine.Decision, error) {
-	d, err := e.Engine.Check(ctx, req)
+	ids, err := e.Engine.Normalise(&req)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	d, err := e.Engine.Decide(ctx, &req, &ids)
 	if err == nil {
-		e.log.Check(ctx, req, d)
+		e.log.Checked(ctx, &req, &ids, d)
 	}
 	return d, err
 }

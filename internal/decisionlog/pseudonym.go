@@ -36,12 +36,17 @@ type pseudonyms struct {
 	pad4, pad6 [aes.BlockSize]byte
 }
 
-func newPseudonyms(k secret.Key) *pseudonyms {
+// newPseudonyms returns the pseudonyms keyed from k, hashed with h (nil:
+// a Hasher of k's own).
+func newPseudonyms(k secret.Key, h *keys.Hasher) *pseudonyms {
 	block, err := aes.NewCipher(k.Derive(addressPurpose))
 	if err != nil {
 		panic("decisionlog: " + err.Error()) // a 32-byte key is always valid
 	}
-	p := &pseudonyms{hasher: keys.NewHasher(k), guesser: keys.NewGuesser(k), block: block}
+	if h == nil {
+		h = keys.NewHasher(k)
+	}
+	p := &pseudonyms{hasher: h, guesser: keys.NewGuesser(k), block: block}
 	pads := k.Derive(padPurpose)
 	copy(p.pad4[:], pads[:aes.BlockSize])
 	copy(p.pad6[:], pads[aes.BlockSize:])

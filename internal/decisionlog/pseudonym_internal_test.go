@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/secret"
 )
 
@@ -38,7 +39,7 @@ func addrBytes(a netip.Addr) []byte { return a.AsSlice() }
 // pseudonyms of two addresses share exactly as many leading bits as the
 // addresses.
 func TestAddressPseudonymsPreservePrefixes(t *testing.T) {
-	p := newPseudonyms(testKey(t, "decision-log-pseudonym-test-key-0123456789"))
+	p := newPseudonyms(testKey(t, "decision-log-pseudonym-test-key-0123456789"), nil)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, size := range []int{4, 16} {
 		for range 2000 {
@@ -76,7 +77,7 @@ func TestAddressPseudonymsPreservePrefixes(t *testing.T) {
 func TestPseudonymsDependOnTheKeyOnly(t *testing.T) {
 	k1 := testKey(t, "decision-log-pseudonym-test-key-0123456789")
 	k2 := testKey(t, "decision-log-pseudonym-test-key-9876543210")
-	a, b, c := newPseudonyms(k1), newPseudonyms(k1), newPseudonyms(k2)
+	a, b, c := newPseudonyms(k1, nil), newPseudonyms(k1, keys.NewHasher(k1)), newPseudonyms(k2, nil)
 	addrs := []netip.Addr{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8::1")}
 	for _, addr := range addrs {
 		if a.ip(addr) != b.ip(addr) {
@@ -95,7 +96,7 @@ func TestPseudonymsDependOnTheKeyOnly(t *testing.T) {
 }
 
 func TestAddressPseudonymsAreAPermutation(t *testing.T) {
-	p := newPseudonyms(testKey(t, "decision-log-pseudonym-test-key-0123456789"))
+	p := newPseudonyms(testKey(t, "decision-log-pseudonym-test-key-0123456789"), nil)
 	// Every address of a /20 maps to a distinct address of one /20.
 	seen := map[netip.Addr]bool{}
 	base := netip.MustParseAddr("203.0.112.0").As4()

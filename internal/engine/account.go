@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/loginlimits"
 	"github.com/guardian-sec/guardian/internal/store"
 )
@@ -39,13 +40,15 @@ func (e *Engine) Status(ctx context.Context, account string) (AccountStatus, err
 	}
 	rs := loginlimits.StatusRules(e.rules.Load())
 	st := AccountStatus{Limits: make([]Limit, 0, len(rs))}
+	hold := 2 * e.attempts.TTL()
 	ops := make([]store.Op, len(rs), len(rs)+1)
 	for i, r := range rs {
-		ops[i] = opFor(r, subject, 1)
+		ops[i] = newRuleOp(r, hold)
+		ops[i].Key = keys.StoreKey(subject, r.Name)
 	}
 	// The memory of guesses is read with a guess of its own: only how
 	// many it holds matters.
-	ops = append(ops, guessesOp(subject, 1, 0))
+	ops = append(ops, e.guessesOp(subject, 1, 0))
 	res := make([]store.Result, len(ops))
 	if err := e.store.Peek(ctx, ops, res); err != nil {
 		return AccountStatus{}, fmt.Errorf("engine: store: %w", err)

@@ -3,14 +3,11 @@ package engine
 import (
 	"context"
 	"fmt"
-	"slices"
-	"sync"
 	"time"
 
-	"github.com/guardian-sec/guardian/internal/keys"
+	"github.com/guardian-sec/guardian/internal/plan"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/store"
-	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
 // CheckRequest is one check as the auth service sent it. An empty string is
@@ -24,7 +21,7 @@ type CheckRequest struct {
 	// SecretFingerprint is the auth service's keyed hash of the secret
 	// the check guesses (CheckFingerprint); it is never stored or logged.
 	SecretFingerprint string
-	// Cost is the units the check spends on rate rules, 1 to MaxCost;
+	// Cost is the units the check spends on rate rules, 1 to rules.MaxCost;
 	// 0 means 1.
 	Cost int64
 	// ChallengePassed is the auth service's word that the end user solved
@@ -87,85 +84,46 @@ type Quota struct {
 
 // Check decides req: every applicable rule of its flow is evaluated in one
 // store call; the check spends on every rule only if it is allowed (or
-// challenged), and nothing anywhere otherwise.
+// challenged), and nothing anywhere otherwise. It normalises req with the
+// engine's Normalizer (CheckRequest.Normalise) and decides it as Decide.
 func (e *Engine) Check(ctx context.Context, req CheckRequest) (Decision, error) {
-	start := time.Now()
-	ids, err := req.Normalise(e.norm)
+	ids, err := e.Normalise(&req)
 	if err != nil {
 		return Decision{}, err
 	}
-	cost := req.Cost
-	if cost == 0 {
-		cost = 1
-	}
-	now := e.now()
-	if req.SecretFingerprint != "" {
-		ids.Guess = e.guesser.Guess(req.SecretFingerprint)
-	}
-	set := e.rules.Load()
-	subj := e.resolve(ids, &req, set.Familiar, now)
-	if ids.Guess != 0 && subj.account != "" {
-		subj.guess = e.guesser.AccountGuess(subj.account, ids.Guess)
-	}
+	return e.Decide(ctx, &req, &ids)
+}
 
-	p := getPlan()
-	defer p.release()
-	var d Decision
-	global := false
-	for _, r := range set.For(req.Flow) {
-		if r.Type == rules.FailureRate {
-			e.globalRule(r, subj.exempt(&req), &d)
-			global = true
-			continue
-		}
-		if err := subj.add(p, e.hasher, r, cost); err != nil {
-			return Decision{}, err
-		}
+// Normalise validates req and returns its identifiers as the engine
+// normalises them: what Decide takes, for a caller that needs them too.
+func (e *Engine) Normalise(req *CheckRequest) (Identifiers, error) { return req.Normalise(e.norm) }
+
+// Decide decides req, whose identifiers ids are req normalised by the
+// engine (Normalise), as Check does: the check's plan (build) is evaluated
+// in one store call, its results folded into the decision, and an allowed
+// or challenged check sealed into an attempt id for its report.
+func (e *Engine) Decide(ctx context.Context, req *CheckRequest, ids *Identifiers) (Decision, error) {
+	start, now := time.Now(), e.now()
+	rs := e.ruleSet(now)
+	s := e.resolve(req, ids, rs.set.Familiar, now)
+	p := plan.Get()
+	defer p.Release()
+	if err := e.build(p, rs, req.Flow, req.cost(), &s, false); err != nil {
+		return Decision{}, err
 	}
-	addGuess(p, req.Flow, &subj)
-	e.holdUnconfirmed(p.ops)
-	res := p.results()
-	if len(p.ops) > 0 {
-		if err := e.store.Do(ctx, p.ops, res); err != nil {
+	if ops, res := p.Batch(); len(ops) > 0 {
+		if err := e.store.Do(ctx, ops, res); err != nil {
 			return Decision{}, fmt.Errorf("engine: store: %w", err)
 		}
 	}
-	e.decide(p, res, &d)
-	if g := guessOf(p, res); g != nil {
-		d.RepeatGuess = g.Repeat
-	}
-	d.Trust = subj.trust(p, res)
+	var d Decision
+	e.decide(p, &s, &d)
 	if d.Action.Severity() < rules.Slow.Severity() {
-		at := tokens.Attempt{
-			Issued:  now,
-			Flow:    string(req.Flow),
-			Account: subj.account,
-			Device:  subj.device,
-			// The check counts in its flow's global failure rate now, as
-			// a reserved failure: a success report takes it back, and a
-			// check never reported (a challenge abandoned) stays counted.
-			Counted: global,
-		}
-		for i, r := range p.rules {
-			if res[i].Degraded && res[i].Spent {
-				at.Fallback = true
-			}
-			if r != nil && res[i].Spent && res[i].Remaining == 0 && r.Mode == rules.Enforce && r.Type == rules.ConsecutiveFailures && r.Action == rules.Block {
-				at.HardStop = true
-			}
-		}
-		p.refunds = reservations(p.refunds[:0], req.Flow, p, res)
-		p.refunds = guessRefund(p.refunds, p)
-		p.refunds = subj.learn(p.refunds, req.Flow, set)
-		at.Refunds = p.refunds
-		id, err := e.attempts.Seal(at)
+		id, err := e.attempt(p, rs, req, &s, now)
 		if err != nil {
 			return Decision{}, fmt.Errorf("engine: attempt id: %w", err)
 		}
 		d.AttemptID = id
-		if global {
-			e.aggregate.Add(at.Flow, 1)
-		}
 	}
 	if d.Action == "" {
 		d.Action = rules.Allow
@@ -175,117 +133,12 @@ func (e *Engine) Check(ctx context.Context, req CheckRequest) (Decision, error) 
 	return d, nil
 }
 
-// plan is the batch of store ops one check evaluates, with the rule and
-// subject behind each op (the ops may end with one more, on the account's
-// memory of guesses, which no rule is behind: addGuess), and room for the store's results and the check's
-// reservations. Plans are reused through a pool, so a check allocates none:
-// nothing a check returns points into its plan, and a store keeps neither
-// ops nor results once its call has returned.
-type plan struct {
-	ops      []store.Op
-	rules    []*rules.Rule
-	subjects []string
-	res      []store.Result
-	refunds  []store.Refund
-}
-
-// planCap is how many ops a new plan has room for: the built-in login
-// rules with a familiar network's buckets take 7.
-const planCap = 12
-
-var plans = sync.Pool{New: func() any {
-	return &plan{
-		ops:      make([]store.Op, 0, planCap),
-		rules:    make([]*rules.Rule, 0, planCap),
-		subjects: make([]string, 0, planCap),
-		res:      make([]store.Result, 0, planCap),
-		refunds:  make([]store.Refund, 0, planCap),
+// cost is what the check spends on rate rules: its Cost, 1 when absent.
+func (req *CheckRequest) cost() int64 {
+	if req.Cost == 0 {
+		return 1
 	}
-}}
-
-// getPlan returns an empty plan from the pool.
-func getPlan() *plan { return plans.Get().(*plan) }
-
-// release empties p, dropping what it refers to, and returns it to the pool.
-func (p *plan) release() {
-	clear(p.ops)
-	clear(p.rules)
-	clear(p.subjects)
-	clear(p.refunds)
-	p.ops, p.rules, p.subjects, p.res, p.refunds = p.ops[:0], p.rules[:0], p.subjects[:0], p.res[:0], p.refunds[:0]
-	plans.Put(p)
-}
-
-// add appends the op for rule r on subject.
-func (p *plan) add(r *rules.Rule, subject string, cost int64) {
-	p.ops = append(p.ops, opFor(r, subject, cost))
-	p.rules = append(p.rules, r)
-	p.subjects = append(p.subjects, subject)
-}
-
-// addAt appends the op for rule r on subject with store key key, counting
-// as when says.
-func (p *plan) addAt(r *rules.Rule, subject, key string, cost int64, when store.When) {
-	op := opFor(r, subject, cost)
-	op.Key, op.When = key, when
-	p.ops = append(p.ops, op)
-	p.rules = append(p.rules, r)
-	p.subjects = append(p.subjects, subject)
-}
-
-// counts reports whether op i of p counted, given what the batch's
-// Familiar op found: the Familiar op itself (which has no rule) and the
-// conditional ops it skipped did not.
-func (p *plan) counts(i int, familiar bool) bool {
-	return p.rules[i] != nil && p.ops[i].When.Counts(familiar)
-}
-
-// results returns zeroed room for the results of p's ops.
-func (p *plan) results() []store.Result {
-	p.res = slices.Grow(p.res[:0], len(p.ops))[:len(p.ops)]
-	clear(p.res)
-	return p.res
-}
-
-// opFor returns the store op of rule r for subject, spending cost units on
-// a rate rule. A consecutive_failures rule always counts one.
-func opFor(r *rules.Rule, subject string, cost int64) store.Op {
-	op := store.Op{
-		Key:     keys.StoreKey(subject, r.Name),
-		Shadow:  r.Mode == rules.Shadow,
-		Soft:    r.Action == rules.Challenge,
-		Rule:    r.Name,
-		OnError: onError(r.OnStoreError),
-	}
-	switch r.Type {
-	case rules.Rate:
-		op.Kind = store.Rate
-		op.Cost = cost
-		op.Toll = tolls(r)
-		op.Interval = r.Interval()
-		op.Burst = r.Burst
-	case rules.ConsecutiveFailures:
-		op.Kind = store.Counter
-		op.Cost = 1
-		op.Limit = r.Limit
-		op.Hold = r.Hold
-	case rules.Distinct:
-		op.Kind = store.Distinct
-		op.Cost = 1
-		op.Limit = r.Limit
-		op.Interval = r.Per / (store.DistinctSlots - 1)
-	}
-	return op
-}
-
-func onError(o rules.OnStoreError) store.OnError {
-	switch o {
-	case rules.Closed:
-		return store.OnErrorClosed
-	case rules.Open:
-		return store.OnErrorOpen
-	}
-	return store.OnErrorLocal
+	return req.Cost
 }
 
 // globalRule applies a failure_rate rule, which the aggregate decides from
@@ -329,12 +182,18 @@ func (e *Engine) globalRule(r *rules.Rule, exempt bool, d *Decision) {
 	}
 }
 
-// decide folds the store's results into d.
-func (e *Engine) decide(p *plan, res []store.Result, d *Decision) {
-	familiar := store.FamiliarFound(p.ops, res)
+// decide folds what the store did with the check's plan p into d: the
+// failure_rate rules first, decided by the global rate, then every rule's
+// op that counted, in plan order, and the check's trust and repeated guess.
+func (e *Engine) decide(p *plan.Plan, s *subjects, d *Decision) {
+	familiar := p.Familiar()
 	enforced := 0
-	for i, r := range p.rules {
-		if p.counts(i, familiar) && r.Mode == rules.Enforce && r.Type != rules.Distinct {
+	for i := range p.Entries() {
+		en := &p.Entries()[i]
+		switch {
+		case en.Kind == plan.Global:
+			e.globalRule(en.Rule, s.exempt(), d)
+		case en.Kind == plan.Limit && en.Op.When.Counts(familiar) && en.Rule.Mode == rules.Enforce && en.Rule.Type != rules.Distinct:
 			enforced++
 		}
 	}
@@ -342,59 +201,70 @@ func (e *Engine) decide(p *plan, res []store.Result, d *Decision) {
 		d.Limits = make([]Limit, 0, enforced)
 	}
 	var quota Quota
-	for i, r := range p.rules {
-		rs := &res[i]
+	for i := range p.Entries() {
+		en := &p.Entries()[i]
+		rs := p.Result(en)
+		if rs == nil {
+			continue
+		}
 		if rs.Degraded {
 			d.Degraded = true
 		}
-		if !p.counts(i, familiar) {
-			continue
-		}
-		action := r.Action
-		switch {
-		case rs.Degraded && !rs.Allowed && r.OnStoreError == rules.Closed:
-			action = rules.Slow
-		case !rs.Allowed && r.Type == rules.ConsecutiveFailures && rs.RetryAfter > 0:
-			// A count at its limit denies with no wait; one that denies
-			// with a wait met a full store, not the hard stop: slow it,
-			// never block an account for a table's size.
-			action = rules.Slow
-		}
-		retry := rs.RetryAfter
-		if action == rules.Slow && retry == 0 && !rs.Allowed {
-			// A slowing consecutive-failure count lifts when it is forgotten.
-			retry = rs.ResetAfter
-		}
-		if action == rules.Block {
-			retry = 0
-		}
-		if r.Mode == rules.Shadow {
-			var tripped rules.Action
-			if !rs.Allowed {
-				tripped = action
-				d.Shadow = append(d.Shadow, ShadowTrip{Rule: r.Name, Action: action, RetryAfter: retry})
-				e.metrics.RuleTrips.WithLabelValues(r.Name, string(rules.Shadow), string(action)).Inc()
-			}
-			e.shadow.Record(r.Name, tripped, p.subjects[i])
-			continue
-		}
-		if r.Type != rules.Distinct {
-			// A distinct rule is neither a rate nor a count of failures.
-			d.Limits = append(d.Limits, Limit{Rule: r.Name, Remaining: rs.Remaining, Reset: rs.ResetAfter})
-		}
-		if r.Type == rules.Rate {
-			q := Quota{Rule: r.Name, Burst: r.Burst, Window: time.Duration(r.Burst) * r.Interval(), Remaining: rs.Remaining, Reset: rs.ResetAfter}
-			if quota.Rule == "" || q.Remaining < quota.Remaining || (q.Remaining == quota.Remaining && q.Reset > quota.Reset) {
-				quota = q
-			}
-		}
-		if !rs.Allowed {
-			e.metrics.RuleTrips.WithLabelValues(r.Name, string(rules.Enforce), string(action)).Inc()
-			raise(d, action, r.Name, retry)
+		if en.Kind == plan.Limit && en.Op.When.Counts(familiar) {
+			e.decideRule(en, rs, &quota, d)
 		}
 	}
 	if quota.Rule != "" {
 		d.Quota = &quota
+	}
+	d.Trust, d.RepeatGuess = s.trust(p), repeatGuess(p)
+}
+
+// decideRule folds what the store found for en, the entry of a rule, into
+// d, and its quota into q when it is the most constraining so far.
+func (e *Engine) decideRule(en *plan.Entry, rs *store.Result, q *Quota, d *Decision) {
+	r := en.Rule
+	action := r.Action
+	switch {
+	case rs.Degraded && !rs.Allowed && r.OnStoreError == rules.Closed:
+		action = rules.Slow
+	case !rs.Allowed && r.Type == rules.ConsecutiveFailures && rs.RetryAfter > 0:
+		// A count at its limit denies with no wait; one that denies
+		// with a wait met a full store, not the hard stop: slow it,
+		// never block an account for a table's size.
+		action = rules.Slow
+	}
+	retry := rs.RetryAfter
+	if action == rules.Slow && retry == 0 && !rs.Allowed {
+		// A slowing consecutive-failure count lifts when it is forgotten.
+		retry = rs.ResetAfter
+	}
+	if action == rules.Block {
+		retry = 0
+	}
+	if r.Mode == rules.Shadow {
+		var tripped rules.Action
+		if !rs.Allowed {
+			tripped = action
+			d.Shadow = append(d.Shadow, ShadowTrip{Rule: r.Name, Action: action, RetryAfter: retry})
+			e.metrics.RuleTrips.WithLabelValues(r.Name, string(rules.Shadow), string(action)).Inc()
+		}
+		e.shadow.Record(r.Name, tripped, en.Subject)
+		return
+	}
+	if r.Type != rules.Distinct {
+		// A distinct rule is neither a rate nor a count of failures.
+		d.Limits = append(d.Limits, Limit{Rule: r.Name, Remaining: rs.Remaining, Reset: rs.ResetAfter})
+	}
+	if r.Type == rules.Rate {
+		c := Quota{Rule: r.Name, Burst: r.Burst, Window: time.Duration(r.Burst) * r.Interval(), Remaining: rs.Remaining, Reset: rs.ResetAfter}
+		if q.Rule == "" || c.Remaining < q.Remaining || (c.Remaining == q.Remaining && c.Reset > q.Reset) {
+			*q = c
+		}
+	}
+	if !rs.Allowed {
+		e.metrics.RuleTrips.WithLabelValues(r.Name, string(rules.Enforce), string(action)).Inc()
+		raise(d, action, r.Name, retry)
 	}
 }
 

@@ -5,17 +5,22 @@
 // errors onto the wire.
 //
 // The engine is generic: a rule is a key, an algorithm and an action,
-// whatever its flow. What is specific to a flow lives in its own package and
-// the engine asks it: package loginlimits for accounts, trusted devices,
-// what a success gives back, and an account's status and reset; package otp
-// for the recipients the OTP flows require and for what an OTP send settles.
-// Which key a rule counts a check by is worked out in one place,
-// Identifiers.Key; what a success settles in another, settles.
+// whatever its flow. A check is one plan (package plan), made by one
+// builder (build) from the rules in force and the check's subjects: an
+// entry per rule with its op and, beside it, what a report settles. What
+// is specific to a flow lives in its own package and adds to the plan:
+// package loginlimits an account's buckets (trusted devices, challenges,
+// familiar networks) and what a report settles; package otp says which
+// flows settle at all and which need a recipient. Which key a rule counts a
+// check by is worked out in one place, Identifiers.Key. A report rebuilds
+// its check's plan, by the rules that decided it (a history of rule sets,
+// by hash), from what its attempt id sealed.
 package engine
 
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,10 +37,9 @@ import (
 )
 
 // Errors the engine returns for a request it cannot decide. Each is mapped to
-// one error code by package httpapi.
+// one error code by package httpapi. A check of a flow guardian does not
+// know is rules.ErrUnknownFlow.
 var (
-	// ErrUnknownFlow reports a check of a flow guardian does not know.
-	ErrUnknownFlow = errors.New("engine: unknown flow")
 	// ErrMissingField reports a field the check's flow requires.
 	ErrMissingField = errors.New("engine: missing field")
 	// ErrInvalidField reports a field with a value out of range.
@@ -43,9 +47,6 @@ var (
 	// ErrAlreadyReported reports an attempt id that was reported before.
 	ErrAlreadyReported = errors.New("engine: attempt already reported")
 )
-
-// MaxCost is the largest cost one check may spend.
-const MaxCost = 1000
 
 // fits refuses a cost that an enforced rate rule r could never allow: more
 // than its burst, which no wait makes room for. Shadow rules do not refuse
@@ -70,9 +71,17 @@ type Config struct {
 	// PreviousKeys are signing keys being rotated out: attempt ids and
 	// device tokens they signed still open.
 	PreviousKeys []secret.Key
+	// Keys, when set, are the signing keys in force, which a rotation
+	// swaps without a restart; Key and PreviousKeys then only default
+	// HashKey.
+	Keys *tokens.Keys
 	// HashKey keys the subjects accounts, addresses and recipients hash to
-	// (package keys); default Key.
+	// (package keys), and the guesses of secret fingerprints; default Key.
 	HashKey secret.Key
+	// Hasher hashes those subjects: the instance's one Hasher of HashKey,
+	// shared with what names the same accounts (the audit trail, the
+	// decision log). Nil: one of the engine's own, keyed from HashKey.
+	Hasher *keys.Hasher
 	// Normalizer normalises accounts and recipients before they are hashed
 	// (CheckRequest.Normalise); nil: the defaults.
 	Normalizer *keys.Normalizer
@@ -93,6 +102,9 @@ type Config struct {
 	Now func() time.Time
 	// Events, when set, hears accounts enter and leave a hard stop.
 	Events Events
+	// Logger receives what the engine logs: a report it could not settle
+	// (default slog.Default()).
+	Logger *slog.Logger
 }
 
 // Events hears the lifecycle of accounts' hard stops. account is the
@@ -120,6 +132,11 @@ type Engine struct {
 	metrics   *metrics.Metrics
 	now       func() time.Time
 	events    Events
+	log       *slog.Logger
+	history   *history
+	// guesses is the limit of every account's memory of guesses, boxed
+	// once.
+	guesses store.Limit
 }
 
 // New returns an Engine built from cfg: the one way to build one.
@@ -132,20 +149,36 @@ func New(cfg Config) *Engine {
 	if hashKey.IsZero() {
 		hashKey = cfg.Key
 	}
+	signing := cfg.Keys
+	if signing == nil {
+		signing = tokens.NewKeys(cfg.Key, cfg.PreviousKeys...)
+	}
 	e := &Engine{
 		rules:     cfg.Rules,
 		store:     cfg.Store,
-		hasher:    keys.NewHasher(hashKey),
+		hasher:    cfg.Hasher,
 		guesser:   keys.NewGuesser(hashKey),
 		norm:      cfg.Normalizer,
-		attempts:  tokens.NewAttempts(cfg.Key, cfg.PreviousKeys...).WithTTL(cfg.AttemptTTL),
+		attempts:  signing.Attempts().WithTTL(cfg.AttemptTTL),
 		aggregate: cfg.Aggregate,
 		shadow:    cfg.Shadow,
 		metrics:   cfg.Metrics,
 		now:       now,
 		events:    cfg.Events,
+		log:       cfg.Logger,
 	}
-	e.login = loginlimits.New(e.hasher, tokens.NewDevices(cfg.Key, 0, cfg.PreviousKeys...))
+	// What only unreported checks counted is kept for twice the attempt
+	// TTL at most; a failure report confirms it for longer.
+	hold := 2 * e.attempts.TTL()
+	e.history = newHistory(e.attempts.OnceTTL(), hold)
+	e.guesses = store.Guesses{Max: rememberedGuesses, Hold: min(guessHold, hold)}
+	if e.log == nil {
+		e.log = slog.Default()
+	}
+	if e.hasher == nil {
+		e.hasher = keys.NewHasher(hashKey)
+	}
+	e.login = loginlimits.New(e.hasher, signing.Devices(0))
 	if e.aggregate == nil {
 		e.aggregate = aggregate.New(aggregate.Config{Now: now})
 	}
@@ -161,3 +194,7 @@ func New(cfg Config) *Engine {
 
 // Rules returns the rule set checks are decided by now.
 func (e *Engine) Rules() *rules.Set { return e.rules.Load() }
+
+// ruleSet returns the rule set in force at now as checks use it, keeping it
+// in the engine's history for the reports of its checks.
+func (e *Engine) ruleSet(now time.Time) *ruleSet { return e.history.current(e.rules.Load(), now) }

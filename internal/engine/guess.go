@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/guardian-sec/guardian/internal/keys"
+	"github.com/guardian-sec/guardian/internal/plan"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/store"
 )
@@ -42,7 +43,8 @@ const (
 	rememberedGuesses = 3
 	guessHold         = 24 * time.Hour
 	// guessesName names the memory's store key beside the account's
-	// rules, and its op in metrics: '_' is in no rule name.
+	// rules: '_' is in no rule name. The memory is no rule: its op names
+	// none, in metrics or anywhere else.
 	guessesName = "_guesses"
 )
 
@@ -80,52 +82,42 @@ func guessesKey(account string) string { return keys.StoreKey(account, guessesNa
 
 // guessesOp is the op on an account's memory looking for guess, recording
 // it when cost is 1.
-func guessesOp(account string, guess uint64, cost int64) store.Op {
-	return store.Op{
-		Key:   guessesKey(account),
-		Kind:  store.Guesses,
-		Soft:  true,
-		Cost:  cost,
-		Guess: guess,
-		Limit: rememberedGuesses,
-		Hold:  guessHold,
-		Rule:  guessesName,
-	}
+func (e *Engine) guessesOp(account string, guess uint64, cost int64) store.Op {
+	return store.Op{Key: guessesKey(account), Role: store.Soft, Cost: cost, Guess: guess, Limit: e.guesses}
 }
 
-// addGuess appends to p the op on the account's memory of the check's
-// guess, and marks the ops a repeat of it does not spend. A check without
-// an account or a guess, or of a flow whose success settles nothing (an
-// OTP send), remembers nothing.
-func addGuess(p *plan, flow rules.Flow, s *subjects) {
-	if s.guess == 0 || !settles(flow) {
+// addGuesses adds to p the account's memory of the check's guess, and
+// marks the entries a repeat of it does not spend (freeOnRepeat). A success
+// report forgets every guess of the account; a failure report confirms the
+// check's own, kept then for guessHold. A check without an account or a
+// guess remembers nothing.
+func (e *Engine) addGuesses(p *plan.Plan, s *subjects) {
+	if s.guess == 0 {
 		return
 	}
-	for i, r := range p.rules {
-		if r != nil && freeOnRepeat(r) {
-			p.ops[i].FreeOnRepeat = true
+	for i := range p.Entries() {
+		en := &p.Entries()[i]
+		if en.Kind == plan.Limit && freeOnRepeat(en.Rule) {
+			en.Op.FreeOnRepeat = true
 		}
 	}
-	p.ops = append(p.ops, guessesOp(s.account, s.guess, 1))
+	p.Add(plan.Entry{
+		Kind:    plan.Guesses,
+		Op:      e.guessesOp(s.account, s.guess, 1),
+		Subject: s.account,
+		Bit:     guessBit,
+		Success: store.Settlement{Action: store.Forget},
+		Failure: store.Settlement{Action: store.Confirm, Guess: s.guess, Span: guessHold},
+	})
 }
 
-// guessOf returns the result of p's guess op, nil when it has none: the
-// op after the rules' own.
-func guessOf(p *plan, res []store.Result) *store.Result {
-	if len(p.ops) > len(p.rules) {
-		return &res[len(p.rules)]
+// repeatGuess reports whether p's memory of guesses found the check's guess
+// remembered.
+func repeatGuess(p *plan.Plan) bool {
+	for i := range p.Entries() {
+		if en := &p.Entries()[i]; en.Kind == plan.Guesses {
+			return p.Result(en).Repeat
+		}
 	}
-	return nil
-}
-
-// guessRefund appends to dst the refund the attempt of the check behind p
-// carries for the account's memory: a success report forgets every guess;
-// a failure report confirms the check's own (loginlimits.Confirmations),
-// kept then for guessHold.
-func guessRefund(dst []store.Refund, p *plan) []store.Refund {
-	if len(p.ops) > len(p.rules) {
-		op := &p.ops[len(p.rules)]
-		dst = append(dst, store.Refund{Key: op.Key, Kind: store.Guesses, Guess: op.Guess, Amount: guessHold})
-	}
-	return dst
+	return false
 }

@@ -3,12 +3,9 @@ package engine
 import (
 	"fmt"
 	"net/netip"
-	"slices"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/guardian-sec/guardian/internal/keys"
+	"github.com/guardian-sec/guardian/internal/loginlimits"
 	"github.com/guardian-sec/guardian/internal/otp"
 	"github.com/guardian-sec/guardian/internal/rules"
 )
@@ -75,23 +72,13 @@ func (ids *Identifiers) Key(r *rules.Rule) keys.Key {
 
 // accountKey is the key of a normalised account: what key: account rules
 // count an untrusted check by, and what device tokens are bound to once
-// hashed.
-func accountKey(account string) keys.Key {
-	return keys.Key{Kind: string(rules.KeyAccount), ID: account}
-}
-
-// flowNames lists the flows for an error message.
-var flowNames = func() string {
-	names := make([]string, len(rules.Flows))
-	for i, f := range rules.Flows {
-		names[i] = string(f)
-	}
-	return strings.Join(names, ", ")
-}()
+// hashed (keys.AccountKey, whose kind is key: account's).
+func accountKey(account string) keys.Key { return keys.AccountKey(account) }
 
 // Validate reports whether guardian decides req, and if not why: each error
 // is one guardian answers with a 400 (package httpapi maps it), and wraps
-// ErrUnknownFlow, ErrMissingField, ErrInvalidField, keys.ErrInvalidIP,
+// rules.ErrUnknownFlow, rules.ErrInvalidCost (with ErrInvalidField),
+// ErrMissingField, ErrInvalidField, keys.ErrInvalidIP,
 // keys.ErrInvalidAccount or keys.ErrInvalidRecipient. Accounts and
 // recipients are normalised with n (nil: the defaults), as the engine's
 // Config.Normalizer: an engine validates every request it is given the same
@@ -105,12 +92,12 @@ func (req *CheckRequest) Validate(n *keys.Normalizer) error {
 // accounts and recipients normalised with n (nil: the defaults).
 func (req *CheckRequest) Normalise(n *keys.Normalizer) (Identifiers, error) {
 	var ids Identifiers
-	if err := CheckFlow(req.Flow); err != nil {
+	if err := rules.CheckFlow(req.Flow); err != nil {
 		return ids, err
 	}
 	if req.Cost != 0 {
-		if err := CheckCost(req.Cost); err != nil {
-			return ids, err
+		if err := rules.CheckCost(req.Cost); err != nil {
+			return ids, fmt.Errorf("%w: %w", ErrInvalidField, err)
 		}
 	}
 	var err error
@@ -138,121 +125,96 @@ func (req *CheckRequest) Normalise(n *keys.Normalizer) (Identifiers, error) {
 	return ids, nil
 }
 
-// CheckFlow reports whether f is a flow guardian knows (rules.Flows), with
-// an error wrapping ErrUnknownFlow that lists them when it is not. The wire
-// formats (the HTTP API, the replay format) ask it as soon as they read a
-// flow, so that an unknown flow is the first thing said of a request.
-func CheckFlow(f rules.Flow) error {
-	if !slices.Contains(rules.Flows, f) {
-		return fmt.Errorf("%w: flow: %s is not one of %s", ErrUnknownFlow, quote(string(f)), flowNames)
-	}
-	return nil
-}
-
-// CheckCost reports whether n is a cost a check may name: 1 to MaxCost. A
-// wire format with an explicit cost (the HTTP API, the replay format) holds
-// it to this; only an absent cost is the default.
-func CheckCost(n int64) error {
-	if n < 1 || n > MaxCost {
-		return fmt.Errorf("%w: cost: must be between 1 and %d", ErrInvalidField, MaxCost)
-	}
-	return nil
-}
-
-// quote quotes s for an error message, shortened: a client's typo is worth
-// echoing, a megabyte of it is not.
-func quote(s string) string {
-	const n = 64
-	if len(s) > n {
-		s = s[:n] + "…"
-	}
-	return strconv.Quote(s)
-}
-
-// subjects are a check's keys hashed, each once per check. A trusted device
-// has its key: account rules count on its own bucket: its account's key
-// hashes to the device's subject.
+// subjects are what a plan is built from besides the rules (build): a
+// check's keys hashed, each once per check, and its trust. A check hashes
+// them from its identifiers (Engine.resolve); a report restores them from
+// its attempt id (Engine.restore), which seals the few a report needs: the
+// account's, its trusted device's bucket, and for spent entries keyed by
+// them the account+ip pair's, the recipient's and the address.
 type subjects struct {
 	ids Identifiers
 	// account is the account's own subject, "" without an account: what
-	// the attempt and device tokens are bound to. device is the id of a
-	// valid device token for it, "" when the check is untrusted.
-	account, device string
+	// the attempt and device tokens are bound to. bucket is the subject
+	// its key: account rules count on: the account's, or a trusted
+	// device's (trusted).
+	account, bucket string
+	trusted         bool
 	// guess is what the account's memory holds for the check's guess
 	// (keys.Guesser.AccountGuess); 0 without an account or a guess.
 	guess uint64
 	// challenged and member say which other buckets the account rules
-	// may count the check in (trust.go).
-	challenged bool
-	member     string
-	hashed     [planCap]hashedKey
-	n          int
+	// may count the check in (loginlimits.Buckets); passed that the check
+	// says its end user passed a challenge, account or not.
+	challenged, passed bool
+	member             string
+	// pair, recipient and secret are the subjects of the check's
+	// account+ip pair, recipient and guess, "" until a rule asks.
+	pair, recipient, secret string
+	// prefixes are the subjects of the address cut to the prefixes of the
+	// key: ip rules asked so far.
+	prefixes [maxPrefixes]prefixSubject
+	n        int
 }
 
-// hashedKey is a key and its subject.
-type hashedKey struct {
-	key     keys.Key
+// maxPrefixes is how many address prefixes a check remembers the subject
+// of; a rule set with more hashes the rest each time.
+const maxPrefixes = 8
+
+// prefixSubject is an address prefix and its subject.
+type prefixSubject struct {
+	net     netip.Prefix
 	subject string
 }
 
-// resolve hashes the account of ids and verifies req's device token for it
-// at instant now, and works out the account's other buckets under fam
-// (trust.go). A device token that does not verify is ignored, never an
-// error.
-func (e *Engine) resolve(ids Identifiers, req *CheckRequest, fam rules.FamiliarNetworks, now time.Time) subjects {
-	s := subjects{ids: ids}
-	if ids.Account == "" {
-		return s
+// of returns the subject rule r counts the check by, hashing it with h the
+// first time, and "" when the check lacks the rule's fields.
+func (s *subjects) of(h *keys.Hasher, r *rules.Rule) string {
+	switch r.Key {
+	case rules.KeyAccount:
+		return s.bucket
+	case rules.KeyAccountIP:
+		return s.hashOnce(h, r, &s.pair)
+	case rules.KeyRecipient:
+		return s.hashOnce(h, r, &s.recipient)
+	case rules.KeySecret:
+		return s.hashOnce(h, r, &s.secret)
 	}
-	k := accountKey(ids.Account)
-	s.account = e.hasher.KeySubject(k)
-	bucket := s.account
-	if dev, b := e.login.Trust(s.account, req.DeviceToken, now); dev != "" {
-		s.device, bucket = dev, b
-	}
-	s.remember(k, bucket)
-	e.otherBuckets(&s, req, fam)
-	return s
-}
-
-// subject returns the subject rule r counts the check by, and "" when the
-// check lacks the rule's fields.
-func (s *subjects) subject(h *keys.Hasher, r *rules.Rule) string {
 	k := s.ids.Key(r)
 	if k.IsZero() {
 		return ""
 	}
 	for i := range s.n {
-		if s.hashed[i].key == k {
-			return s.hashed[i].subject
+		if s.prefixes[i].net == k.Net {
+			return s.prefixes[i].subject
 		}
 	}
 	sub := h.KeySubject(k)
-	s.remember(k, sub)
+	if s.n < len(s.prefixes) {
+		s.prefixes[s.n] = prefixSubject{net: k.Net, subject: sub}
+		s.n++
+	}
 	return sub
 }
 
-// remember keeps k's subject for the rest of the check, while there is room.
-func (s *subjects) remember(k keys.Key, subject string) {
-	if s.n < len(s.hashed) {
-		s.hashed[s.n] = hashedKey{key: k, subject: subject}
-		s.n++
+// hashOnce returns *dst, hashing r's key of the check into it first when it
+// is empty and the check has the key's fields.
+func (s *subjects) hashOnce(h *keys.Hasher, r *rules.Rule, dst *string) string {
+	if *dst == "" {
+		if k := s.ids.Key(r); !k.IsZero() {
+			*dst = h.KeySubject(k)
+		}
 	}
+	return *dst
+}
+
+// buckets are the buckets loginlimits chooses among for the account rules
+// of an untrusted check.
+func (s *subjects) buckets() loginlimits.Buckets {
+	return loginlimits.Buckets{Account: s.account, Challenged: s.challenged, Member: s.member}
 }
 
 // accountSubject returns the subject of account for the calls that name an
 // account without a check: status and reset.
 func (e *Engine) accountSubject(account string) (string, error) {
-	return AccountSubject(e.hasher, e.norm, account)
-}
-
-// AccountSubject returns the subject h hashes account to, normalised as a
-// check's account is: what key: account rules count an untrusted check by,
-// and what the audit trail pseudonymises.
-func AccountSubject(h *keys.Hasher, n *keys.Normalizer, account string) (string, error) {
-	norm, err := n.Account(account)
-	if err != nil {
-		return "", err
-	}
-	return h.KeySubject(accountKey(norm)), nil
+	return e.hasher.AccountSubject(e.norm, account)
 }

@@ -77,8 +77,8 @@ func TestValidateRefusesWhatGuardianAnswers400(t *testing.T) {
 		req  engine.CheckRequest
 		want error
 	}{
-		{"unknown flow", engine.CheckRequest{Flow: "signup", IP: ip}, engine.ErrUnknownFlow},
-		{"cost too high", engine.CheckRequest{Flow: rules.Login, IP: ip, Cost: engine.MaxCost + 1}, engine.ErrInvalidField},
+		{"unknown flow", engine.CheckRequest{Flow: "signup", IP: ip}, rules.ErrUnknownFlow},
+		{"cost too high", engine.CheckRequest{Flow: rules.Login, IP: ip, Cost: rules.MaxCost + 1}, engine.ErrInvalidField},
 		{"negative cost", engine.CheckRequest{Flow: rules.Login, IP: ip, Cost: -1}, engine.ErrInvalidField},
 		{"no ip", engine.CheckRequest{Flow: rules.Login}, keys.ErrInvalidIP},
 		{"otp_send without recipient", engine.CheckRequest{Flow: rules.OTPSend, IP: ip}, engine.ErrMissingField},
@@ -115,7 +115,7 @@ func TestValidateRefusesWhatGuardianAnswers400(t *testing.T) {
 	}
 	for _, req := range []engine.CheckRequest{
 		{Flow: rules.Login, IP: ip},
-		{Flow: rules.PasswordReset, IP: ip, Cost: engine.MaxCost},
+		{Flow: rules.PasswordReset, IP: ip, Cost: rules.MaxCost},
 		{Flow: rules.OTPVerify, IP: ip}, // limited by its IP rules only
 		{Flow: rules.OTPSend, IP: ip, Recipient: "+15550100000"},
 	} {

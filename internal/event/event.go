@@ -15,7 +15,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/rules"
 )
 
@@ -72,7 +71,7 @@ type Event struct {
 	SecretFingerprint string
 
 	// Outcome is a report's outcome.
-	Outcome engine.Outcome
+	Outcome rules.Outcome
 
 	// Decision and Rule are what production decided on a check (Rule
 	// empty on allow), and RequestID the request's X-Request-Id: the
@@ -105,7 +104,7 @@ type eventJSON struct {
 }
 
 // Parse reads one line of the replay format. It checks the format, the
-// flow and a given cost (engine.CheckFlow, engine.CheckCost); whether a
+// flow and a given cost (rules.CheckFlow, rules.CheckCost); whether a
 // check's ip, account, recipient or secret_fingerprint are valid is for
 // the engine to say (engine.CheckRequest.Validate). Errors wrap
 // ErrMalformed or ErrUnknownType.
@@ -154,7 +153,7 @@ func Parse(line []byte) (Event, error) {
 			return ev, fmt.Errorf("%w: flow: required", ErrMalformed)
 		}
 		ev.Flow = rules.Flow(*w.Flow)
-		if err := engine.CheckFlow(ev.Flow); err != nil {
+		if err := rules.CheckFlow(ev.Flow); err != nil {
 			return ev, fmt.Errorf("%w: %v", ErrMalformed, err)
 		}
 		if w.IP == nil {
@@ -182,7 +181,7 @@ func Parse(line []byte) (Event, error) {
 			ev.SecretFingerprint = *w.SecretFingerprint
 		}
 		if w.Cost != nil {
-			if err := engine.CheckCost(*w.Cost); err != nil {
+			if err := rules.CheckCost(*w.Cost); err != nil {
 				return ev, fmt.Errorf("%w: %v", ErrMalformed, err)
 			}
 			ev.Cost = *w.Cost
@@ -195,8 +194,8 @@ func Parse(line []byte) (Event, error) {
 		if w.Outcome == nil {
 			return ev, fmt.Errorf("%w: outcome: required", ErrMalformed)
 		}
-		switch o := engine.Outcome(*w.Outcome); o {
-		case engine.Success, engine.Failure:
+		switch o := rules.Outcome(*w.Outcome); o {
+		case rules.Success, rules.Failure:
 			ev.Outcome = o
 		default:
 			return ev, fmt.Errorf("%w: outcome: %s is not success or failure", ErrMalformed, quote(*w.Outcome))

@@ -175,10 +175,10 @@ func (s *Store) Peek(ctx context.Context, ops []store.Op, res []store.Result) er
 	return s.evaluate(ctx, ops, res, false)
 }
 
+// evaluate is Do when spend is true, Peek otherwise. The batch is validated
+// once: by the primary, which refuses a bad one with store.ErrBadBatch (no
+// store failure), or, when the fallback decides, here.
 func (s *Store) evaluate(ctx context.Context, ops []store.Op, res []store.Result, spend bool) error {
-	if err := store.Validate(ops, res); err != nil {
-		return err
-	}
 	ctx = context.WithoutCancel(ctx)
 	if s.healthy.Load() {
 		now := s.cfg.Now()
@@ -193,12 +193,18 @@ func (s *Store) evaluate(ctx context.Context, ops []store.Op, res []store.Result
 			}
 			return s.cfg.Primary.Peek(ctx, ops, res)
 		})
-		if err == nil {
+		switch {
+		case err == nil:
 			if spend {
 				s.recall.ObserveAt(ops, res, now, epoch)
 			}
 			return nil
+		case errors.Is(err, store.ErrBadBatch):
+			return err
 		}
+	}
+	if err := store.Validate(ops, res); err != nil {
+		return err
 	}
 	return s.fallback(ctx, ops, res, spend)
 }
@@ -206,12 +212,16 @@ func (s *Store) evaluate(ctx context.Context, ops []store.Op, res []store.Result
 // primary runs call against the primary under the store deadline, on a
 // context the caller cannot cancel, and marks the primary failing when it
 // errs: a call cut short because its caller went away would say nothing
-// about the store.
+// about the store. A call the primary refused as a bad batch says nothing
+// about it either.
 func (s *Store) primary(ctx context.Context, call func(context.Context) error) error {
 	sent := s.cfg.Now()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Timeout)
 	err := call(cctx)
 	cancel()
+	if errors.Is(err, store.ErrBadBatch) {
+		return err
+	}
 	if err != nil {
 		s.fail(err, sent)
 		return err
@@ -282,7 +292,10 @@ func (s *Store) probe() {
 }
 
 // fallback decides ops without the primary: each by its OnError, and a
-// local op on a key the primary was last seen denying as it said.
+// local op on a key the primary was last seen denying as it said. Every op
+// of a rule counts in guardian_fallback_decisions_total; the ops of a
+// check's features (its memory of guesses, its familiar list) are no rule
+// and count nowhere.
 func (s *Store) fallback(ctx context.Context, ops []store.Op, res []store.Result, spend bool) error {
 	var localOps []store.Op
 	var index []int
@@ -290,13 +303,13 @@ func (s *Store) fallback(ctx context.Context, ops []store.Op, res []store.Result
 	now := s.cfg.Now()
 	for i := range ops {
 		op := &ops[i]
-		if spend {
+		if spend && op.Rule != "" {
 			s.cfg.Metrics.FallbackDecisions.WithLabelValues(op.Rule, onErrorName(op.OnError)).Inc()
 		}
 		switch op.OnError {
 		case store.OnErrorClosed:
 			res[i] = store.Result{RetryAfter: time.Second, Degraded: true}
-			if !op.Shadow && !op.Soft {
+			if op.Role.Denies() {
 				closedDenies = true
 			}
 		case store.OnErrorOpen:
@@ -304,7 +317,7 @@ func (s *Store) fallback(ctx context.Context, ops []store.Op, res []store.Result
 		default:
 			if d, ok := s.recall.Denied(op.Key, now); ok {
 				res[i] = recalled(op, d, now)
-				if !op.Shadow && !op.Soft {
+				if op.Role.Denies() {
 					closedDenies = true
 				}
 				continue
@@ -340,73 +353,67 @@ func (s *Store) fallback(ctx context.Context, ops []store.Op, res []store.Result
 // told.
 func recalled(op *store.Op, d recall.Denial, now time.Time) store.Result {
 	left := d.Until.Sub(now)
-	if d.Stop {
-		return store.Result{Count: op.Limit, ResetAfter: left, Degraded: true}
+	if l, ok := op.Limit.(store.Counter); ok && d.Stop {
+		return store.Result{Count: l.Max, ResetAfter: left, Degraded: true}
 	}
 	return store.Result{RetryAfter: left, ResetAfter: left, Degraded: true}
 }
 
-// scale divides op's limit by the fleet size, at least 1: the instances of a
-// fleet each decide alone during an outage, so together they stay within the
-// limit.
+// scale divides op's limit by the fleet size (store.Limit.Divided): the
+// instances of a fleet each decide alone during an outage, so together they
+// stay within the limit.
 func (s *Store) scale(op store.Op) store.Op {
-	n := int64(s.cfg.FleetSize)
-	switch op.Kind {
-	case store.Rate:
-		op.Burst = max(1, op.Burst/n)
-		op.Interval *= time.Duration(n)
-	case store.Counter, store.Distinct:
-		op.Limit = max(1, op.Limit/n)
+	if s.cfg.FleetSize > 1 {
+		op.Limit = op.Limit.Divided(int64(s.cfg.FleetSize))
 	}
 	return op
 }
 
-// Refund gives back on the store that spent: the fallback for refunds marked
-// Local, the primary for the rest. A refund the failing primary cannot take
-// is dropped — the attempt stays counted, the strict side of the error.
-func (s *Store) Refund(ctx context.Context, refunds []store.Refund) error {
+// Settle applies settlements on the store that spent: the fallback for
+// those marked Local, the primary for the rest. One the failing primary
+// cannot take is dropped — the attempt stays counted, the strict side of
+// the error.
+func (s *Store) Settle(ctx context.Context, settlements []store.Settlement) error {
 	ctx = context.WithoutCancel(ctx)
-	s.forget(refunds)
-	local, primary := splitRefunds(refunds)
+	s.forget(settlements)
+	local, primary := split(settlements)
 	if len(local) > 0 {
-		if err := s.local.Refund(ctx, local); err != nil {
+		if err := s.local.Settle(ctx, local); err != nil {
 			return fmt.Errorf("failclosed: local fallback: %w", err)
 		}
 	}
 	if len(primary) > 0 && s.healthy.Load() {
-		_ = s.primary(ctx, func(ctx context.Context) error { return s.cfg.Primary.Refund(ctx, primary) })
+		_ = s.primary(ctx, func(ctx context.Context) error { return s.cfg.Primary.Settle(ctx, primary) })
 	}
 	return nil
 }
 
-// forget drops from the recall the keys refunds give back: what the store
-// said about them no longer holds. A confirmation gives nothing back.
-func (s *Store) forget(refunds []store.Refund) {
-	for i := range refunds {
-		if !refunds[i].Confirm {
-			s.recall.Forget(refunds[i].Key)
+// forget drops from the recall the keys settlements change: what the store
+// said about them no longer holds. A Confirm changes nothing it said.
+func (s *Store) forget(settlements []store.Settlement) {
+	for i := range settlements {
+		if settlements[i].Action != store.Confirm {
+			s.recall.Forget(settlements[i].Key)
 		}
 	}
 }
 
-// splitRefunds separates the refunds of spends the fallback made from those
+// split separates the settlements of spends the fallback made from those
 // the primary made.
-func splitRefunds(refunds []store.Refund) (local, primary []store.Refund) {
-	for _, r := range refunds {
-		if r.Local {
-			local = append(local, r)
+func split(settlements []store.Settlement) (local, primary []store.Settlement) {
+	for _, st := range settlements {
+		if st.Local {
+			local = append(local, st)
 		} else {
-			primary = append(primary, r)
+			primary = append(primary, st)
 		}
 	}
 	return local, primary
 }
 
-// ErrUnavailable reports an admin change the failing primary could not take.
-var ErrUnavailable = errors.New("failclosed: store unavailable")
-
-// Delete removes keys from both stores. It fails while the primary is
-// failing: an account reset must not be reported done when it is not.
+// Delete removes keys from both stores. It fails, with an error wrapping
+// store.ErrUnavailable, while the primary is failing: an account reset must
+// not be reported done when it is not.
 func (s *Store) Delete(ctx context.Context, keys ...string) error {
 	ctx = context.WithoutCancel(ctx)
 	s.Forgotten(keys)
@@ -414,10 +421,10 @@ func (s *Store) Delete(ctx context.Context, keys ...string) error {
 		return fmt.Errorf("failclosed: local fallback: %w", err)
 	}
 	if !s.healthy.Load() {
-		return ErrUnavailable
+		return fmt.Errorf("failclosed: %w", store.ErrUnavailable)
 	}
 	if err := s.primary(ctx, func(ctx context.Context) error { return s.cfg.Primary.Delete(ctx, keys...) }); err != nil {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return fmt.Errorf("failclosed: %w: %w", store.ErrUnavailable, err)
 	}
 	return nil
 }
@@ -440,13 +447,13 @@ func (s *Store) Invalidate() { s.recall.Invalidate() }
 
 // MarkOnce marks on the primary, or on the fallback while the primary fails:
 // during an outage an attempt id is accepted once per instance. When the
-// mark is new, refunds are given back where they were spent, like Refund:
-// the primary's with the mark, in its one call; those the failing primary
-// cannot take are dropped.
-func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration, refunds ...store.Refund) (bool, error) {
+// mark is new, settlements are applied where their check spent, like
+// Settle: the primary's with the mark, in its one call; those the failing
+// primary cannot take are dropped.
+func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration, settlements ...store.Settlement) (bool, error) {
 	ctx = context.WithoutCancel(ctx)
-	s.forget(refunds)
-	local, primary := splitRefunds(refunds)
+	s.forget(settlements)
+	local, primary := split(settlements)
 	if s.healthy.Load() {
 		var first bool
 		err := s.primary(ctx, func(ctx context.Context) error {
@@ -456,7 +463,7 @@ func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration, ref
 		})
 		if err == nil {
 			if first && len(local) > 0 {
-				if err := s.local.Refund(ctx, local); err != nil {
+				if err := s.local.Settle(ctx, local); err != nil {
 					return true, fmt.Errorf("failclosed: local fallback: %w", err)
 				}
 			}

@@ -58,11 +58,11 @@ func (f *flakyStore) Do(ctx context.Context, ops []store.Op, res []store.Result)
 	return f.Store.Do(ctx, ops, res)
 }
 
-func (f *flakyStore) MarkOnce(ctx context.Context, key string, ttl time.Duration, refunds ...store.Refund) (bool, error) {
+func (f *flakyStore) MarkOnce(ctx context.Context, key string, ttl time.Duration, settlements ...store.Settlement) (bool, error) {
 	if err := f.fault(ctx); err != nil {
 		return false, err
 	}
-	return f.Store.MarkOnce(ctx, key, ttl, refunds...)
+	return f.Store.MarkOnce(ctx, key, ttl, settlements...)
 }
 
 func (f *flakyStore) Delete(ctx context.Context, keys ...string) error {
@@ -110,7 +110,7 @@ func newFixture(t *testing.T, fleet int) *fixture {
 }
 
 func op(key string, burst int64, onErr store.OnError) store.Op {
-	return store.Op{Key: key, Kind: store.Rate, Cost: 1, Interval: time.Hour, Burst: burst, Rule: key, OnError: onErr}
+	return store.Op{Key: key, Cost: 1, Limit: store.Rate{Interval: time.Hour, Burst: burst}, Rule: key, OnError: onErr}
 }
 
 func (f *fixture) do(t *testing.T, ops ...store.Op) []store.Result {
@@ -165,6 +165,44 @@ func TestEachRuleFallsBackByItsOnStoreError(t *testing.T) {
 	}
 }
 
+// TestFeatureOpsAreNoRule: the ops of a check's features (its memory of
+// guesses, its familiar list) name no rule, and count as none in
+// guardian_fallback_decisions_total.
+func TestFeatureOpsAreNoRule(t *testing.T) {
+	f := newFixture(t, 1)
+	f.primary.setErr(errDown)
+	guesses := store.Op{Key: "g", Cost: 1, Role: store.Soft, Guess: 7, Limit: store.Guesses{Max: 3, Hold: time.Hour}}
+	f.do(t, op("k", 5, store.OnErrorLocal), guesses)
+	if n := testutil.CollectAndCount(f.metrics.FallbackDecisions); n != 1 {
+		t.Fatalf("%d series of guardian_fallback_decisions_total, want the rule's alone", n)
+	}
+	if n := testutil.ToFloat64(f.metrics.FallbackDecisions.WithLabelValues("k", "local")); n != 1 {
+		t.Fatalf("fallback decisions of the rule = %v, want 1", n)
+	}
+}
+
+// TestBadBatchIsNoStoreFailure: a batch the primary refuses as bad is an
+// error of the caller's, which neither counts as a store error nor falls
+// back.
+func TestBadBatchIsNoStoreFailure(t *testing.T) {
+	f := newFixture(t, 1)
+	bad := store.Op{Key: "k", Cost: 1}
+	err := f.store.Do(context.Background(), []store.Op{bad}, make([]store.Result, 1))
+	if !errors.Is(err, store.ErrBadBatch) {
+		t.Fatalf("Do of a bad batch = %v, want ErrBadBatch", err)
+	}
+	if !f.store.Healthy() || testutil.CollectAndCount(f.metrics.StoreErrors) != 0 {
+		t.Fatal("a bad batch counted as a store failure")
+	}
+	f.primary.setErr(errDown)
+	if err := f.store.Do(context.Background(), []store.Op{op("a", 1, store.OnErrorLocal)}, make([]store.Result, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.Do(context.Background(), []store.Op{bad}, make([]store.Result, 1)); !errors.Is(err, store.ErrBadBatch) {
+		t.Fatalf("Do of a bad batch on the fallback = %v, want ErrBadBatch", err)
+	}
+}
+
 func TestClosedRuleDeniesTheWholeBatch(t *testing.T) {
 	f := newFixture(t, 1)
 	f.primary.setErr(errDown)
@@ -205,7 +243,7 @@ func TestFullFallbackEvicts(t *testing.T) {
 	f := &fixture{primary: newFlaky(), metrics: metrics.New(prometheus.NewRegistry())}
 	f.store = New(Config{Primary: f.primary, Probe: f.primary.ping, MaxLocalKeys: 4, Metrics: f.metrics, ProbeInterval: time.Hour})
 	f.primary.setErr(errDown)
-	stop := store.Op{Key: "stop", Kind: store.Counter, Cost: 1, Limit: 1, Hold: time.Hour, Rule: "stop"}
+	stop := store.Op{Key: "stop", Cost: 1, Limit: store.Counter{Max: 1, Hold: time.Hour}, Rule: "stop"}
 	f.do(t, stop)
 	for i := range 100 {
 		if res := f.do(t, op(fmt.Sprintf("flood-%d", i), 5, store.OnErrorLocal)); !res[0].Spent {
@@ -284,7 +322,7 @@ func TestOneProbeAtATimeUnderManyFailures(t *testing.T) {
 	}
 }
 
-func TestRefundGoesToTheStoreThatSpent(t *testing.T) {
+func TestSettleGoesToTheStoreThatSpent(t *testing.T) {
 	f := newFixture(t, 1)
 	f.primary.setErr(errDown)
 	k := op("k", 2, store.OnErrorLocal)
@@ -293,38 +331,38 @@ func TestRefundGoesToTheStoreThatSpent(t *testing.T) {
 	if res := f.do(t, k); res[0].Allowed {
 		t.Fatal("third spend allowed on a burst of 2")
 	}
-	if err := f.store.Refund(context.Background(), []store.Refund{{Key: "k", Kind: store.Rate, Amount: time.Hour, Local: true}}); err != nil {
+	if err := f.store.Settle(context.Background(), []store.Settlement{{Key: "k", Action: store.GiveBack, Span: time.Hour, Local: true}}); err != nil {
 		t.Fatal(err)
 	}
 	if res := f.do(t, k); !res[0].Spent {
-		t.Fatalf("after a local refund = %+v, want spent", res[0])
+		t.Fatalf("after a local settlement = %+v, want spent", res[0])
 	}
 }
 
-func TestMarkOnceRefundsWhereSpent(t *testing.T) {
+func TestMarkOnceSettlesWhereSpent(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, 1)
 	p := op("p", 1, store.OnErrorLocal)
 	f.do(t, p)
-	first, err := f.store.MarkOnce(ctx, "attempt-1", time.Minute, store.Refund{Key: "p", Kind: store.Rate, Amount: time.Hour})
+	first, err := f.store.MarkOnce(ctx, "attempt-1", time.Minute, store.Settlement{Key: "p", Action: store.GiveBack, Span: time.Hour})
 	if err != nil || !first {
 		t.Fatalf("MarkOnce on the primary = %v, %v; want true", first, err)
 	}
 	if res := f.do(t, p); !res[0].Spent || res[0].Degraded {
-		t.Fatalf("after the primary's refund = %+v, want spent by the primary", res[0])
+		t.Fatalf("after the primary's settlement = %+v, want spent by the primary", res[0])
 	}
 
 	f.primary.setErr(errDown)
 	k := op("k", 1, store.OnErrorLocal)
 	f.do(t, k)
-	refund := store.Refund{Key: "k", Kind: store.Rate, Amount: time.Hour, Local: true}
+	settlement := store.Settlement{Key: "k", Action: store.GiveBack, Span: time.Hour, Local: true}
 	for i, want := range []bool{true, false} {
-		first, err := f.store.MarkOnce(ctx, "attempt-2", time.Minute, refund)
+		first, err := f.store.MarkOnce(ctx, "attempt-2", time.Minute, settlement)
 		if err != nil || first != want {
 			t.Fatalf("MarkOnce %d on the fallback = %v, %v; want %v", i, first, err, want)
 		}
 		if res := f.do(t, k); res[0].Spent != want {
-			t.Fatalf("spend after MarkOnce %d = %+v, want spent %v (refunded only by the first)", i, res[0], want)
+			t.Fatalf("spend after MarkOnce %d = %+v, want spent %v (given back only by the first)", i, res[0], want)
 		}
 	}
 }
@@ -341,8 +379,8 @@ func TestMarkOnceAndDeleteWhileFailing(t *testing.T) {
 	if err != nil || again {
 		t.Fatalf("second MarkOnce = %v, %v; want false", again, err)
 	}
-	if err := f.store.Delete(ctx, "k"); !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("Delete while failing = %v, want ErrUnavailable", err)
+	if err := f.store.Delete(ctx, "k"); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("Delete while failing = %v, want store.ErrUnavailable", err)
 	}
 }
 
@@ -502,7 +540,7 @@ func newRecallTest() (*testclock.Clock, *flakyStore, *Store, store.Op) {
 	m := metrics.New(prometheus.NewRegistry())
 	primary := &flakyStore{Store: memstore.New(memstore.Config{Now: clock.Now})}
 	s := New(Config{Primary: primary, Probe: primary.ping, FailAfter: 1, ProbeInterval: time.Hour, Metrics: m, Now: clock.Now})
-	return clock, primary, s, store.Op{Key: "stop", Kind: store.Counter, Cost: 1, Limit: 2, Hold: time.Hour, Rule: "stop"}
+	return clock, primary, s, store.Op{Key: "stop", Cost: 1, Limit: store.Counter{Max: 2, Hold: time.Hour}, Rule: "stop"}
 }
 
 // TestFallbackRecallsDenials: keys the primary denied stay denied on the
@@ -510,7 +548,7 @@ func newRecallTest() (*testclock.Clock, *flakyStore, *Store, store.Op) {
 // key it never saw starts from its local limit.
 func TestFallbackRecallsDenials(t *testing.T) {
 	clock, primary, s, stop := newRecallTest()
-	slowed := store.Op{Key: "slowed", Kind: store.Rate, Cost: 1, Interval: time.Minute, Burst: 1, Rule: "slowed"}
+	slowed := store.Op{Key: "slowed", Cost: 1, Limit: store.Rate{Interval: time.Minute, Burst: 1}, Rule: "slowed"}
 	do := func(ops ...store.Op) []store.Result {
 		t.Helper()
 		res := make([]store.Result, len(ops))

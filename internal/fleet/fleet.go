@@ -3,9 +3,9 @@
 // rules, when they were loaded and whether its store answers) and GET
 // /v1/fleet lists the heartbeats that are fresh.
 //
-// A heartbeat names nothing of users: no account, address or key. It rides
-// on the loop of the global failure rate (aggregate.Rider), so an instance
-// writes one every RefreshEvery (500ms by default) and the store sees two
+// A heartbeat names nothing of users: no account, address or key. The
+// instance's server calls Ride on a loop of its own, every 500ms, so an
+// instance writes one every half second and the store sees two
 // small calls a second per instance, whatever the traffic. An instance is
 // listed while its last heartbeat is younger than TTL (10s by default) by
 // the store's own clock: a killed instance drops out within TTL plus one
@@ -25,7 +25,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/guardian-sec/guardian/internal/aggregate"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/version"
 )
@@ -117,8 +116,6 @@ type Fleet struct {
 	// failing is set while heartbeats fail, so that an outage logs once.
 	failing atomic.Bool
 }
-
-var _ aggregate.Rider = (*Fleet)(nil)
 
 // New returns a Fleet for cfg, with defaults for zero fields.
 func New(cfg Config) *Fleet {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -15,9 +16,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/guardian-sec/guardian/internal/audit"
+	"github.com/guardian-sec/guardian/internal/breached"
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/fleet"
-	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/shadow"
@@ -40,7 +41,7 @@ type Decider interface {
 var _ Decider = (*engine.Engine)(nil)
 
 // Config holds what an API is built from. Every field is required except
-// Metrics, Tracer, Now and Logger.
+// Metrics, Tracer, Breached, Now and Logger.
 type Config struct {
 	Engine Decider
 	Tokens *tokens.Service
@@ -55,9 +56,6 @@ type Config struct {
 	// It logs the outcome, once, with who asked (the admin token's
 	// subject) and the request's context.
 	Reload func(ctx context.Context, by string) (*rules.Set, error)
-	// Normalizer is the engine's (engine.Config.Normalizer), so that a check
-	// is validated as the engine will read it; nil: the defaults.
-	Normalizer *keys.Normalizer
 	// StoreHealthy reports whether the store answers (for /readyz).
 	StoreHealthy func() bool
 	// Gatherer serves /metrics.
@@ -67,8 +65,25 @@ type Config struct {
 	Metrics *metrics.Metrics
 	// Tracer, when set, makes each check and report a span.
 	Tracer trace.Tracer
-	Logger *slog.Logger
-	Now    func() time.Time
+	// Revocations revokes service tokens fleet-wide (POST
+	// /v1/tokens/revoke); Tokens refuses what it revoked.
+	Revocations Revoker
+	// AdminApart serves the admin API and the console on a handler of
+	// their own, AdminHandler, and not on the main one, which then
+	// answers 404 for them (--admin-addr).
+	AdminApart bool
+	Logger     *slog.Logger
+	Now        func() time.Time
+
+	// Breached holds the breached-password filter in use, if any (nil:
+	// none ever is).
+	Breached *breached.Holder
+}
+
+// Revoker revokes service tokens fleet-wide. *revocation.List implements
+// it.
+type Revoker interface {
+	Revoke(ctx context.Context, jti string, until time.Time) error
 }
 
 // API serves guardian's HTTP interface.
@@ -77,6 +92,9 @@ type API struct {
 	log    *slog.Logger
 	now    func() time.Time
 	router *gin.Engine
+	// admin serves the admin API and the console when they are apart; nil
+	// otherwise.
+	admin *gin.Engine
 
 	expiring expiring
 }
@@ -90,6 +108,43 @@ func New(cfg Config) *API {
 	if a.now == nil {
 		a.now = time.Now
 	}
+	r := a.newRouter()
+	r.GET("/healthz", a.healthz)
+	r.GET("/readyz", a.readyz)
+	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})))
+	adminRouter := r
+	if cfg.AdminApart {
+		adminRouter = a.newRouter()
+		adminRouter.GET("/healthz", a.healthz)
+		a.admin = adminRouter
+	}
+	a.routeConsole(adminRouter)
+
+	check := r.Group("/v1", a.authorize(tokens.ScopeCheck))
+	if cfg.Tracer != nil {
+		check.Use(a.traced)
+	}
+	check.POST("/check", a.check)
+	check.POST("/report", a.report)
+	check.POST("/passwords/check", a.checkPassword)
+
+	admin := adminRouter.Group("/v1", a.authorize(tokens.ScopeAdmin))
+	admin.GET("/rules", a.getRules)
+	admin.GET("/rules/explain", a.explainRules)
+	admin.POST("/rules/reload", a.reloadRules)
+	admin.GET("/shadow", a.getShadow)
+	admin.GET("/fleet", a.getFleet)
+	admin.GET("/accounts/status", a.accountStatus)
+	admin.POST("/accounts/reset", a.accountReset)
+	admin.POST("/tokens/revoke", a.revokeToken)
+
+	a.router = r
+	return a
+}
+
+// newRouter returns a gin engine with the middleware and the not-found and
+// wrong-method answers every listener shares.
+func (a *API) newRouter() *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
@@ -102,41 +157,36 @@ func New(cfg Config) *API {
 	r.NoMethod(func(c *gin.Context) {
 		a.abort(c, newError(http.StatusMethodNotAllowed, "method_not_allowed", c.Request.Method+" is not allowed on "+c.Request.URL.Path))
 	})
-
-	r.GET("/healthz", a.healthz)
-	r.GET("/readyz", a.readyz)
-	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})))
-	a.routeConsole(r)
-
-	check := r.Group("/v1", a.authorize(tokens.ScopeCheck))
-	if cfg.Tracer != nil {
-		check.Use(a.traced)
-	}
-	check.POST("/check", a.check)
-	check.POST("/report", a.report)
-
-	admin := r.Group("/v1", a.authorize(tokens.ScopeAdmin))
-	admin.GET("/rules", a.getRules)
-	admin.GET("/rules/explain", a.explainRules)
-	admin.POST("/rules/reload", a.reloadRules)
-	admin.GET("/shadow", a.getShadow)
-	admin.GET("/fleet", a.getFleet)
-	admin.GET("/accounts/status", a.accountStatus)
-	admin.POST("/accounts/reset", a.accountReset)
-
-	a.router = r
-	return a
+	return r
 }
 
 // ServeHTTP serves one request.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.router.ServeHTTP(w, r) }
 
-// Routes lists the API's routes as "METHOD /path", for the check of the
-// routes against api/openapi.yaml.
+// AdminHandler serves the admin API, the console and /healthz when
+// Config.AdminApart is set; it is nil otherwise, the main handler serving
+// them.
+func (a *API) AdminHandler() http.Handler {
+	if a.admin == nil {
+		return nil
+	}
+	return a.admin
+}
+
+// Routes lists the API's routes as "METHOD /path", those of both handlers
+// when the admin API is apart, for the check of the routes against
+// api/openapi.yaml.
 func (a *API) Routes() []string {
 	var out []string
-	for _, r := range a.router.Routes() {
-		out = append(out, r.Method+" "+r.Path)
+	for _, e := range []*gin.Engine{a.router, a.admin} {
+		if e == nil {
+			continue
+		}
+		for _, r := range e.Routes() {
+			if route := r.Method + " " + r.Path; !slices.Contains(out, route) {
+				out = append(out, route)
+			}
+		}
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/guardian-sec/guardian/internal/breached"
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/secret"
@@ -68,18 +69,23 @@ type benchBody struct{ bytes.Reader }
 func (*benchBody) Close() error { return nil }
 
 // benchServe sends the request method path body with a check token to an
-// API over d, b.N times, and fails unless every answer has status want.
-func benchServe(b *testing.B, d Decider, method, path, body string, want int) {
+// API over d, b.N times, and fails unless every answer has status want;
+// edit, when given, adjusts the API's configuration first.
+func benchServe(b *testing.B, d Decider, method, path, body string, want int, edit ...func(*Config)) {
 	b.Helper()
 	svc := tokens.NewService(secret.Generate())
-	api := New(Config{
+	cfg := Config{
 		Engine:       d,
 		Tokens:       svc,
 		Shadow:       shadow.NewFleet(shadow.FleetConfig{Book: shadow.NewBook()}),
 		Reload:       func(context.Context, string) (*rules.Set, error) { return rules.Default(), nil },
 		StoreHealthy: func() bool { return true },
 		Gatherer:     prometheus.NewRegistry(),
-	})
+	}
+	for _, e := range edit {
+		e(&cfg)
+	}
+	api := New(cfg)
 	tok, err := svc.Issue(tokens.ScopeCheck, "bench", time.Hour, time.Now())
 	if err != nil {
 		b.Fatal(err)
@@ -144,4 +150,19 @@ func BenchmarkReportHandler(b *testing.B) {
 // BenchmarkHealthz is the bare-HTTP baseline of the layer.
 func BenchmarkHealthz(b *testing.B) {
 	benchServe(b, &benchDecider{}, http.MethodGet, "/healthz", "", http.StatusOK)
+}
+
+// BenchmarkPasswordCheckHandler is one POST /v1/passwords/check through the
+// HTTP layer, its lookup included.
+func BenchmarkPasswordCheckHandler(b *testing.B) {
+	f := withFilter(filterOf(b, breached.Plain, "123456", "password", "qwerty"))
+	benchServe(b, &benchDecider{}, http.MethodPost, "/v1/passwords/check", `{"sha1":"5BAA61E4C9B93F3F0682250B6CF8331B7EE68FD8"}`, http.StatusOK, f)
+}
+
+// BenchmarkCheckHandlerPasswordSHA1 is BenchmarkCheckHandler's check
+// carrying password_sha1: what the lookup adds to a check.
+func BenchmarkCheckHandlerPasswordSHA1(b *testing.B) {
+	f := withFilter(filterOf(b, breached.Plain, "123456", "password", "qwerty"))
+	d := &benchDecider{decision: engine.Decision{Action: rules.Allow, AttemptID: "AQAAAAAAAAAAAAAAAAAAAAAAAAABmM9l2wAFbG9naW4", Shadow: []engine.ShadowTrip{}}}
+	benchServe(b, d, http.MethodPost, "/v1/check", `{"flow":"login","account":"user-1234@example.com","ip":"10.1.2.3","password_sha1":"5BAA61E4C9B93F3F0682250B6CF8331B7EE68FD8"}`, http.StatusOK, f)
 }

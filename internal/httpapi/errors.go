@@ -3,15 +3,17 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/guardian-sec/guardian/internal/engine"
-	"github.com/guardian-sec/guardian/internal/failclosed"
 	"github.com/guardian-sec/guardian/internal/keys"
+	"github.com/guardian-sec/guardian/internal/revocation"
 	"github.com/guardian-sec/guardian/internal/rules"
+	"github.com/guardian-sec/guardian/internal/store"
 	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
@@ -41,8 +43,10 @@ func errorFor(err error) *apiError {
 		return newError(http.StatusBadRequest, "invalid_recipient", "recipient: "+detail(err, keys.ErrInvalidRecipient))
 	case errors.Is(err, keys.ErrInvalidAccount):
 		return newError(http.StatusBadRequest, "invalid_field", "account: "+detail(err, keys.ErrInvalidAccount))
-	case errors.Is(err, engine.ErrUnknownFlow):
-		return newError(http.StatusBadRequest, "unknown_flow", detail(err, engine.ErrUnknownFlow))
+	case errors.Is(err, rules.ErrUnknownFlow):
+		return newError(http.StatusBadRequest, "unknown_flow", detail(err, rules.ErrUnknownFlow))
+	case errors.Is(err, rules.ErrInvalidCost):
+		return newError(http.StatusBadRequest, "invalid_field", detail(err, rules.ErrInvalidCost))
 	case errors.Is(err, engine.ErrMissingField):
 		return newError(http.StatusBadRequest, "missing_field", detail(err, engine.ErrMissingField))
 	case errors.Is(err, engine.ErrInvalidField):
@@ -55,8 +59,12 @@ func errorFor(err error) *apiError {
 		return newError(http.StatusBadRequest, "invalid_attempt", "attempt_id: not an attempt id issued by guardian")
 	case errors.Is(err, tokens.ErrInvalidToken):
 		return newError(http.StatusUnauthorized, "unauthorized", detail(err, tokens.ErrInvalidToken))
-	case errors.Is(err, failclosed.ErrUnavailable):
+	case errors.Is(err, store.ErrUnavailable):
 		return newError(http.StatusServiceUnavailable, "store_unavailable", "the store is not answering; retry when /readyz says ok")
+	case errors.Is(err, revocation.ErrFull):
+		return newError(http.StatusConflict, "too_many_revocations", fmt.Sprintf("jti: %d revocations are in force; each lapses when its token expires, and rotating the signing key refuses every token at once", revocation.MaxEntries))
+	case errors.Is(err, revocation.ErrNotShared):
+		return newError(http.StatusServiceUnavailable, "store_unavailable", "the store did not take the revocation: this instance refuses the token now and sends it to the store until it answers, and other instances refuse it once it has; retry when /readyz says ok")
 	case errors.Is(err, rules.ErrInvalid):
 		return newError(http.StatusBadRequest, "invalid_rules", err.Error())
 	}

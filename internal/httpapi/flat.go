@@ -180,6 +180,8 @@ func (r *checkRequest) set(key, val string, str bool) bool {
 		return setString(&r.DeviceToken, &r.slots[4], val, str)
 	case "secret_fingerprint":
 		return setString(&r.SecretFingerprint, &r.slots[5], val, str)
+	case "password_sha1":
+		return setString(&r.PasswordSHA1, &r.slots[6], val, str)
 	case "cost":
 		return setInt(&r.Cost, &r.cost, val, str)
 	}

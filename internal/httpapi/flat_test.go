@@ -32,8 +32,14 @@ func show(ps ...any) string {
 }
 
 func (r *checkRequest) show() string {
-	return show(r.Flow, r.Account, r.IP, r.Recipient, r.DeviceToken, r.Cost)
+	s := show(r.Flow, r.Account, r.IP, r.Recipient, r.DeviceToken, r.Cost)
+	if r.PasswordSHA1 != nil {
+		s += "password_sha1=" + show(r.PasswordSHA1)
+	}
+	return s
 }
+
+func (r *passwordCheckRequest) show() string { return show(r.SHA1) }
 
 func (r *reportRequest) show() string { return show(r.AttemptID, r.Outcome) }
 
@@ -202,6 +208,8 @@ func FuzzParseFlat(f *testing.F) {
 		`{"flow":"login","account":"alice@example.com","ip":"203.0.113.7","cost":3}`,
 		`{"attempt_id":"AQID","outcome":"success"}`,
 		`{"account":"bob"}`,
+		`{"flow":"login","ip":"203.0.113.7","password_sha1":"5BAA61E4C9B93F3F0682250B6CF8331B7EE68FD8"}`,
+		`{"sha1":"5baa61e4c9b93f3f0682250b6cf8331b7ee68fd8"}`,
 		` {"cost":-0 , "device_token":"x"} `,
 		`{"flow":"a","flow":"b"}`,
 		`{"Outcome":"failure"}`,
@@ -215,6 +223,7 @@ func FuzzParseFlat(f *testing.F) {
 		fuzzFlat[checkRequest](t, body)
 		fuzzFlat[reportRequest](t, body)
 		fuzzFlat[resetRequest](t, body)
+		fuzzFlat[passwordCheckRequest](t, body)
 		fuzzStrict(t, body)
 	})
 }

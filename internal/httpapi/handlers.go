@@ -9,7 +9,6 @@ import (
 
 	"github.com/guardian-sec/guardian/internal/audit"
 	"github.com/guardian-sec/guardian/internal/engine"
-	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/shadow"
 )
@@ -27,10 +26,13 @@ type checkRequest struct {
 	ChallengePassed *bool `json:"challenge_passed"`
 
 	SecretFingerprint *string `json:"secret_fingerprint"`
+	// PasswordSHA1 is looked up in the breached-password filter and never
+	// reaches the engine (passwords.go).
+	PasswordSHA1 *string `json:"password_sha1"`
 
 	// slots and cost hold what the fields point at when parseFlat read the
 	// body.
-	slots [6]string
+	slots [7]string
 	cost  int64
 }
 
@@ -59,7 +61,13 @@ func limitsJSON(ls []engine.Limit) []limitJSON {
 }
 
 func (a *API) check(c *gin.Context) {
-	req, err := checkFromBody(c, a.cfg.Normalizer)
+	var body checkRequest
+	req, err := checkFromBody(c, &body)
+	if err != nil {
+		a.abort(c, err)
+		return
+	}
+	br, err := a.breachedOf(body.PasswordSHA1)
 	if err != nil {
 		a.abort(c, err)
 		return
@@ -75,7 +83,7 @@ func (a *API) check(c *gin.Context) {
 	}
 	a.decided(c, string(d.Action), d.Rule, d.Degraded)
 	setCheckHeaders(c.Writer.Header(), &d)
-	writeAnswer(c, status, func(b []byte) []byte { return appendCheck(b, &d) })
+	writeAnswer(c, status, func(b []byte) []byte { return appendBreached(appendCheck(b, &d), br) })
 }
 
 // The headers of a check answer, in the canonical form net/http keeps them
@@ -128,13 +136,12 @@ func setCheckHeaders(h http.Header, d *engine.Decision) {
 	}
 }
 
-// checkFromBody decodes a check request and validates it
-// (engine.CheckRequest.Validate, with the engine's normaliser n), so that
-// every request guardian would not decide is answered 400 before it
-// reaches the engine.
-func checkFromBody(c *gin.Context, n *keys.Normalizer) (engine.CheckRequest, error) {
-	var body checkRequest
-	if err := decode(c, &body); err != nil {
+// checkFromBody decodes a check request into body and checks its shape:
+// required fields, the flow first (rules.CheckFlow) and a given cost
+// (rules.CheckCost). The engine normalises what it holds, once, and refuses
+// what it would not decide with errors errorFor maps to 400.
+func checkFromBody(c *gin.Context, body *checkRequest) (engine.CheckRequest, error) {
+	if err := decode(c, body); err != nil {
 		return engine.CheckRequest{}, err
 	}
 	var req engine.CheckRequest
@@ -143,7 +150,7 @@ func checkFromBody(c *gin.Context, n *keys.Normalizer) (engine.CheckRequest, err
 		return req, err
 	}
 	req.Flow = rules.Flow(flow)
-	if err := engine.CheckFlow(req.Flow); err != nil {
+	if err := rules.CheckFlow(req.Flow); err != nil {
 		return req, err
 	}
 	if req.IP, err = required(body.IP, "ip"); err != nil {
@@ -167,12 +174,12 @@ func checkFromBody(c *gin.Context, n *keys.Normalizer) (engine.CheckRequest, err
 	if body.Cost != nil {
 		// Only an absent cost is the default: a cost given is 1 to
 		// MaxCost, 0 included.
-		if err := engine.CheckCost(*body.Cost); err != nil {
+		if err := rules.CheckCost(*body.Cost); err != nil {
 			return req, err
 		}
 		req.Cost = *body.Cost
 	}
-	return req, req.Validate(n)
+	return req, nil
 }
 
 // reportRequest is the body of /v1/report.
@@ -219,6 +226,8 @@ type rulesResponse struct {
 	Rules    []rules.Rule `json:"rules"`
 	// Familiar is the file's familiar_networks, absent when it has none.
 	Familiar *familiarJSON `json:"familiar_networks,omitempty"`
+	// Breached is the breached-password filter in use, absent when none is.
+	Breached *breachedJSON `json:"breached,omitempty"`
 }
 
 // familiarJSON is familiar_networks as the rules file writes it.
@@ -237,7 +246,9 @@ func rulesBody(s *rules.Set) rulesResponse {
 }
 
 func (a *API) getRules(c *gin.Context) {
-	c.JSON(http.StatusOK, rulesBody(a.cfg.Engine.Rules()))
+	body := rulesBody(a.cfg.Engine.Rules())
+	body.Breached = a.breachedBody()
+	c.JSON(http.StatusOK, body)
 }
 
 func (a *API) reloadRules(c *gin.Context) {
@@ -255,7 +266,9 @@ func (a *API) reloadRules(c *gin.Context) {
 		a.abort(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, rulesBody(set))
+	body := rulesBody(set)
+	body.Breached = a.breachedBody()
+	c.JSON(http.StatusOK, body)
 }
 
 // result is the audit result of an admin call that ended with err.

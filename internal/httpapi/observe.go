@@ -88,17 +88,30 @@ func (a *API) decided(c *gin.Context, decision, rule string, degraded bool) {
 	}
 }
 
-// expiringWithin is how close to its expiry a service token is reported:
-// a day, the default lifetime of `guardian token`.
-const expiringWithin = 24 * time.Hour
+// expiringAtMost is the most time left before a token's expiry at which
+// its use is reported: 10% of a token's life, but never more than 72 hours
+// (the last 72 hours of a 720h token, the last 2.4 hours of a day's).
+const expiringAtMost = 72 * time.Hour
+
+// expiringWithin is how close to its expiry a token of claims cl is
+// reported: a tenth of its life, at most expiringAtMost; expiringAtMost for
+// a token that does not say when it was issued.
+func expiringWithin(cl tokens.Claims) time.Duration {
+	life := cl.ExpiresAt.Sub(cl.IssuedAt)
+	if cl.IssuedAt.IsZero() || life <= 0 {
+		return expiringAtMost
+	}
+	return min(life/10, expiringAtMost)
+}
 
 // expiringLogEvery is how often at most an expiring token is logged, per
 // subject and scope; every use is counted.
 const expiringLogEvery = time.Minute
 
-// expiring notes a request authenticated by a token that expires within a
-// day: counted every time, logged at most once a minute per subject and
-// scope, so the owner renews it before logins fail.
+// expiring notes a request authenticated by a token in the last tenth of
+// its life (at most its last 72 hours): counted every time, logged at most
+// once a minute per subject and scope, so the owner renews it before
+// logins fail.
 type expiring struct {
 	mu     sync.Mutex
 	logged map[string]time.Time
@@ -106,7 +119,7 @@ type expiring struct {
 
 func (a *API) noteExpiring(c *gin.Context, cl tokens.Claims, now time.Time) {
 	left := cl.ExpiresAt.Sub(now)
-	if left > expiringWithin {
+	if left > expiringWithin(cl) {
 		return
 	}
 	if a.cfg.Metrics != nil {
@@ -128,7 +141,7 @@ func (a *API) noteExpiring(c *gin.Context, cl tokens.Claims, now time.Time) {
 	a.expiring.mu.Unlock()
 	if due {
 		a.log.LogAttrs(c.Request.Context(), slog.LevelWarn, "service token expires soon: issue a new one (guardian token) before it does",
-			slog.String("subject", cl.Subject), slog.String("scope", string(cl.Scope)),
+			slog.String("subject", cl.Subject), slog.String("scope", string(cl.Scope)), slog.String("jti", cl.ID),
 			slog.Time("expires_at", cl.ExpiresAt), slog.Duration("left", left.Round(time.Second)))
 	}
 }

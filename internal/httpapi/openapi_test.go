@@ -23,13 +23,14 @@ import (
 	"github.com/guardian-sec/guardian/internal/apitest"
 	"github.com/guardian-sec/guardian/internal/audit"
 	"github.com/guardian-sec/guardian/internal/engine"
-	"github.com/guardian-sec/guardian/internal/failclosed"
 	"github.com/guardian-sec/guardian/internal/fleet"
 	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/metrics"
+	"github.com/guardian-sec/guardian/internal/revocation"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/shadow"
+	"github.com/guardian-sec/guardian/internal/store"
 	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
@@ -444,10 +445,12 @@ type testAPI struct {
 // configuration first.
 func newTestAPI(tb testing.TB, fake *fakeDecider, edit func(*Config)) *testAPI {
 	tb.Helper()
-	svc := tokens.NewService(secret.Generate())
+	revoked := revocation.New(revocation.Config{})
+	svc := tokens.NewService(secret.Generate()).WithRevocations(revoked)
 	cfg := Config{
 		Engine:       fake,
 		Tokens:       svc,
+		Revocations:  revoked,
 		Shadow:       shadow.NewFleet(shadow.FleetConfig{Book: shadow.NewBook()}),
 		Fleet:        fleet.New(fleet.Config{Rules: fake.Rules}),
 		Audit:        audit.New(audit.Config{Key: secret.Generate(), Metrics: metrics.New(prometheus.NewRegistry())}),
@@ -481,6 +484,11 @@ func (a *testAPI) do(method, target, body, bearer string) (*http.Request, *httpt
 	a.ServeHTTP(rec, req)
 	return req, rec
 }
+
+// failingRevoker refuses every revocation with err.
+type failingRevoker struct{ err error }
+
+func (f failingRevoker) Revoke(context.Context, string, time.Time) error { return f.err }
 
 // errorCode returns the code of an error body, or "".
 func errorCode(body []byte) string {
@@ -775,8 +783,50 @@ rules:
 		},
 		{
 			name:   "reset while the store fails",
-			fake:   fakeDecider{err: fmt.Errorf("engine: store: %w", failclosed.ErrUnavailable)},
+			fake:   fakeDecider{err: fmt.Errorf("engine: store: %w", store.ErrUnavailable)},
 			method: "POST", path: "/v1/accounts/reset", body: `{"account": "alice@example.com"}`, admin: true,
+			wantStatus: 503, wantCode: "store_unavailable",
+		},
+		{
+			name:   "revoke",
+			method: "POST", path: "/v1/tokens/revoke", body: `{"jti": "3q2L0W8zv5dY1sKcQm9xTA"}`, admin: true,
+			wantStatus: 200,
+		},
+		{
+			name:   "revoke with the token's expiry",
+			method: "POST", path: "/v1/tokens/revoke", body: `{"jti": "3q2L0W8zv5dY1sKcQm9xTA", "expires_at": "` + time.Now().Add(time.Hour).UTC().Format(time.RFC3339) + `"}`, admin: true,
+			wantStatus: 200,
+		},
+		{
+			name:   "revoke without a jti",
+			method: "POST", path: "/v1/tokens/revoke", body: `{}`, admin: true,
+			wantStatus: 400, wantCode: "missing_field",
+		},
+		{
+			name:   "revoke a jti of other characters",
+			method: "POST", path: "/v1/tokens/revoke", body: `{"jti": "a b"}`, admin: true,
+			wantStatus: 400, wantCode: "invalid_field",
+		},
+		{
+			name:   "revoke with an expiry passed",
+			method: "POST", path: "/v1/tokens/revoke", body: `{"jti": "abc", "expires_at": "2020-01-01T00:00:00Z"}`, admin: true,
+			wantStatus: 400, wantCode: "invalid_field",
+		},
+		{
+			name:   "revoke with an expiry not RFC 3339",
+			method: "POST", path: "/v1/tokens/revoke", body: `{"jti": "abc", "expires_at": "tomorrow"}`, admin: true,
+			wantStatus: 400, wantCode: "invalid_field",
+		},
+		{
+			name:   "revoke with too many in force",
+			edit:   func(cfg *Config) { cfg.Revocations = failingRevoker{revocation.ErrFull} },
+			method: "POST", path: "/v1/tokens/revoke", body: `{"jti": "abc"}`, admin: true,
+			wantStatus: 409, wantCode: "too_many_revocations",
+		},
+		{
+			name:   "revoke while the store fails",
+			edit:   func(cfg *Config) { cfg.Revocations = failingRevoker{fmt.Errorf("%w: down", revocation.ErrNotShared)} },
+			method: "POST", path: "/v1/tokens/revoke", body: `{"jti": "abc"}`, admin: true,
 			wantStatus: 503, wantCode: "store_unavailable",
 		},
 		{

@@ -19,6 +19,26 @@ type Key struct {
 	Net netip.Prefix
 }
 
+// KindAccount is the kind of an account's key, the name of the rules' key:
+// account.
+const KindAccount = "account"
+
+// AccountKey returns the key of the normalised account: what key: account
+// rules count an untrusted check by, and what device tokens, the audit
+// trail and the account calls name an account by once hashed.
+func AccountKey(account string) Key { return Key{Kind: KindAccount, ID: account} }
+
+// AccountSubject returns the subject h hashes account to, normalised with
+// n (nil: the defaults) as a check's account is: the subject of
+// AccountKey.
+func (h *Hasher) AccountSubject(n *Normalizer, account string) (string, error) {
+	norm, err := n.Account(account)
+	if err != nil {
+		return "", err
+	}
+	return h.KeySubject(AccountKey(norm)), nil
+}
+
 // IsZero reports whether k is the zero Key.
 func (k Key) IsZero() bool { return k == Key{} }
 

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 
 	"github.com/guardian-sec/guardian/internal/keys"
+	"github.com/guardian-sec/guardian/internal/plan"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/store"
 )
@@ -71,17 +72,68 @@ func Counts(r *rules.Rule) bool {
 	return r.Key == rules.KeyAccount && (r.Type == rules.Rate || r.Type == rules.ConsecutiveFailures)
 }
 
-// Learn appends to dst what a success report of a check of the account
-// with subject account from network member makes of it: the member joins
-// the account's familiar list for fam.Hold, and the network's
-// consecutive-failure counts of rs are reset, so that the owner's success
-// at home ends a run of failures counted there. A failure report confirms
-// none of them (their Amount is zero).
-func Learn(dst []store.Refund, rs []*rules.Rule, fam rules.FamiliarNetworks, account, member string) []store.Refund {
-	for _, r := range rs {
+// Buckets are the buckets other than the account's shared one that an
+// untrusted check of an account may count in on its key: account rules
+// (Counts). The zero Buckets chooses the shared bucket.
+type Buckets struct {
+	// Account is the account's subject.
+	Account string
+	// Challenged reports that the end user passed a challenge: key:
+	// account rate rules count in the account's challenged bucket.
+	Challenged bool
+	// Member is the check's network as the account's familiar list holds
+	// it (Policy.Member), "" when the rules learn no networks.
+	Member string
+}
+
+// Add adds to p the entry e of a key: account rule (Counts) for an
+// untrusted check, in the buckets b chooses: the shared one (e as it is),
+// the challenged one, or under familiar networks both the unfamiliar
+// bucket and the network's, each conditional on the account's familiar
+// list, which a Familiar entry of p reads in the same store call (added
+// with the first rule that needs it). The store counts the one the list
+// chooses; both share e's Bit and settlements, on their own keys.
+func (b Buckets) Add(p *plan.Plan, e plan.Entry) {
+	r := e.Rule
+	if b.Challenged && r.Type == rules.Rate {
+		e.Op.Key = ChallengedKey(e.Subject, r.Name)
+	}
+	if b.Member == "" {
+		p.Add(e)
+		return
+	}
+	if !p.Has(plan.Familiar) {
+		p.Add(plan.Entry{
+			Kind:    plan.Familiar,
+			Op:      store.Op{Key: FamiliarKey(b.Account), Limit: store.Familiar{}, Member: b.Member},
+			Subject: b.Account,
+			Bit:     plan.NoBit,
+		})
+	}
+	network := e
+	e.Op.When = store.IfUnfamiliar
+	network.Op.Key, network.Op.When = NetworkKey(e.Subject, r.Name, b.Member), store.IfFamiliar
+	p.Add(e)
+	p.Add(network)
+}
+
+// Learn adds to p what a success report of a check of flow by the account
+// with subject account from network member teaches, under set's familiar
+// networks, for a login or password_reset check (Learns): the member joins
+// the account's familiar list for the networks' hold, and the network's
+// consecutive-failure counts of the flow's rules are reset, so that the
+// owner's success at home ends a run of failures counted there. They have
+// no op, and a failure report does nothing with them.
+func Learn(p *plan.Plan, set *rules.Set, flow rules.Flow, account, member string) {
+	if member == "" || account == "" || !Learns(flow) {
+		return
+	}
+	for _, r := range set.For(flow) {
 		if Counts(r) && r.Type == rules.ConsecutiveFailures {
-			dst = append(dst, store.Refund{Key: NetworkKey(account, r.Name, member), Kind: store.Counter})
+			p.Add(plan.Entry{Rule: r, Kind: plan.Learning, Bit: plan.NoBit,
+				Success: store.Settlement{Key: NetworkKey(account, r.Name, member), Action: store.Reset}})
 		}
 	}
-	return append(dst, store.Refund{Key: FamiliarKey(account), Kind: store.Familiar, Member: member, Amount: fam.Hold})
+	p.Add(plan.Entry{Kind: plan.Learning, Bit: plan.NoBit,
+		Success: store.Settlement{Key: FamiliarKey(account), Action: store.Learn, Member: member, Span: set.Familiar.Hold}})
 }

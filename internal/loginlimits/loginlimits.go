@@ -1,20 +1,24 @@
 // Package loginlimits is what guardian enforces specifically for login and
-// password reset, on top of the generic engine (rules → one batch of store
-// ops → a decision). The engine asks it four things:
+// password reset, on top of the generic engine (rules → one plan of store
+// ops → a decision). It adds to a check's plan (package plan) and answers
+// the engine on the rest:
 //
 //   - Whose bucket a check counts on. The account's subject on key: account
 //     rules, unless the check carries a valid device token for that account
 //     (the OWASP device-cookie design): then a bucket of its own,
-//     account+device, and no failure_rate challenge. A token for another
-//     account, expired or forged, is ignored: the check is untrusted, never
-//     an error. key: account+ip rules count the account together with the
-//     client's address (IPv4) or /64 (IPv6): one source's guesses at one
-//     account.
-//   - What a success gives back. A check reserves on count: failures rate
-//     rules and on consecutive_failures counters; a success report gives
-//     back its own reservation and resets its own counters, and nothing
-//     else: the failures an attacker spent on the account stay spent, so the
-//     real user logging in never hands the attacker a fresh burst.
+//     account+device, and no failure_rate challenge (Trust). A token for
+//     another account, expired or forged, is ignored: the check is
+//     untrusted, never an error. An untrusted check counts in its passed
+//     challenge's or its familiar network's bucket (Buckets.Add). key:
+//     account+ip rules count the account together with the client's
+//     address (IPv4) or /64 (IPv6): one source's guesses at one account.
+//   - What a report settles (Settle, Learn). A check reserves on count:
+//     failures rate rules and on consecutive_failures counters; a success
+//     report gives back its own reservation and resets its own counters, and
+//     nothing else: the failures an attacker spent on the account stay
+//     spent, so the real user logging in never hands the attacker a fresh
+//     burst. A failure report confirms the counts. A success also teaches
+//     the account its network.
 //   - Which device a success trusts: a success with an account earns a
 //     device token (package tokens), bound to the account's subject and a
 //     random device id, signed with a key derived for that purpose alone.

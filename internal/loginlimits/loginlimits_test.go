@@ -9,6 +9,7 @@ import (
 
 	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/loginlimits"
+	"github.com/guardian-sec/guardian/internal/plan"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/store"
@@ -165,59 +166,40 @@ func rule(tb testing.TB, name string) *rules.Rule {
 	return r
 }
 
-func TestReservations(t *testing.T) {
-	account, ip, stop, send := rule(t, "login-account"), rule(t, "login-ip"), rule(t, "login-hard-stop"), rule(t, "otp-send-recipient")
-	ops := []store.Op{
-		{Key: "k-account", Kind: store.Rate, Cost: 3, Interval: time.Minute, Burst: 5},
-		{Key: "k-ip", Kind: store.Rate, Cost: 3, Interval: 20 * time.Second, Burst: 30},
-		{Key: "k-stop", Kind: store.Counter, Cost: 1, Limit: 100, Hold: time.Hour},
-		{Key: "k-send", Kind: store.Rate, Cost: 3, Interval: 5 * time.Minute, Burst: 3},
+// entry returns the plan entry of built-in rule name on subject, spending
+// cost, as the engine builds it, with its settlements.
+func entry(tb testing.TB, name, subject string, cost int64) plan.Entry {
+	tb.Helper()
+	r := rule(tb, name)
+	e := plan.Entry{Rule: r, Subject: subject, Bit: 0, Op: store.Op{Key: keys.StoreKey(subject, r.Name), Cost: 1}}
+	switch r.Type {
+	case rules.Rate:
+		e.Op.Cost, e.Op.Limit = cost, store.Rate{Interval: r.Interval(), Burst: r.Burst}
+	case rules.ConsecutiveFailures:
+		e.Op.Limit = store.Counter{Max: r.Limit, Hold: r.Hold}
 	}
-	rs := []*rules.Rule{account, ip, stop, send}
-	spent := store.Result{Allowed: true, Spent: true}
-	fits := store.Result{Allowed: true}
-	denied := store.Result{}
+	loginlimits.Settle(&e)
+	return e
+}
+
+func TestSettle(t *testing.T) {
 	tests := []struct {
-		name string
-		res  []store.Result
-		want []store.Refund
+		rule             string
+		success, failure store.Settlement
 	}{
-		{
-			name: "all spent",
-			res:  []store.Result{spent, spent, spent, spent},
-			want: []store.Refund{
-				{Key: "k-account", Kind: store.Rate, Amount: 3 * time.Minute},
-				{Key: "k-ip", Kind: store.Rate, Amount: time.Minute},
-				{Key: "k-stop", Kind: store.Counter},
-			},
-		},
-		{
-			name: "a challenged check spent what fitted",
-			res:  []store.Result{spent, fits, spent, spent},
-			want: []store.Refund{{Key: "k-account", Kind: store.Rate, Amount: 3 * time.Minute}, {Key: "k-stop", Kind: store.Counter}},
-		},
-		{
-			name: "nothing spent",
-			res:  []store.Result{fits, denied, fits, denied},
-			want: nil,
-		},
+		{"login-account", store.Settlement{Action: store.GiveBack, Span: 3 * time.Minute}, store.Settlement{}},
+		{"login-ip", store.Settlement{Action: store.GiveBack, Span: time.Minute}, store.Settlement{}},
+		{"login-hard-stop", store.Settlement{Action: store.Reset}, store.Settlement{Action: store.Confirm, Span: 90 * 24 * time.Hour, Max: 100}},
+		{"otp-send-recipient", store.Settlement{}, store.Settlement{}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := loginlimits.Reservations(nil, rs, ops, tt.res)
-			if !slices.Equal(got, tt.want) {
-				t.Fatalf("Reservations = %+v, want %+v", got, tt.want)
+		t.Run(tt.rule, func(t *testing.T) {
+			e := entry(t, tt.rule, "AbCdEfGhIjKlMnOpQrStUv", 3)
+			if e.Success != tt.success || e.Failure != tt.failure {
+				t.Fatalf("Settle: success %+v, failure %+v; want %+v, %+v", e.Success, e.Failure, tt.success, tt.failure)
 			}
 		})
 	}
-	t.Run("appends to dst", func(t *testing.T) {
-		dst := []store.Refund{{Key: "before"}}
-		got := loginlimits.Reservations(dst, rs[2:3], ops[2:3], []store.Result{spent})
-		want := []store.Refund{{Key: "before"}, {Key: "k-stop", Kind: store.Counter}}
-		if !slices.Equal(got, want) {
-			t.Fatalf("Reservations = %+v, want %+v", got, want)
-		}
-	})
 }
 
 // TestSuccessGivesBackOnlyItsOwnReservation plays a check's reservation and
@@ -227,24 +209,24 @@ func TestSuccessGivesBackOnlyItsOwnReservation(t *testing.T) {
 	clock := testclock.New(t0)
 	st := memstore.New(memstore.Config{Now: clock.Now})
 	ctx := context.Background()
-	rs := []*rules.Rule{rule(t, "login-account"), rule(t, "login-hard-stop")}
-	ops := []store.Op{
-		{Key: "acct", Kind: store.Rate, Cost: 1, Interval: time.Minute, Burst: 5},
-		{Key: "stop", Kind: store.Counter, Cost: 1, Limit: 100, Hold: 90 * 24 * time.Hour},
-	}
-	res := make([]store.Result, len(ops))
-	for range 3 { // the attacker's failures
+	p := &plan.Plan{}
+	p.Add(entry(t, "login-account", "acct", 1))
+	hardStop := entry(t, "login-hard-stop", "acct", 1)
+	hardStop.Bit = 1
+	p.Add(hardStop)
+	ops, res := p.Batch()
+	for range 4 { // the attacker's 3 failures, then the user's check
 		if err := st.Do(ctx, ops, res); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := st.Do(ctx, ops, res); err != nil { // the user's check
-		t.Fatal(err)
-	}
 	if got, want := res[0].Remaining, int64(1); got != want {
 		t.Fatalf("remaining after 4 checks = %d, want %d", got, want)
 	}
-	if err := st.Refund(ctx, loginlimits.Reservations(nil, rs, ops, res)); err != nil {
+	if got, want := p.Spent(), uint64(0b11); got != want {
+		t.Fatalf("Spent = %b, want %b", got, want)
+	}
+	if err := st.Settle(ctx, p.Settlements(true, p.Spent(), false)); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Peek(ctx, ops, res); err != nil {
@@ -255,6 +237,102 @@ func TestSuccessGivesBackOnlyItsOwnReservation(t *testing.T) {
 	}
 	if got := res[1].Count; got != 0 {
 		t.Errorf("consecutive failures after the success = %d, want 0", got)
+	}
+}
+
+func TestBucketsAdd(t *testing.T) {
+	const account = "AbCdEfGhIjKlMnOpQrStUv"
+	tests := []struct {
+		name    string
+		b       loginlimits.Buckets
+		rule    string
+		want    []string
+		wantIfs []store.When
+	}{
+		{"shared", loginlimits.Buckets{Account: account}, "login-account",
+			[]string{keys.StoreKey(account, "login-account")}, []store.When{store.Always}},
+		{"challenged", loginlimits.Buckets{Account: account, Challenged: true}, "login-account",
+			[]string{loginlimits.ChallengedKey(account, "login-account")}, []store.When{store.Always}},
+		{"challenged count", loginlimits.Buckets{Account: account, Challenged: true}, "login-hard-stop",
+			[]string{keys.StoreKey(account, "login-hard-stop")}, []store.When{store.Always}},
+		{"familiar", loginlimits.Buckets{Account: account, Member: "netA"}, "login-hard-stop",
+			[]string{loginlimits.FamiliarKey(account), keys.StoreKey(account, "login-hard-stop"), loginlimits.NetworkKey(account, "login-hard-stop", "netA")},
+			[]store.When{store.Always, store.IfUnfamiliar, store.IfFamiliar}},
+		{"challenged and familiar", loginlimits.Buckets{Account: account, Challenged: true, Member: "netA"}, "login-account",
+			[]string{loginlimits.FamiliarKey(account), loginlimits.ChallengedKey(account, "login-account"), loginlimits.NetworkKey(account, "login-account", "netA")},
+			[]store.When{store.Always, store.IfUnfamiliar, store.IfFamiliar}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &plan.Plan{}
+			tt.b.Add(p, entry(t, tt.rule, account, 1))
+			var got []string
+			var ifs []store.When
+			for _, e := range p.Entries() {
+				got, ifs = append(got, e.Op.Key), append(ifs, e.Op.When)
+			}
+			if !slices.Equal(got, tt.want) || !slices.Equal(ifs, tt.wantIfs) {
+				t.Fatalf("keys %v when %v, want %v when %v", got, ifs, tt.want, tt.wantIfs)
+			}
+			// Every bucket of the rule settles alike, on its own key.
+			for _, e := range p.Entries() {
+				if e.Kind == plan.Familiar {
+					continue
+				}
+				if e.Success.Action == 0 || e.Bit != 0 {
+					t.Errorf("%s: success %+v, bit %d; want the rule's", e.Op.Key, e.Success, e.Bit)
+				}
+			}
+		})
+	}
+	// A second rule reads the same familiar list.
+	p := &plan.Plan{}
+	b := loginlimits.Buckets{Account: account, Member: "netA"}
+	b.Add(p, entry(t, "login-account", account, 1))
+	b.Add(p, entry(t, "login-hard-stop", account, 1))
+	if n := len(p.Entries()); n != 5 {
+		t.Errorf("two rules under familiar networks: %d entries, want one list and two buckets each", n)
+	}
+}
+
+func TestLearn(t *testing.T) {
+	const account = "AbCdEfGhIjKlMnOpQrStUv"
+	p := &plan.Plan{}
+	loginlimits.Learn(p, rules.Default(), rules.Login, account, "netA")
+	var got []store.Settlement
+	for _, e := range p.Entries() {
+		if e.HasOp() || e.Kind != plan.Learning {
+			t.Errorf("entry %+v: want a lesson without an op", e)
+		}
+		got = append(got, e.Success)
+	}
+	want := []store.Settlement{
+		{Key: loginlimits.NetworkKey(account, "login-hard-stop", "netA"), Action: store.Reset},
+		{Key: loginlimits.FamiliarKey(account), Action: store.Learn, Member: "netA", Span: 90 * 24 * time.Hour},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Learn: %+v, want %+v", got, want)
+	}
+	if s := p.Settlements(true, 0, false); !slices.Equal(s, want) {
+		t.Errorf("a success settles %+v, want %+v", s, want)
+	}
+	if s := p.Settlements(false, 0, false); len(s) != 0 {
+		t.Errorf("a failure settles %+v, want nothing", s)
+	}
+	for _, tt := range []struct {
+		name            string
+		flow            rules.Flow
+		account, member string
+	}{
+		{"otp_verify", rules.OTPVerify, account, "netA"},
+		{"no network", rules.Login, account, ""},
+		{"no account", rules.Login, "", "netA"},
+	} {
+		p := &plan.Plan{}
+		loginlimits.Learn(p, rules.Default(), tt.flow, tt.account, tt.member)
+		if n := len(p.Entries()); n != 0 {
+			t.Errorf("%s: %d lessons, want none", tt.name, n)
+		}
 	}
 }
 

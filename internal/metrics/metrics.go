@@ -43,6 +43,10 @@ type Metrics struct {
 	GlobalFailures *prometheus.GaugeVec
 	// Reports counts reports by outcome.
 	Reports *prometheus.CounterVec
+	// UnsettledReports counts reports accepted without settling what their
+	// check spent: the check was decided by rules this instance does not
+	// know.
+	UnsettledReports prometheus.Counter
 	// FailureRateInForce is 1 while a failure_rate rule is in force (its
 	// hysteresis included), by rule and mode.
 	FailureRateInForce *prometheus.GaugeVec
@@ -55,7 +59,7 @@ type Metrics struct {
 	// different rules.
 	RulesInfo *prometheus.GaugeVec
 	// AdminActions counts admin calls that change state, by action (reset,
-	// reload) and result (ok, error).
+	// reload, revoke) and result (ok, error).
 	AdminActions *prometheus.CounterVec
 	// Rules is how many rules are in force, by mode (enforce, shadow); set
 	// it with SetRuleCount.
@@ -63,12 +67,20 @@ type Metrics struct {
 	// HTTPRequests counts answered HTTP requests by route (the path
 	// template, "other" for a path guardian does not serve) and status code.
 	HTTPRequests *prometheus.CounterVec
-	// ExpiringTokens counts requests authenticated by a service token that
-	// expires within a day, by scope: a caller about to lose access.
+	// ExpiringTokens counts requests authenticated by a service token in
+	// the last tenth of its life (at most its last 72 hours), by scope: a
+	// caller about to lose access.
 	ExpiringTokens *prometheus.CounterVec
+	// SigningKeys is 1 for each signing key in force, by its id (kid, never
+	// the key) and use: "sign" for the key that signs, "verify" for each
+	// other key that verifies; set it with SetSigningKeys.
+	SigningKeys *prometheus.GaugeVec
 	// BuildInfo is 1, labelled with the running binary's version, revision
 	// and Go version.
 	BuildInfo *prometheus.GaugeVec
+	// BreachedEntries is how many passwords the breached-password filter
+	// in use holds (serve --breached), 0 without one.
+	BreachedEntries prometheus.Gauge
 }
 
 // New registers guardian's metrics on reg, guardian_build_info set.
@@ -116,6 +128,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "guardian_reports_total",
 			Help: "Reports recorded, by outcome.",
 		}, []string{"outcome"}),
+		UnsettledReports: f.NewCounter(prometheus.CounterOpts{
+			Name: "guardian_reports_unsettled_total",
+			Help: "Reports accepted without settling what their check spent, because rules this instance does not know decided the check.",
+		}),
 		FailureRateInForce: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "guardian_failure_rate_in_force",
 			Help: "1 while a failure_rate rule is in force, hysteresis included, by rule and mode; else 0.",
@@ -128,9 +144,13 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "guardian_rules_info",
 			Help: "1 for the hash of the rules in force.",
 		}, []string{"hash"}),
+		SigningKeys: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "guardian_signing_key_info",
+			Help: "1 for each signing key in force, by key id and use (sign, verify).",
+		}, []string{"kid", "use"}),
 		AdminActions: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "guardian_admin_actions_total",
-			Help: "Admin calls that change state, by action (reset, reload) and result (ok, error).",
+			Help: "Admin calls that change state, by action (reset, reload, revoke) and result (ok, error).",
 		}, []string{"action", "result"}),
 		Rules: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "guardian_rules",
@@ -142,12 +162,16 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"route", "code"}),
 		ExpiringTokens: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "guardian_expiring_token_requests_total",
-			Help: "Requests authenticated by a service token that expires within a day, by scope.",
+			Help: "Requests authenticated by a service token in the last tenth of its life (at most its last 72 hours), by scope.",
 		}, []string{"scope"}),
 		BuildInfo: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "guardian_build_info",
 			Help: "1, labelled with the running guardian's version, revision and Go version.",
 		}, []string{"version", "revision", "goversion"}),
+		BreachedEntries: f.NewGauge(prometheus.GaugeOpts{
+			Name: "guardian_breached_entries",
+			Help: "Passwords in the breached-password filter in use (serve --breached); 0 without one.",
+		}),
 	}
 	v := version.Get()
 	m.BuildInfo.WithLabelValues(v.Version, v.Revision, v.GoVersion).Set(1)
@@ -158,6 +182,18 @@ func New(reg prometheus.Registerer) *Metrics {
 func (m *Metrics) SetRules(hash string) {
 	m.RulesInfo.Reset()
 	m.RulesInfo.WithLabelValues(hash).Set(1)
+}
+
+// SetSigningKeys records the signing keys in force by their ids: sign
+// signs, every other id of verify verifies.
+func (m *Metrics) SetSigningKeys(sign string, verify []string) {
+	m.SigningKeys.Reset()
+	m.SigningKeys.WithLabelValues(sign, "sign").Set(1)
+	for _, kid := range verify {
+		if kid != sign {
+			m.SigningKeys.WithLabelValues(kid, "verify").Set(1)
+		}
+	}
 }
 
 // SetRuleCount records how many rules of each mode are in force.

@@ -13,11 +13,11 @@ import (
 // address's rate as a toll, and the network's distinct accounts.
 func familiarLogin(member string) []store.Op {
 	return []store.Op{
-		{Key: "acct:familiar", Kind: store.Familiar, Member: member},
-		{Key: "acct:rate", Kind: store.Rate, Cost: 1, Interval: time.Minute, Burst: 5, When: store.IfUnfamiliar},
-		{Key: "acct:rate:net:" + member, Kind: store.Rate, Cost: 1, Interval: time.Minute, Burst: 5, When: store.IfFamiliar},
-		{Key: member + ":rate", Kind: store.Rate, Toll: true, Cost: 1, Interval: 20 * time.Second, Burst: 30},
-		{Key: member + ":distinct", Kind: store.Distinct, Soft: true, Cost: 1, Limit: 20, Interval: 6 * time.Hour},
+		{Key: "acct:familiar", Limit: store.Familiar{}, Member: member},
+		{Key: "acct:rate", Cost: 1, Limit: store.Rate{Interval: time.Minute, Burst: 5}, When: store.IfUnfamiliar},
+		{Key: "acct:rate:net:" + member, Cost: 1, Limit: store.Rate{Interval: time.Minute, Burst: 5}, When: store.IfFamiliar},
+		{Key: member + ":rate", Role: store.Toll, Cost: 1, Limit: store.Rate{Interval: 20 * time.Second, Burst: 30}},
+		{Key: member + ":distinct", Role: store.Soft, Cost: 1, Limit: store.Distinct{Step: 6 * time.Hour, Max: 20}},
 	}
 }
 

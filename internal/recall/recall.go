@@ -25,7 +25,7 @@
 // every reload and every gap in listening starts a new epoch: what was
 // remembered before serves the fallback still, but answers nothing until
 // the store is asked again. A success reported on another instance can
-// refund a slowed key early; its remembered slow then lasts at most until
+// give back to a slowed key early; its remembered slow then lasts at most until
 // the retry time the store gave, which is the staleness a local answer may
 // have.
 //
@@ -146,7 +146,7 @@ func (m *Memory) ObserveAt(ops []store.Op, res []store.Result, sent time.Time, e
 			continue
 		}
 		key := op.Key
-		if op.Kind == store.Familiar {
+		if _, ok := op.Limit.(store.Familiar); ok {
 			key = familiarKey(op)
 		}
 		e := entry{at: sent, res: *r, epoch: epoch}
@@ -163,6 +163,12 @@ func (m *Memory) ObserveAt(ops []store.Op, res []store.Result, sent time.Time, e
 	}
 }
 
+// isFamiliar reports whether op reads a familiar list.
+func isFamiliar(op *store.Op) bool {
+	_, ok := op.Limit.(store.Familiar)
+	return ok
+}
+
 // familiarKey is what a Familiar op's answer is remembered under: its
 // list's key and its member, which no store key is (a member never holds
 // a zero byte).
@@ -170,15 +176,20 @@ func familiarKey(op *store.Op) string { return op.Key + "\x00" + op.Member }
 
 // denial is what the store's answer r for op denies, if anything.
 func denial(op *store.Op, r *store.Result, at time.Time) (Denial, bool) {
-	switch {
-	case r.Degraded:
-	case op.Kind == store.Counter && r.RetryAfter == 0 && r.Count >= op.Limit && r.ResetAfter > 0:
-		// At its limit, also on the allowed spend that took it there: the
-		// hard stop starts with that check.
-		return Denial{Until: at.Add(r.ResetAfter), Stop: true}, true
-	case r.Allowed:
-	case op.Kind == store.Rate && r.RetryAfter > 0:
-		return Denial{Until: at.Add(r.RetryAfter)}, true
+	if r.Degraded {
+		return Denial{}, false
+	}
+	switch l := op.Limit.(type) {
+	case store.Counter:
+		if r.RetryAfter == 0 && r.Count >= l.Max && r.ResetAfter > 0 {
+			// At its limit, also on the allowed spend that took it there:
+			// the hard stop starts with that check.
+			return Denial{Until: at.Add(r.ResetAfter), Stop: true}, true
+		}
+	case store.Rate:
+		if !r.Allowed && r.RetryAfter > 0 {
+			return Denial{Until: at.Add(r.RetryAfter)}, true
+		}
 	}
 	return Denial{}, false
 }
@@ -221,12 +232,12 @@ func (m *Memory) Invalidate() { m.epoch.Add(2) }
 // account's shared one.
 func (m *Memory) Answer(ops []store.Op, res []store.Result, now time.Time) bool {
 	epoch := m.epoch.Load()
-	if epoch%2 == 1 || len(ops) == 0 {
+	if epoch%2 == 1 || len(ops) == 0 || len(res) != len(ops) {
 		return false
 	}
 	familiar := false
 	for i := range ops {
-		if op := &ops[i]; op.Kind == store.Familiar {
+		if op := &ops[i]; isFamiliar(op) {
 			r, ok := m.recalled(op, familiarKey(op), epoch, now)
 			if !ok {
 				return false
@@ -238,21 +249,21 @@ func (m *Memory) Answer(ops []store.Op, res []store.Result, now time.Time) bool 
 	for i := range ops {
 		op := &ops[i]
 		switch {
-		case op.Kind == store.Familiar:
+		case isFamiliar(op):
 			continue
 		case !op.When.Counts(familiar):
 			res[i] = store.Result{Allowed: true}
 			continue
 		}
 		r, ok := m.recalled(op, op.Key, epoch, now)
-		if !ok || (op.Shadow && r.Allowed && op.Cost > 0) {
+		if !ok || (op.Role == store.Shadow && r.Allowed && op.Cost > 0) {
 			return false
 		}
-		if op.Toll {
+		if op.Role == store.Toll {
 			tollsFit = tollsFit && r.Allowed
 			tollDue = tollDue || r.Allowed && op.Cost > 0
 		}
-		if op.Kind == store.Rate && !r.Allowed && !op.Shadow && !op.Soft {
+		if _, rate := op.Limit.(store.Rate); rate && !r.Allowed && op.Role.Denies() {
 			slowed = true
 		}
 		res[i] = r
@@ -276,20 +287,20 @@ func (m *Memory) recalled(op *store.Op, key string, epoch uint64, now time.Time)
 // e cannot be aged (a counter that met a full store).
 func aged(op *store.Op, e *entry, now time.Time) (store.Result, bool) {
 	gone := now.Sub(e.at)
-	switch op.Kind {
+	switch l := op.Limit.(type) {
 	case store.Rate:
 		// The key's theoretical arrival time, as an offset from now.
 		tat := e.res.ResetAfter - gone
 		if tat < 0 {
 			tat = 0
 		}
-		tau := op.Interval * time.Duration(op.Burst)
-		over := tat + time.Duration(op.Cost)*op.Interval - tau
+		tau := l.Interval * time.Duration(l.Burst)
+		over := tat + time.Duration(op.Cost)*l.Interval - tau
 		r := store.Result{Allowed: over <= 0, ResetAfter: tat}
 		if !r.Allowed {
 			r.RetryAfter = over
 		}
-		r.Remaining = min(max(int64((tau-tat)/op.Interval), 0), op.Burst)
+		r.Remaining = min(max(int64((tau-tat)/l.Interval), 0), l.Burst)
 		return r, true
 	case store.Counter:
 		if e.res.RetryAfter > 0 {
@@ -299,8 +310,8 @@ func aged(op *store.Op, e *entry, now time.Time) (store.Result, bool) {
 		if r.ResetAfter == 0 {
 			r.Count = 0
 		}
-		r.Allowed = r.Count+op.Cost <= op.Limit
-		r.Remaining = max(op.Limit-r.Count, 0)
+		r.Allowed = r.Count+op.Cost <= l.Max
+		r.Remaining = max(l.Max-r.Count, 0)
 		return r, true
 	case store.Familiar, store.Distinct:
 		// As the store said, while what it said still holds: a member
@@ -314,7 +325,7 @@ func aged(op *store.Op, e *entry, now time.Time) (store.Result, bool) {
 			}
 			r.RetryAfter -= gone
 		}
-		if op.Kind == store.Familiar && r.Allowed && r.ResetAfter == 0 {
+		if isFamiliar(op) && r.Allowed && r.ResetAfter == 0 {
 			return store.Result{}, false
 		}
 		return r, true

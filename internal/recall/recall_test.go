@@ -12,9 +12,9 @@ var t0 = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 
 func TestObserve(t *testing.T) {
 	m := New(0)
-	rate := store.Op{Key: "rate", Kind: store.Rate, Cost: 1, Interval: time.Minute, Burst: 5}
-	stop := store.Op{Key: "stop", Kind: store.Counter, Cost: 1, Limit: 100, Hold: time.Hour}
-	fallback := store.Op{Key: "fallback", Kind: store.Rate, Cost: 1, Interval: time.Minute, Burst: 5}
+	rate := store.Op{Key: "rate", Cost: 1, Limit: store.Rate{Interval: time.Minute, Burst: 5}}
+	stop := store.Op{Key: "stop", Cost: 1, Limit: store.Counter{Max: 100, Hold: time.Hour}}
+	fallback := store.Op{Key: "fallback", Cost: 1, Limit: store.Rate{Interval: time.Minute, Burst: 5}}
 	m.Observe([]store.Op{rate, stop, fallback}, []store.Result{
 		{RetryAfter: 30 * time.Second, ResetAfter: 5 * time.Minute},
 		{Count: 100, ResetAfter: time.Hour},
@@ -58,11 +58,11 @@ func TestBounded(t *testing.T) {
 	stop := func(i int) string { return fmt.Sprintf("stop-%d", i) }
 	for i := range 100 {
 		k := stop(i)
-		m.Observe([]store.Op{{Key: k, Kind: store.Counter, Limit: 1}}, []store.Result{{Count: 1, ResetAfter: time.Hour}}, t0)
+		m.Observe([]store.Op{{Key: k, Limit: store.Counter{Max: 1}}}, []store.Result{{Count: 1, ResetAfter: time.Hour}}, t0)
 	}
 	for i := range 10_000 {
 		k := fmt.Sprintf("slow-%d", i)
-		m.Observe([]store.Op{{Key: k, Kind: store.Rate}}, []store.Result{{RetryAfter: time.Minute}}, t0)
+		m.Observe([]store.Op{{Key: k, Limit: store.Rate{}}}, []store.Result{{RetryAfter: time.Minute}}, t0)
 	}
 	if n := m.Len(); n > max+shards {
 		t.Errorf("Len = %d, want at most %d", n, max+shards)
@@ -86,7 +86,7 @@ func TestStopsFillingTheMemory(t *testing.T) {
 	m := New(max)
 	stop := func(i int) string { return fmt.Sprintf("stop-%d", i) }
 	for i := range 2000 {
-		m.Observe([]store.Op{{Key: stop(i), Kind: store.Counter, Limit: 1}}, []store.Result{{Count: 1, ResetAfter: time.Hour}}, t0)
+		m.Observe([]store.Op{{Key: stop(i), Limit: store.Counter{Max: 1}}}, []store.Result{{Count: 1, ResetAfter: time.Hour}}, t0)
 	}
 	var stops []string
 	for i := range 2000 {
@@ -98,7 +98,7 @@ func TestStopsFillingTheMemory(t *testing.T) {
 		t.Fatalf("%d hard stops remembered after 2,000, want the memory full (%d)", len(stops), max)
 	}
 	for i := range 10_000 {
-		m.Observe([]store.Op{{Key: fmt.Sprintf("slow-%d", i), Kind: store.Rate}}, []store.Result{{RetryAfter: time.Minute}}, t0)
+		m.Observe([]store.Op{{Key: fmt.Sprintf("slow-%d", i), Limit: store.Rate{}}}, []store.Result{{RetryAfter: time.Minute}}, t0)
 	}
 	lost := 0
 	for _, k := range stops {
@@ -115,9 +115,9 @@ func TestStopsFillingTheMemory(t *testing.T) {
 // rate, the address prefix's rate, the account's hard stop.
 func login(ip string) []store.Op {
 	return []store.Op{
-		{Key: "acct:rate", Kind: store.Rate, Cost: 1, Interval: time.Minute, Burst: 5},
-		{Key: ip + ":rate", Kind: store.Rate, Cost: 1, Interval: 20 * time.Second, Burst: 30},
-		{Key: "acct:stop", Kind: store.Counter, Cost: 1, Limit: 100, Hold: time.Hour},
+		{Key: "acct:rate", Cost: 1, Limit: store.Rate{Interval: time.Minute, Burst: 5}},
+		{Key: ip + ":rate", Cost: 1, Limit: store.Rate{Interval: 20 * time.Second, Burst: 30}},
+		{Key: "acct:stop", Cost: 1, Limit: store.Counter{Max: 100, Hold: time.Hour}},
 	}
 }
 
@@ -172,14 +172,14 @@ func TestAnswer(t *testing.T) {
 		t.Error("answered a check with an address never seen")
 	}
 	// A shadow op that would be spent needs the store.
-	shadow := append(login("ip1"), store.Op{Key: "ip1:rate", Kind: store.Rate, Shadow: true, Cost: 1, Interval: time.Second, Burst: 100})
+	shadow := append(login("ip1"), store.Op{Key: "ip1:rate", Role: store.Shadow, Cost: 1, Limit: store.Rate{Interval: time.Second, Burst: 100}})
 	shadow[1].Key = "other"
 	if m.Answer(shadow, make([]store.Result, len(shadow)), t0.Add(time.Second)) {
 		t.Error("answered a check whose shadow op would be spent")
 	}
 	// A soft op that is slowed denies nothing: no answer.
 	soft := login("ip1")
-	soft[0].Soft = true
+	soft[0].Role = store.Soft
 	if m.Answer(soft, res, t0.Add(time.Second)) {
 		t.Error("answered a check slowed only by a soft op")
 	}

@@ -596,8 +596,9 @@ func (d *driver) tick(t time.Time) {
 // and leaves no trace, not even on the clock.
 func (d *driver) check(ctx context.Context, ev *event.Event) error {
 	req := engine.CheckRequest{Flow: ev.Flow, Account: ev.Account, IP: ev.IP, Recipient: ev.Recipient, Cost: ev.Cost, SecretFingerprint: ev.SecretFingerprint}
-	// The default normalisation: a decision log's pseudonyms stay
-	// themselves under every keys.Options.
+	// The default normalisation, the sims' engines' own: a decision
+	// log's pseudonyms stay themselves under every keys.Options. The check
+	// is normalised once for every sim.
 	ids, err := req.Normalise(nil)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrRejected, err)
@@ -605,7 +606,7 @@ func (d *driver) check(ctx context.Context, ev *event.Event) error {
 	prev := d.clock.now
 	d.clock.now, _ = d.at(ev.Time)
 	for i, s := range d.sims {
-		dec, err := s.eng.Check(ctx, req)
+		dec, err := s.eng.Decide(ctx, &req, &ids)
 		if err != nil {
 			// The embedded store never fails; what the request is, every
 			// sim judges the same way, and Validate has judged it.

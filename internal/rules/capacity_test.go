@@ -5,8 +5,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
 // manyRules returns a rules file of n rules on flows, each made by rule(i)
@@ -34,42 +32,42 @@ func failuresRule(i int) []string {
 	return []string{"key: account", "type: rate", "count: failures", "limit: 5", "per: 1m"}
 }
 
-func TestParseRefusesMoreRefundsThanAnAttemptCarries(t *testing.T) {
-	if tokens.MaxRefunds != 32 {
-		t.Fatalf("tokens.MaxRefunds = %d; this test is written for 32", tokens.MaxRefunds)
+func TestParseRefusesMoreSettlingRulesThanAnAttemptRecords(t *testing.T) {
+	if MaxSettlingRules != 63 {
+		t.Fatalf("MaxSettlingRules = %d; this test is written for 63", MaxSettlingRules)
 	}
-	full, _ := manyRules(32, "[login, password_reset]", failuresRule)
+	full, _ := manyRules(63, "[login, password_reset]", failuresRule)
 	if _, err := Parse("rules.yaml", []byte(full), t0); err != nil {
-		t.Fatalf("32 rules a success gives back to: %v, want valid", err)
+		t.Fatalf("63 rules a report settles: %v, want valid", err)
 	}
 
-	over, lines := manyRules(33, "[login, password_reset]", failuresRule)
+	over, lines := manyRules(64, "[login, password_reset]", failuresRule)
 	_, err := Parse("rules.yaml", []byte(over), t0)
 	want := []string{
-		fmt.Sprintf("rules.yaml:%d: flows: flow login has more than 32 rules that a success report gives back to (type rate with count: failures, or consecutive_failures); an attempt id carries at most 32", lines[32]),
-		fmt.Sprintf("rules.yaml:%d: flows: flow password_reset has more than 32 rules that a success report gives back to (type rate with count: failures, or consecutive_failures); an attempt id carries at most 32", lines[32]),
+		fmt.Sprintf("rules.yaml:%d: flows: flow login has more than 63 rules that a report settles (type rate with count: failures, or consecutive_failures); an attempt id records at most 63", lines[63]),
+		fmt.Sprintf("rules.yaml:%d: flows: flow password_reset has more than 63 rules that a report settles (type rate with count: failures, or consecutive_failures); an attempt id records at most 63", lines[63]),
 	}
 	if got := errorLines(t, err); !slices.Equal(got, want) {
-		t.Fatalf("33 rules: errors\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		t.Fatalf("64 rules: errors\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 
-	// Rules a success gives nothing back to, or on other flows, do not count.
-	mixed, _ := manyRules(40, "[login]", func(i int) []string {
+	// Rules a report settles nothing of, or on other flows, do not count.
+	mixed, _ := manyRules(120, "[login]", func(i int) []string {
 		if i%2 == 0 {
 			return []string{"key: ip", "type: rate", "count: attempts", "limit: 5", "per: 1m"}
 		}
 		return failuresRule(i)
 	})
 	if _, err := Parse("rules.yaml", []byte(mixed), t0); err != nil {
-		t.Errorf("20 rules a success gives back to among 40: %v, want valid", err)
+		t.Errorf("60 rules a report settles among 120: %v, want valid", err)
 	}
-	split, _ := manyRules(40, "[login]", failuresRule)
-	split = strings.Replace(split, "flows: [login]", "flows: [otp_verify]", 20)
+	split, _ := manyRules(120, "[login]", failuresRule)
+	split = strings.Replace(split, "flows: [login]", "flows: [otp_verify]", 60)
 	if _, err := Parse("rules.yaml", []byte(split), t0); err != nil {
-		t.Errorf("40 such rules, 20 on each of two flows: %v, want valid", err)
+		t.Errorf("120 such rules, 60 on each of two flows: %v, want valid", err)
 	}
-	shadow, lines := manyRules(33, "[login]", func(i int) []string { return append(failuresRule(i), "mode: shadow") })
-	if got := errorLines(t, func() error { _, err := Parse("r", []byte(shadow), t0); return err }()); len(got) != 1 || !strings.HasPrefix(got[0], fmt.Sprintf("r:%d: flows: flow login has more than 32", lines[32])) {
-		t.Errorf("33 shadow rules: errors %q, want one at the 33rd rule", got)
+	shadow, lines := manyRules(64, "[login]", func(i int) []string { return append(failuresRule(i), "mode: shadow") })
+	if got := errorLines(t, func() error { _, err := Parse("r", []byte(shadow), t0); return err }()); len(got) != 1 || !strings.HasPrefix(got[0], fmt.Sprintf("r:%d: flows: flow login has more than 63", lines[63])) {
+		t.Errorf("64 shadow rules: errors %q, want one at the 64th rule", got)
 	}
 }

@@ -16,8 +16,6 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
-
-	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
 // Bounds and defaults of the rules-file schema (README.md, "Rules").
@@ -169,23 +167,22 @@ func (p *parser) document(data []byte) []Rule {
 			rs = append(rs, r)
 		}
 	}
-	p.refundsFit(rs)
+	p.settlingFit(rs)
 	return rs
 }
 
-// refundsFit reports the rule that makes one flow's checks carry more
-// reservations than an attempt id holds: a success report gives back to
-// every rule of the check's flow that GivesBack, and an attempt id carries
-// at most tokens.MaxRefunds of them.
-func (p *parser) refundsFit(rs []Rule) {
+// settlingFit reports the rule that gives one flow more rules a report
+// settles than an attempt id records (MaxSettlingRules): every rule of the
+// flow that GivesBack, enforced or shadow.
+func (p *parser) settlingFit(rs []Rule) {
 	n := make(map[Flow]int)
 	for i := range rs {
 		if !rs[i].GivesBack() {
 			continue
 		}
 		for _, f := range rs[i].Flows {
-			if n[f]++; n[f] == tokens.MaxRefunds+1 {
-				p.errorf(rs[i].Line, "flows: flow %s has more than %d rules that a success report gives back to (type rate with count: failures, or consecutive_failures); an attempt id carries at most %d", f, tokens.MaxRefunds, tokens.MaxRefunds)
+			if n[f]++; n[f] == MaxSettlingRules+1 {
+				p.errorf(rs[i].Line, "flows: flow %s has more than %d rules that a report settles (type rate with count: failures, or consecutive_failures); an attempt id records at most %d", f, MaxSettlingRules, MaxSettlingRules)
 			}
 		}
 	}

@@ -162,12 +162,20 @@ func (r *Rule) Interval() time.Duration {
 	return r.Per / time.Duration(r.Limit)
 }
 
-// GivesBack reports whether a success report gives back what a check spent
-// on the rule: a rate rule with count: failures (its reservation) and a
-// consecutive_failures rule (its count is reset).
+// GivesBack reports whether a report settles what a check spent on the
+// rule: a rate rule with count: failures (a success gives its reservation
+// back) and a consecutive_failures rule (a success resets its count, a
+// failure confirms it).
 func (r *Rule) GivesBack() bool {
 	return r.Type == ConsecutiveFailures || r.Type == Rate && r.Count == Failures
 }
+
+// MaxSettlingRules is the most rules of one flow that GivesBack: the bound
+// a rules file is held to (Parse), and the one the engine relies on. An
+// attempt id records which of them its check spent in a 64-bit mask, one
+// bit per rule in file order, its last bit left for the account's memory
+// of guesses, so whatever the rules an attempt id stays small.
+const MaxSettlingRules = 63
 
 // Set is an immutable, validated rule set. Build one with Parse, Load or
 // Default; a Set is safe for concurrent use.

@@ -170,11 +170,13 @@ func TestHTTPMetrics(t *testing.T) {
 		Logger: slog.New(slog.NewJSONHandler(&logBuf, nil))})
 	base := "http://" + srv.Addr()
 	svc := tokens.NewService(testKey)
-	expiring, err := svc.Issue(tokens.ScopeCheck, "login-svc", 2*time.Hour, time.Now())
+	// A 720h token warns in its last 72 hours (a tenth of its life), and
+	// raises nothing when it is used as soon as it is minted.
+	expiring, err := svc.Issue(tokens.ScopeCheck, "login-svc", 720*time.Hour, time.Now().Add(-649*time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
-	lasting, err := svc.Issue(tokens.ScopeAdmin, "ops", 72*time.Hour, time.Now())
+	lasting, err := svc.Issue(tokens.ScopeAdmin, "ops", 720*time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +224,7 @@ func TestHTTPMetrics(t *testing.T) {
 		t.Errorf(`guardian_expiring_token_requests_total{scope="check"} = %v, want 4`, got)
 	}
 	if got := series(text, "guardian_expiring_token_requests_total", "scope", "admin"); got != -1 {
-		t.Errorf("a token valid for three days was counted as expiring: %v", got)
+		t.Errorf("a 720h token used at once was counted as expiring: %v", got)
 	}
 	warned := 0
 	for _, l := range logtest.JSONLines(t, logBuf.String()) {

@@ -66,3 +66,31 @@ func TestSigningKeyRotation(t *testing.T) {
 		t.Fatalf("after the rotation: remaining %d, want 2: the limits did not start over", got)
 	}
 }
+
+// TestHashKeyCopyKeepsLimits: a fleet that ran without a hash key keeps
+// its limits by making its hash key a copy of its signing key, after which
+// the signing key rotates freely.
+func TestHashKeyCopyKeepsLimits(t *testing.T) {
+	oldKey := mustKey(t, "guardian-hash-copy-old-key-0123456789abcdef")
+	newKey := mustKey(t, "guardian-hash-copy-new-key-0123456789abcdef")
+	shared := memstore.New(memstore.Config{})
+	run := func(cfg server.Config) *instance {
+		t.Helper()
+		cfg.Addr, cfg.Store = "127.0.0.1:0", shared
+		srv := serve(t, cfg)
+		return &instance{srv: srv, base: "http://" + srv.Addr()}
+	}
+	req := map[string]any{"flow": "login", "account": "copied", "ip": "192.0.2.79"}
+	before := run(server.Config{SigningKey: oldKey})
+	tok, err := tokens.NewService(oldKey).Issue(tokens.ScopeCheck, "auth", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := num(limit(t, before.do(t, "POST", "/v1/check", tok, req), "login-account")["remaining"]); got != 4 {
+		t.Fatalf("before: remaining %d, want 4", got)
+	}
+	after := run(server.Config{SigningKey: newKey, PreviousSigningKeys: []secret.Key{oldKey}, HashKey: oldKey})
+	if got := num(limit(t, after.do(t, "POST", "/v1/check", tok, req), "login-account")["remaining"]); got != 3 {
+		t.Fatalf("with the old signing key as the hash key: remaining %d, want 3: the limits started over", got)
+	}
+}

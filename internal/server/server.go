@@ -6,6 +6,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -22,14 +23,17 @@ import (
 	"github.com/guardian-sec/guardian/internal/aggregate"
 	"github.com/guardian-sec/guardian/internal/aggregate/redisagg"
 	"github.com/guardian-sec/guardian/internal/audit"
+	"github.com/guardian-sec/guardian/internal/certfile"
 	"github.com/guardian-sec/guardian/internal/decisionlog"
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/failclosed"
+	"github.com/guardian-sec/guardian/internal/filewatch"
 	"github.com/guardian-sec/guardian/internal/fleet"
 	"github.com/guardian-sec/guardian/internal/httpapi"
 	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/requestid"
+	"github.com/guardian-sec/guardian/internal/revocation"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/shadow"
@@ -57,6 +61,15 @@ type Config struct {
 	// PreviousSigningKeys are signing keys being rotated out: what they
 	// signed still verifies; nothing is signed with them.
 	PreviousSigningKeys []secret.Key
+	// SigningKeyFile, when set, holds the signing keys one a line
+	// (secret.ParseKeys): the first signs, every one verifies, as do
+	// PreviousSigningKeys. New reads it in place of SigningKey; Hangup and
+	// any change of its content (watched like the rules file, so a
+	// rewritten file or an updated Kubernetes Secret needs no signal) read
+	// it again. A file that does not parse is refused, logged, and the
+	// keys in force stay; so is a new first key while HashKey is derived
+	// from the signing key, since every limit would start over.
+	SigningKeyFile string
 	// HashKey keys the hashes of accounts, addresses and recipients, the
 	// names of every key in the store and the decision log's pseudonyms.
 	// The zero Key derives it from SigningKey; a HashKey of its own lets the
@@ -100,6 +113,22 @@ type Config struct {
 	// as child spans, to this OTLP/HTTP collector ("http://collector:4318").
 	// Empty: off.
 	OTLPEndpoint string
+	// BreachedPath, when set, is the breached-password filter file (guardian
+	// breached build) that POST /v1/passwords/check and a check's
+	// password_sha1 are answered from; an unusable file stops New, and
+	// ReloadBreached reads it again.
+	BreachedPath string
+	// AdminAddr, when set, serves the admin API and the console on a
+	// listener of their own at this address (":0" picks a free port); the
+	// main listener then answers 404 for them. Empty: one listener serves
+	// everything.
+	AdminAddr string
+	// TLSCertFile and TLSKeyFile, when set (both or neither), are a PEM
+	// certificate (its chain after it) and its key: every listener but
+	// pprof's serves TLS with them. Hangup and a change of either file
+	// read them again, for new connections; a pair that does not load is
+	// refused, logged, and the pair in force stays.
+	TLSCertFile, TLSKeyFile string
 }
 
 // memoryEvery is how often the Redis memory ratio is read.
@@ -116,9 +145,23 @@ type Server struct {
 	tallies  *shadow.Fleet
 	agg      *aggregate.Aggregate
 	fleet    *fleet.Fleet
-	engine   *engine.Engine
-	api      *httpapi.API
-	http     *http.Server
+	beat     *beat
+	// hasher is the instance's one Hasher of the hash key.
+	hasher *keys.Hasher
+	engine *engine.Engine
+	api    *httpapi.API
+	http   *http.Server
+	// keys are the signing keys in force; ownHashKey, whether HashKey was
+	// given rather than derived from the first of them.
+	keys       *tokens.Keys
+	ownHashKey bool
+	revoked    *revocation.List
+	tls        *certfile.Pair
+	// admin serves the admin API apart (Config.AdminAddr); nil otherwise.
+	admin     *http.Server
+	adminLn   net.Listener
+	adminDone chan struct{}
+	adminErr  error
 
 	closers   []func() error
 	pprofAddr string
@@ -128,36 +171,96 @@ type Server struct {
 
 	reloadMu  sync.Mutex
 	stopWatch context.CancelFunc
-	watchDone chan struct{}
+	watchCtx  context.Context
+	watching  sync.WaitGroup
 	ln        net.Listener
 	done      chan struct{}
 	serveErr  error
+
+	// breached is the breached-password filter in use; breachedMu
+	// serialises its reloads.
+	breached   breachedFile
+	breachedMu sync.Mutex
 }
 
 // New builds an instance from cfg; it loads the rules and opens the store but
 // does not listen yet.
 func New(cfg Config) (*Server, error) {
-	cfg = withDefaults(cfg)
-	s := &Server{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry(), shadow: shadow.NewBook().WithClock(cfg.Now)}
-	if s.log == nil {
-		s.log = slog.Default()
+	s, err := newKeyedServer(cfg)
+	if err != nil {
+		return nil, err
 	}
-	// Every line logged with a request's context carries its id and trace.
-	s.log = slog.New(requestid.NewHandler(s.log.Handler()))
-	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m := metrics.New(s.registry)
-	s.metrics = m
-
 	set, err := s.loadRules()
 	if err != nil {
 		return nil, err
 	}
 	s.applyRules(set)
-
-	st, storeHealthy, sh, err := s.openStore(m)
+	if err := s.loadBreached(); err != nil {
+		return nil, err
+	}
+	st, storeHealthy, sh, err := s.openStore(s.metrics)
 	if err != nil {
 		return nil, err
 	}
+	s.joinFleet(storeHealthy, sh)
+	trail := audit.New(audit.Config{Hasher: s.hasher, Metrics: s.metrics, Normalizer: s.cfg.Normalizer, Logger: s.log})
+	st, tracer, err := s.traced(st)
+	if err != nil {
+		return nil, err
+	}
+	s.engine = s.newEngine(st, trail)
+	s.api = s.newAPI(trail, storeHealthy, tracer)
+	s.http = s.newHTTPServer(s.api)
+	if h := s.api.AdminHandler(); h != nil {
+		s.admin = s.newHTTPServer(h)
+	}
+	return s, nil
+}
+
+// newHTTPServer returns the HTTP server of one listener, serving h.
+func (s *Server) newHTTPServer(h http.Handler) *http.Server {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	if s.tls != nil {
+		srv.TLSConfig = s.tls.Config()
+	}
+	return srv
+}
+
+// newServer returns the instance of cfg before its rules and store: its
+// logger, whose lines about a request carry its id and trace, its metrics
+// on a registry of its own, its shadow book, and its one Hasher of the hash
+// key, which the engine, the audit trail and the decision log share.
+func newServer(cfg Config) *Server {
+	s := &Server{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry(), shadow: newBook(cfg), hasher: keys.NewHasher(cfg.HashKey)}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.log = slog.New(requestid.NewHandler(s.log.Handler()))
+	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.metrics = metrics.New(s.registry)
+	return s
+}
+
+// newBook returns the instance's shadow book on its clock, cfg.Now: a
+// promoted rule's last tallies stay in GET /v1/shadow for 24 hours of it.
+func newBook(cfg Config) *shadow.Book {
+	return shadow.NewBook().WithClock(cfg.Now)
+}
+
+// joinFleet builds what the instance shares with its fleet through sh: its
+// heartbeat, its shadow tallies, the revoked service tokens and the global
+// failure rate, and the beat that writes the first two and reads the
+// revocations. Their loops start with Start; their closers come first,
+// since their last writes need the store's client.
+func (s *Server) joinFleet(storeHealthy func() bool, sh shared) {
+	cfg, m := s.cfg, s.metrics
 	s.fleet = fleet.New(fleet.Config{
 		ID:           cfg.InstanceID,
 		Version:      cfg.Version,
@@ -167,72 +270,78 @@ func New(cfg Config) (*Server, error) {
 		Now:          cfg.Now,
 		Logger:       s.log,
 	})
-	s.tallies = shadow.NewFleet(shadow.FleetConfig{
-		Book:     s.shadow,
-		Shared:   sh.shadow,
-		Instance: s.fleet.ID(),
-		Logger:   s.log,
-	})
+	s.tallies = shadow.NewFleet(shadow.FleetConfig{Book: s.shadow, Shared: sh.shadow, Instance: s.fleet.ID(), Logger: s.log})
+	s.revoked = revocation.New(revocation.Config{Shared: sh.revoked, Now: cfg.Now, Logger: s.log})
+	s.beat = newBeat(beatEvery, beatTimeout, s.fleet, s.tallies, s.revoked)
 	s.agg = aggregate.New(aggregate.Config{
 		Now:       cfg.Now,
 		Shared:    sh.agg,
 		FleetSize: cfg.FleetSize,
 		Observe:   func(flow string, perSecond float64) { m.GlobalFailures.WithLabelValues(flow).Set(perSecond) },
 		Logger:    s.log,
-		Riders:    []aggregate.Rider{s.fleet, s.tallies},
 	})
-	s.trackGlobal(set)
-	// First among the closers: its last flush needs the Redis client.
-	s.closers = append([]func() error{s.agg.Close}, s.closers...)
-	trail := audit.New(audit.Config{Key: cfg.HashKey, Metrics: m, Normalizer: cfg.Normalizer, Logger: s.log})
-	var tracer trace.Tracer
-	if cfg.OTLPEndpoint != "" {
-		tp, err := tracing.New(cfg.OTLPEndpoint)
-		if err != nil {
-			return nil, fmt.Errorf("server: --otlp-endpoint: %w", err)
-		}
-		s.closers = append(s.closers, tp.Close)
-		tracer = tp.Tracer()
-		st = tracing.WrapStore(st, tracer)
+	s.trackGlobal(s.holder.Load())
+	s.closers = append([]func() error{s.agg.Close, s.beat.Close}, s.closers...)
+}
+
+// traced returns st traced to Config.OTLPEndpoint and the tracer of checks
+// and reports, or st itself and nil when tracing is off.
+func (s *Server) traced(st store.Store) (store.Store, trace.Tracer, error) {
+	if s.cfg.OTLPEndpoint == "" {
+		return st, nil, nil
 	}
-	s.engine = engine.New(engine.Config{
+	tp, err := tracing.New(s.cfg.OTLPEndpoint)
+	if err != nil {
+		return nil, nil, fmt.Errorf("server: --otlp-endpoint: %w", err)
+	}
+	s.closers = append(s.closers, tp.Close)
+	tracer := tp.Tracer()
+	return tracing.WrapStore(st, tracer), tracer, nil
+}
+
+// newEngine returns the instance's engine on st, telling trail of hard
+// stops.
+func (s *Server) newEngine(st store.Store, trail *audit.Log) *engine.Engine {
+	cfg := s.cfg
+	return engine.New(engine.Config{
 		Rules:        &s.holder,
 		Store:        st,
 		Key:          cfg.SigningKey,
 		PreviousKeys: cfg.PreviousSigningKeys,
+		Keys:         s.keys,
 		HashKey:      cfg.HashKey,
+		Hasher:       s.hasher,
 		Normalizer:   cfg.Normalizer,
 		AttemptTTL:   cfg.AttemptTTL,
 		Aggregate:    s.agg,
 		Shadow:       s.shadow,
-		Metrics:      m,
+		Metrics:      s.metrics,
 		Now:          cfg.Now,
 		Events:       trail,
+		Logger:       s.log,
 	})
-	s.api = httpapi.New(httpapi.Config{
+}
+
+// newAPI returns the instance's HTTP API.
+func (s *Server) newAPI(trail *audit.Log, storeHealthy func() bool, tracer trace.Tracer) *httpapi.API {
+	cfg := s.cfg
+	return httpapi.New(httpapi.Config{
 		Engine:       s.decider(),
-		Tokens:       tokens.NewService(cfg.SigningKey, cfg.PreviousSigningKeys...),
+		Tokens:       s.keys.Service().WithRevocations(s.revoked),
+		Revocations:  s.revoked,
+		AdminApart:   cfg.AdminAddr != "",
 		Shadow:       s.tallies,
 		Fleet:        s.fleet,
 		Audit:        trail,
 		Reload:       s.reload,
-		Normalizer:   cfg.Normalizer,
 		StoreHealthy: storeHealthy,
 		Gatherer:     s.registry,
-		Metrics:      m,
+		Metrics:      s.metrics,
 		Tracer:       tracer,
+		Breached:     &s.breached.holder,
 		Logger:       s.log,
 		Now:          cfg.Now,
 	})
-	s.http = &http.Server{
-		Handler:           s.api,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-	}
-	return s, nil
 }
 
 // withDefaults returns cfg with its defaults filled in.
@@ -253,12 +362,13 @@ func withDefaults(cfg Config) Config {
 }
 
 // shared is what the fleet's instances share through the store: the
-// failure counts of the global rate, heartbeats and shadow tallies. Each is
-// nil on an instance that shares nothing.
+// failure counts of the global rate, heartbeats, shadow tallies and
+// revoked tokens. Each is nil on an instance that shares nothing.
 type shared struct {
-	agg    aggregate.Shared
-	fleet  fleet.Shared
-	shadow shadow.Shared
+	agg     aggregate.Shared
+	fleet   fleet.Shared
+	shadow  shadow.Shared
+	revoked revocation.Shared
 }
 
 // openStore returns the instance's store, what /readyz asks of its health,
@@ -303,7 +413,7 @@ func (s *Server) openStore(m *metrics.Metrics) (store.Store, func() bool, shared
 	s.invalidate = fc.Invalidate
 	// Resets anywhere in the fleet reach this instance's memory.
 	s.closers = append(s.closers, primary.Listen(fc.Forgotten, fc.Listening))
-	return fc, fc.Healthy, shared{agg: redisagg.New(client), fleet: redisagg.NewFleet(client), shadow: redisagg.NewShadow(client)}, nil
+	return fc, fc.Healthy, shared{agg: redisagg.New(client), fleet: redisagg.NewFleet(client), shadow: redisagg.NewShadow(client), revoked: redisagg.NewRevocations(client)}, nil
 }
 
 // decider is what the HTTP API decides with: the engine, through the
@@ -312,7 +422,7 @@ func (s *Server) decider() httpapi.Decider {
 	if s.cfg.DecisionLog == nil {
 		return s.engine
 	}
-	dl := decisionlog.New(decisionlog.Config{Out: s.cfg.DecisionLog, Key: s.cfg.HashKey, Normalizer: s.cfg.Normalizer, Logger: s.log, Registerer: s.registry})
+	dl := decisionlog.New(decisionlog.Config{Out: s.cfg.DecisionLog, Key: s.cfg.HashKey, Hasher: s.hasher, Normalizer: s.cfg.Normalizer, Logger: s.log, Registerer: s.registry})
 	s.closers = append(s.closers, dl.Close)
 	return decisionlog.Wrap(s.engine, dl)
 }
@@ -322,6 +432,21 @@ func (s *Server) InstanceID() string { return s.fleet.ID() }
 
 // Handler returns the instance's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.api }
+
+// AdminHandler returns the handler of the admin API and the console when
+// they are apart (Config.AdminAddr), nil otherwise.
+func (s *Server) AdminHandler() http.Handler { return s.api.AdminHandler() }
+
+// TLSConfig returns a TLS configuration for another listener of the
+// instance (a gateway proxy's): it serves the certificate of
+// Config.TLSCertFile, following every reload. It is nil when the instance
+// serves no TLS. Each call returns a Config of its own.
+func (s *Server) TLSConfig() *tls.Config {
+	if s.tls == nil {
+		return nil
+	}
+	return s.tls.Config()
+}
 
 // Start listens on the configured address and serves in the background.
 func (s *Server) Start() error {
@@ -336,18 +461,71 @@ func (s *Server) Start() error {
 			return err
 		}
 	}
+	if err := s.startAdmin(); err != nil {
+		ln.Close()
+		return err
+	}
 	s.done = make(chan struct{})
 	s.agg.Start()
-	s.watchRules()
+	s.beat.start()
+	s.startWatching()
 	go func() {
 		defer close(s.done)
-		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.serveErr = err
-		}
+		s.serveErr = s.serveOn(s.http, ln)
 	}()
-	set := s.holder.Load()
-	s.log.Info("guardian started", "instance", s.fleet.ID(), "addr", ln.Addr().String(), "rules", set.Source, "rule_count", len(set.Rules), "rules_hash", set.Hash(), "fleet_size", s.cfg.FleetSize)
+	s.logStarted()
 	return nil
+}
+
+// startAdmin listens on Config.AdminAddr and serves the admin API there in
+// the background, when it is apart.
+func (s *Server) startAdmin() error {
+	if s.admin == nil {
+		return nil
+	}
+	ln, err := net.Listen("tcp", s.cfg.AdminAddr)
+	if err != nil {
+		return fmt.Errorf("server: --admin-addr: %w", err)
+	}
+	s.adminLn, s.adminDone = ln, make(chan struct{})
+	go func() {
+		defer close(s.adminDone)
+		s.adminErr = s.serveOn(s.admin, ln)
+	}()
+	return nil
+}
+
+// logStarted logs the start line: where the instance listens, its rules,
+// the expiry of its certificate and the id of the key that signs.
+func (s *Server) logStarted() {
+	set := s.holder.Load()
+	attrs := []any{"instance", s.fleet.ID(), "addr", s.ln.Addr().String(), "rules", set.Source, "rule_count", len(set.Rules), "rules_hash", set.Hash(), "fleet_size", s.cfg.FleetSize}
+	if s.adminLn != nil {
+		attrs = append(attrs, "admin_addr", s.adminLn.Addr().String())
+	}
+	if s.tls != nil {
+		attrs = append(attrs, "tls_expires_at", s.tls.NotAfter())
+	}
+	sign, _ := s.keys.IDs()
+	attrs = append(attrs, "signing_kid", sign)
+	s.log.Info("guardian started", attrs...)
+}
+
+// serveOn serves srv on ln, over TLS when the instance serves TLS, until
+// Shutdown; it returns what ended it otherwise.
+func (s *Server) serveOn(srv *http.Server, ln net.Listener) error {
+	var err error
+	if s.tls != nil {
+		// The files are the TLS configuration's, which reads them again
+		// on every reload.
+		err = srv.ServeTLS(ln, "", "")
+	} else {
+		err = srv.Serve(ln)
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
 }
 
 // PprofAddr is the address profiles are served on, once started with
@@ -362,16 +540,31 @@ func (s *Server) Addr() string {
 	return s.ln.Addr().String()
 }
 
+// AdminAddr is the address the admin API and the console are served on,
+// once started with Config.AdminAddr; empty otherwise.
+func (s *Server) AdminAddr() string {
+	if s.adminLn == nil {
+		return ""
+	}
+	return s.adminLn.Addr().String()
+}
+
 // Shutdown stops accepting requests and waits for in-flight ones to finish,
 // or for ctx to end.
 func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.http.Shutdown(ctx)
+	if s.admin != nil {
+		err = errors.Join(err, s.admin.Shutdown(ctx))
+	}
 	if s.done != nil {
 		<-s.done
 	}
+	if s.adminDone != nil {
+		<-s.adminDone
+	}
 	if s.stopWatch != nil {
 		s.stopWatch()
-		<-s.watchDone
+		s.watching.Wait()
 	}
 	for _, c := range s.closers {
 		_ = c()
@@ -380,7 +573,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
-	return s.serveErr
+	return errors.Join(s.serveErr, s.adminErr)
 }
 
 // Reload re-reads the rules file, as SIGHUP asks. An invalid file is
@@ -407,13 +600,29 @@ func (s *Server) reload(ctx context.Context, by string) (*rules.Set, error) {
 		s.invalidate()
 	}
 	s.metrics.RulesReloads.WithLabelValues("ok").Inc()
-	attrs := append([]slog.Attr{slog.String("by", by), slog.String("source", set.Source), slog.Int("rule_count", len(set.Rules)), slog.String("hash", set.Hash())}, changes.Attrs()...)
-	s.log.LogAttrs(ctx, slog.LevelInfo, "rules reloaded", attrs...)
+	s.logReloaded(ctx, by, set, &changes)
 	return set, nil
 }
 
-// rulesPoll is how often a rules file is read for changes.
+// logReloaded writes the line of a reload by who asked, by, that put set in
+// force, with what it changed (rules.Changes.Attrs).
+func (s *Server) logReloaded(ctx context.Context, by string, set *rules.Set, changes *rules.Changes) {
+	attrs := append([]slog.Attr{slog.String("by", by), slog.String("source", set.Source), slog.Int("rule_count", len(set.Rules)), slog.String("hash", set.Hash())}, changes.Attrs()...)
+	s.log.LogAttrs(ctx, slog.LevelInfo, "rules reloaded", attrs...)
+}
+
+// rulesPoll is how often a watched file (rules, signing keys, TLS) is read
+// for changes.
 const rulesPoll = time.Second
+
+// startWatching watches the rules file, the signing key file and the TLS
+// certificate for changes, each reloaded as it changes, until Shutdown.
+func (s *Server) startWatching() {
+	s.watchCtx, s.stopWatch = context.WithCancel(context.Background())
+	s.watchRules()
+	s.watchKeys()
+	s.watchTLS()
+}
 
 // watchRules reloads the rules file whenever its content changes, until
 // Shutdown: a new file, one rewritten in place, or a swapped symlink on
@@ -423,16 +632,17 @@ func (s *Server) watchRules() {
 	if s.cfg.RulesPath == "" {
 		return
 	}
-	w := rules.NewWatcher(s.cfg.RulesPath)
-	ctx, cancel := context.WithCancel(context.Background())
-	s.stopWatch, s.watchDone = cancel, make(chan struct{})
-	go func() {
-		defer close(s.watchDone)
-		w.Run(ctx, rulesPoll, func() {
-			s.log.Info("rules file changed, reloading", "source", s.cfg.RulesPath)
-			_, _ = s.reload(context.Background(), "watch") // logs and counts both outcomes
-		})
-	}()
+	s.watch(s.cfg.RulesPath, func() {
+		s.log.Info("rules file changed, reloading", "source", s.cfg.RulesPath)
+		_, _ = s.reload(context.Background(), "watch") // logs and counts both outcomes
+	})
+}
+
+// watch calls changed after each change of the content of the file at
+// path, polled every rulesPoll, until Shutdown.
+func (s *Server) watch(path string, changed func()) {
+	w := filewatch.New(path)
+	s.watching.Go(func() { w.Run(s.watchCtx, rulesPoll, changed) })
 }
 
 func (s *Server) loadRules() (*rules.Set, error) {

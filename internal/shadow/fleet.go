@@ -8,8 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/guardian-sec/guardian/internal/aggregate"
 )
 
 const (
@@ -112,8 +110,6 @@ type sentTally struct {
 	evaluated, changes uint64
 	at                 time.Time
 }
-
-var _ aggregate.Rider = (*Fleet)(nil)
 
 // NewFleet returns a Fleet for cfg, with defaults for zero fields.
 func NewFleet(cfg FleetConfig) *Fleet {

@@ -3,16 +3,16 @@ package store
 // Distinct ops: how many distinct members a key saw over a sliding window,
 // estimated with HyperLogLog.
 //
-// A Distinct key keeps DistinctSlots sub-windows of Interval each (a rule's
+// A Distinct key keeps DistinctSlots sub-windows of Step each (a rule's
 // per/4), each a HyperLogLog of the members added during it. The window
 // counted is the current sub-window and the DistinctSlots−1 before it, so
-// it spans at least 4 × Interval (the rule's per) and advances in steps of
-// Interval. An op's Count is the estimate of the distinct members in that
-// window as found, before this op; it fits while Count is at most Limit.
+// it spans at least 4 × Step (the rule's per) and advances in steps of
+// Step. An op's Count is the estimate of the distinct members in that
+// window as found, before this op; it fits while Count is at most Max.
 // When it is spent (Cost > 0, and its batch spends as any enforced op's
 // would; a Shadow op on its own) it adds Member to the current sub-window:
 // a member adds nothing to the count the second time. Remaining is
-// Limit − Count (at least 0), RetryAfter, when it does not fit, how long
+// Max − Count (at least 0), RetryAfter, when it does not fit, how long
 // until the oldest sub-window holding members leaves the window, and
 // ResetAfter how long until the newest does. Nothing is ever given back: a
 // member once added stays counted until its sub-window leaves.
@@ -26,12 +26,3 @@ package store
 
 // DistinctSlots is how many sub-windows a Distinct key keeps.
 const DistinctSlots = 5
-
-// validateDistinct checks a Distinct op for what ErrBadBatch names: a valid
-// Member, a positive Interval and Limit, a Cost of 0 or 1, not a Toll.
-func validateDistinct(op *Op) error {
-	if !ValidMember(op.Member) || op.Interval <= 0 || op.Limit <= 0 || op.Cost > 1 || op.Toll {
-		return ErrBadBatch
-	}
-	return nil
-}

@@ -19,9 +19,22 @@ package store
 // Familiar op and the ops conditional on it must share a slot (one hash
 // tag): guardian keys all of them by the account's subject.
 //
-// A Familiar refund puts Member on its key's list for Amount from now
+// A Learn settlement puts Member on its key's list for Span from now
 // (refreshing it when it is there already), evicting the member forgotten
-// soonest when the list is full. Unlike other refunds it creates the key.
+// soonest when the list is full. Unlike other settlements it creates the
+// key.
+
+// Familiar reads an account's familiar networks: it never spends or denies,
+// and decides which of the batch's conditional ops count. Its op has no
+// cost, enforces, counts always, and looks for its Member.
+type Familiar struct{}
+
+// Divided is l itself: a list of networks is not shared out.
+func (l Familiar) Divided(int64) Limit { return l }
+
+func (l Familiar) valid(op *Op) bool {
+	return ValidMember(op.Member) && op.Cost == 0 && op.Role == Enforce && op.When == Always
+}
 
 // When says whether an op counts, given the batch's Familiar op.
 type When uint8
@@ -71,20 +84,15 @@ func (w When) Counts(familiar bool) bool {
 }
 
 // validateFamiliar checks what ErrBadBatch says of the ops above: at most
-// one Familiar op, with a valid Member and no cost, not shadow, not soft,
-// not conditional itself; conditional ops only with one; tolls enforced and
-// hard.
+// one Familiar op, and conditional ops only with one.
 func validateFamiliar(ops []Op) error {
 	familiar, conditional := 0, false
 	for i := range ops {
 		op := &ops[i]
-		if op.Kind == Familiar {
+		if _, ok := op.Limit.(Familiar); ok {
 			familiar++
-			if !ValidMember(op.Member) || op.Cost != 0 || op.Shadow || op.Soft || op.Toll || op.When != Always {
-				return ErrBadBatch
-			}
 		}
-		if op.When > IfUnfamiliar || op.Toll && (op.Soft || op.Shadow) {
+		if op.When > IfUnfamiliar {
 			return ErrBadBatch
 		}
 		conditional = conditional || op.When != Always
@@ -99,7 +107,7 @@ func validateFamiliar(ops []Op) error {
 // member is on the list. A batch without one finds nothing.
 func FamiliarFound(ops []Op, res []Result) bool {
 	for i := range ops {
-		if ops[i].Kind == Familiar {
+		if _, ok := ops[i].Limit.(Familiar); ok {
 			return res[i].Allowed
 		}
 	}
@@ -109,7 +117,7 @@ func FamiliarFound(ops []Op, res []Result) bool {
 // HasFamiliar reports whether ops hold a Familiar op.
 func HasFamiliar(ops []Op) bool {
 	for i := range ops {
-		if ops[i].Kind == Familiar {
+		if _, ok := ops[i].Limit.(Familiar); ok {
 			return true
 		}
 	}

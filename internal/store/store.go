@@ -14,92 +14,30 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
-// Kind says what state an Op works on.
-type Kind uint8
-
-const (
-	// Rate is a GCRA bucket: the state is one theoretical arrival time.
-	// Cost units fit when the key, after spending them, stays within the
-	// tolerance Interval×Burst; over any span t a key admits at most
-	// Burst + t/Interval units.
-	Rate Kind = iota + 1
-	// Counter is a consecutive-failure count: Cost units fit while the count
-	// plus Cost stays at or below Limit. Each spend keeps the key for Hold
-	// at least; a confirming Refund keeps it longer.
-	Counter
-	// Guesses is an account's memory of its last failed guesses: up to
-	// Limit guesses (Guess values), each remembered for Hold at least from
-	// the last check that made it, and longer once a confirming Refund
-	// keeps it. An op finds whether its Guess is remembered
-	// (Result.Repeat) and never denies the batch. When the batch is spent,
-	// a Cost of 1 records the guess as the most recent, forgetting the
-	// oldest beyond Limit. When it finds its guess remembered, every
-	// FreeOnRepeat op of the batch is evaluated and not spent. A batch
-	// holds at most one Guesses op.
-	Guesses
-	// Familiar reads an account's familiar networks (familiar.go): it never
-	// spends or denies, and decides which of the batch's conditional ops
-	// count.
-	Familiar
-	// Distinct counts the distinct members a key saw over a sliding window
-	// (distinct.go): it fits while the count is at most Limit.
-	Distinct
-)
-
-// MaxGuesses is the most guesses a Guesses op may remember (its Limit).
-const MaxGuesses = 8
-
-// Op is one limit to evaluate for a check. The zero value is not a valid Op.
+// Op is one limit to evaluate for a check: a key held to a Limit, the Cost
+// the check would spend on it, and the Role it plays in its batch. The zero
+// value is not a valid Op: it has no key and no limit.
 type Op struct {
 	// Key is the full store key, already hashed (keys.StoreKey).
-	Key  string
-	Kind Kind
-	// Shadow ops are evaluated and spent on their own: they never take part
-	// in the all-or-nothing decision of the enforced ops.
-	Shadow bool
-	// Soft ops are enforced ops that never deny the batch (a rule whose
-	// action is challenge: the check goes ahead behind a challenge). A soft
-	// op is spent with the batch when it fits, and left alone when it does
-	// not.
-	Soft bool
+	Key string
 	// Cost is the number of units to spend; 0 only evaluates.
 	Cost int64
-
-	// Interval is the GCRA emission interval (per/limit) of a Rate, and
-	// the step a Distinct window advances by.
-	Interval time.Duration
-	// Burst is how many units fit back to back after idle. Rate only.
-	Burst int64
-
-	// Limit is the count at which a Counter denies, or above which a
-	// Distinct denies. Counter and Distinct only.
-	Limit int64
-	// Hold is how long a spend keeps the count at least: the key lives
-	// until the later of its deadline and now + Hold. Counter only.
-	Hold time.Duration
-
-	// Member is the network a Familiar op looks for, or the member a
-	// Distinct op adds. Familiar and Distinct only.
-	Member string
+	// Role says how the op takes part in its batch's decision; the zero
+	// value enforces.
+	Role Role
+	// Limit is what Key is held to, one of Rate, Counter, Guesses,
+	// Familiar and Distinct.
+	Limit Limit
 	// When makes an op conditional on the batch's Familiar op
 	// (familiar.go); the zero value counts always.
 	When When
-	// Toll ops are enforced ops that are spent, when every Toll op of the
-	// batch fits, even if another op denies the batch: what a check that
-	// keeps knocking on a slowed key pays, so that polling a drained key is
-	// not free. A batch that a Toll op denies spends no Toll. A Toll op is
-	// never Soft or Shadow.
-	Toll bool
-
-	// Rule names the rule the op belongs to, and OnError says what to do
-	// with the op when the store cannot answer. Stores ignore both; the
-	// fail-closed wrapper (package failclosed) decides by them.
-	Rule    string
-	OnError OnError
-
+	// Member is the network a Familiar op looks for, or the member a
+	// Distinct op adds. Familiar and Distinct only.
+	Member string
 	// Guess is the guess a Guesses op looks for and records: a keyed hash
 	// of a guessed secret, never the secret. Guesses only; never 0.
 	Guess uint64
@@ -108,6 +46,126 @@ type Op struct {
 	// evaluated as usual (it still denies when its cost does not fit) and
 	// not spent.
 	FreeOnRepeat bool
+
+	// Rule names the rule the op belongs to, "" for an op of a feature of
+	// the check rather than of a rule (an account's memory of guesses, its
+	// familiar list), and OnError says what to do with the op when the
+	// store cannot answer. Stores ignore both; the fail-closed wrapper
+	// (package failclosed) decides and counts by them.
+	Rule    string
+	OnError OnError
+}
+
+// Role says how an op takes part in its batch's all-or-nothing decision.
+// The zero value is Enforce.
+type Role uint8
+
+const (
+	// Enforce ops decide the batch: they are spent only when every
+	// enforced op fits, and one that does not fit denies the batch.
+	Enforce Role = iota
+	// Soft ops are enforced ops that never deny the batch (a rule whose
+	// action is challenge: the check goes ahead behind a challenge). A soft
+	// op is spent with the batch when it fits, and left alone when it does
+	// not.
+	Soft
+	// Toll ops are enforced ops that are spent, when every Toll op of the
+	// batch fits, even if another op denies the batch: what a check that
+	// keeps knocking on a slowed key pays, so that polling a drained key is
+	// not free. A batch that a Toll op denies spends no Toll.
+	Toll
+	// Shadow ops are evaluated and spent on their own: they never take part
+	// in the all-or-nothing decision of the enforced ops.
+	Shadow
+)
+
+// Denies reports whether an op of role r denies its batch when it does not
+// fit: Enforce and Toll ops do, Soft and Shadow ops never.
+func (r Role) Denies() bool { return r == Enforce || r == Toll }
+
+// Limit is what an op's key is held to, a value apart from the key (as
+// go-redis/redis_rate keeps its Limit): one type per kind of state. Rate,
+// Counter, Guesses, Familiar and Distinct are the limits; no other package
+// implements it. Limits are values, safe to share between ops and
+// goroutines.
+type Limit interface {
+	// Divided returns the limit each of n deciders that decide alone
+	// applies so that together they stay within this one (n ≥ 1): what
+	// the fail-closed fallback holds a key to while a fleet of n instances
+	// cannot reach the store. Every number stays at least 1.
+	Divided(n int64) Limit
+	// valid reports whether op, whose limit it is, is one a store can
+	// evaluate (ErrBadBatch).
+	valid(op *Op) bool
+}
+
+// Rate is a GCRA bucket: the state is one theoretical arrival time. Cost
+// units fit when the key, after spending them, stays within the tolerance
+// Interval×Burst; over any span t a key admits at most Burst + t/Interval
+// units.
+type Rate struct {
+	// Interval is the emission interval, per/limit.
+	Interval time.Duration
+	// Burst is how many units fit back to back after idle.
+	Burst int64
+}
+
+// Divided spreads the burst over n deciders and slows each n times.
+func (l Rate) Divided(n int64) Limit {
+	return Rate{Interval: l.Interval * time.Duration(n), Burst: max(1, l.Burst/n)}
+}
+
+func (l Rate) valid(*Op) bool { return l.Interval > 0 && l.Burst > 0 }
+
+// Counter is a consecutive-failure count: Cost units fit while the count
+// plus Cost stays at or below Max. Each spend keeps the key for Hold at
+// least; a Confirm settlement keeps it longer.
+type Counter struct {
+	Max  int64
+	Hold time.Duration
+}
+
+// Divided divides Max among n deciders.
+func (l Counter) Divided(n int64) Limit { return Counter{Max: max(1, l.Max/n), Hold: l.Hold} }
+
+func (l Counter) valid(*Op) bool { return l.Max > 0 && l.Hold > 0 }
+
+// Guesses is an account's memory of its last failed guesses: up to Max
+// guesses (Op.Guess values), each remembered for Hold at least from the last
+// check that made it, and longer once a Confirm settlement keeps it. An op
+// finds whether its Guess is remembered (Result.Repeat) and never denies the
+// batch, whatever its role. When the batch is spent, a Cost of 1 records
+// the guess as the most recent, forgetting the oldest beyond Max. When it
+// finds its guess remembered, every FreeOnRepeat op of the batch is
+// evaluated and not spent. A batch holds at most one Guesses op.
+type Guesses struct {
+	Max  int64
+	Hold time.Duration
+}
+
+// Divided is l itself: a memory of guesses is not shared out.
+func (l Guesses) Divided(int64) Limit { return l }
+
+func (l Guesses) valid(op *Op) bool {
+	return l.Max > 0 && l.Max <= MaxGuesses && l.Hold > 0 && op.Cost <= 1 && op.Guess != 0 && op.When == Always
+}
+
+// MaxGuesses is the most guesses a Guesses op may remember (its Max).
+const MaxGuesses = 8
+
+// Distinct counts the distinct members a key saw over a sliding window of
+// DistinctSlots steps of Step (distinct.go): it fits while the count is at
+// most Max.
+type Distinct struct {
+	Step time.Duration
+	Max  int64
+}
+
+// Divided divides Max among n deciders.
+func (l Distinct) Divided(n int64) Limit { return Distinct{Step: l.Step, Max: max(1, l.Max/n)} }
+
+func (l Distinct) valid(op *Op) bool {
+	return ValidMember(op.Member) && l.Step > 0 && l.Max > 0 && op.Cost <= 1 && op.Role != Toll
 }
 
 // OnError is what the fail-closed wrapper does with an op when the store
@@ -152,61 +210,104 @@ type Result struct {
 	Repeat bool
 }
 
-// Refund gives back what a check spent, once its attempt proved legitimate.
-type Refund struct {
-	Key  string
-	Kind Kind
-	// Amount is given back from a Rate key's arrival time (Cost×Interval);
-	// the key never goes below full. A Counter is reset, unless Confirm is
-	// set: then its count stays and it is kept for at least Amount from now.
-	// A Guesses key is forgotten, every guess of it, unless Confirm is
-	// set: then its Guess is remembered for at least Amount from now.
-	Amount time.Duration
-	// Confirm, on a Counter, records that the failures it counts were
-	// reported: the key keeps its count and lives for Amount at least, so
-	// that confirmed state outlasts what only unreported checks left.
-	// On a Guesses key, it records that Guess failed: kept for Amount.
-	// Ignored for a Rate.
-	Confirm bool
-	// Guess is the guess a confirming Guesses refund keeps. Guesses only.
+// Settlement is what a report does to one key its check spent on, once the
+// attempt's outcome is known: built beside the op that spent (as
+// rate.Reservation cancels from the object that reserved), and named for
+// what it does.
+type Settlement struct {
+	Key    string
+	Action Action
+	// Span is how much a GiveBack takes off a Rate key's arrival time, how
+	// long a Confirm keeps a count (see Max) or a guess at least from now,
+	// and how long a Learn keeps its member familiar.
+	Span time.Duration
+	// Max, on the Confirm of a Counter, makes the time it is kept grow
+	// with its count: ConfirmedHold(Span, Max, count). 0 keeps it for Span.
+	Max int64
+	// Guess is the guess a Confirm keeps on a Guesses key; 0 confirms a
+	// Counter.
 	Guess uint64
-	// Local reports that the fail-closed fallback made the spend, so the
-	// wrapper gives it back there. Stores ignore it.
-	Local bool
-	// Member is the network a Familiar refund makes familiar to its key's
-	// account for Amount (familiar.go). Familiar only.
+	// Member is the network a Learn makes familiar to its key's account
+	// (familiar.go). Learn only.
 	Member string
+	// Local reports that the fail-closed fallback made the spend, so the
+	// wrapper settles it there. Stores ignore it.
+	Local bool
+}
+
+// Action is what a Settlement does to its key. A key that no longer exists
+// is left alone by every action but Learn, which creates it.
+type Action uint8
+
+const (
+	// GiveBack takes Span off a Rate key's arrival time: a count: failures
+	// reservation given back, never beyond full, so that what others spent
+	// on the key stays spent. Span counts as the next whole microsecond,
+	// as an Interval does: a GiveBack of Cost×Interval gives back exactly
+	// what a spend of one unit took, and never more than a spend of Cost.
+	GiveBack Action = iota + 1
+	// Reset removes a Counter key: the run of failures it counted ends.
+	Reset
+	// Confirm records that what a key counts was reported a failure: a
+	// Counter (Guess 0) keeps its count and lives at least
+	// ConfirmedHold(Span, Max, count) from now, count being the one it
+	// holds then; a Guesses key keeps Guess for Span at least. So confirmed
+	// state outlasts what only unreported checks left.
+	Confirm
+	// Learn puts Member on its key's familiar list for Span from now
+	// (familiar.go).
+	Learn
+	// Forget removes a key: every guess of a Guesses key.
+	Forget
+)
+
+// ConfirmedHold is how long a Confirm of span and max keeps a count of
+// count: span × count ÷ max, so that a count is held longer the higher it
+// is, and all of span at max or beyond (or when max is 0). Stores reckon it
+// in whole microseconds, span rounded up, the quotient rounded down, as
+// float64 arithmetic does it (so Redis's Lua agrees to the microsecond).
+func ConfirmedHold(span time.Duration, max, count int64) time.Duration {
+	us := span / time.Microsecond
+	if span%time.Microsecond != 0 && us < math.MaxInt64/time.Microsecond {
+		us++
+	}
+	if max > 0 && count < max {
+		us = time.Duration(math.Floor(float64(us) * float64(count) / float64(max)))
+	}
+	return us * time.Microsecond
 }
 
 // Store is guardian's security store. Implementations are safe for
 // concurrent use, and evaluate every batch against their own clock.
 type Store interface {
 	// Do evaluates ops and fills res (len(res) must equal len(ops)). If every
-	// enforced op that is not Soft fits, every enforced op that fits is
-	// spent; if any does not fit, no enforced op is. Shadow ops are spent
-	// whenever they fit on their own. Keys within one batch must be
-	// distinct.
+	// op whose role denies fits, every enforced op that fits is spent; if
+	// any does not fit, no enforced op is but the tolls, as Toll says.
+	// Shadow ops are spent whenever they fit on their own. Keys within one
+	// batch must be distinct.
 	Do(ctx context.Context, ops []Op, res []Result) error
 	// Peek evaluates ops like Do and spends nothing.
 	Peek(ctx context.Context, ops []Op, res []Result) error
-	// Refund applies refunds; a key that no longer exists is left alone.
-	Refund(ctx context.Context, refunds []Refund) error
+	// Settle applies settlements.
+	Settle(ctx context.Context, settlements []Settlement) error
 	// Delete removes keys; absent keys are ignored.
 	Delete(ctx context.Context, keys ...string) error
 	// MarkOnce sets key for ttl if it is not set, and reports whether this
-	// call set it; when it did, it applies refunds as Refund does. It is how
-	// an attempt id is accepted only once, and how a success report gives
-	// back what its check spent without a second round trip. A bounded
-	// store with no room for key returns ErrFull having applied refunds all
+	// call set it; when it did, it applies settlements as Settle does. It
+	// is how an attempt id is accepted only once, and how a report settles
+	// what its check spent without a second round trip. A bounded store
+	// with no room for key returns ErrFull having applied settlements all
 	// the same (they take no room): the caller decides whether an attempt
 	// nothing could record counts.
-	MarkOnce(ctx context.Context, key string, ttl time.Duration, refunds ...Refund) (bool, error)
+	MarkOnce(ctx context.Context, key string, ttl time.Duration, settlements ...Settlement) (bool, error)
 }
 
-// ErrBadBatch reports ops that no store can evaluate: an unknown kind, a
-// non-positive interval, burst or limit, a negative cost, a Guesses op with
-// a cost above 1, a zero guess, a limit above MaxGuesses or a second one in
-// its batch, or len(res) != len(ops). It is a programming error in the caller, never a store failure.
+// ErrBadBatch reports ops or settlements that no store can evaluate: an op
+// without a key or a limit, of an unknown role, a negative cost, a limit
+// whose numbers are not positive, a Guesses op with a cost above 1, a zero
+// guess, a Max above MaxGuesses or a second one in its batch, a settlement
+// of an unknown action, or len(res) != len(ops). It is a programming error
+// in the caller, never a store failure.
 var ErrBadBatch = errors.New("store: bad batch")
 
 // ErrFull reports that a bounded store has no room for a new key, even after
@@ -220,18 +321,20 @@ var ErrFull = errors.New("store: full")
 // counts it as a script error.
 var ErrBadReply = errors.New("store: bad reply")
 
-// ValidateRefunds checks refunds for what ErrBadBatch names: an empty key,
-// a negative amount, an unknown kind, a confirming Guesses refund without
-// a guess or a Familiar refund without a valid member.
-func ValidateRefunds(refunds []Refund) error {
-	for i := range refunds {
-		r := &refunds[i]
-		if r.Key == "" || r.Amount < 0 || (r.Kind != Rate && r.Kind != Counter && r.Kind != Guesses && r.Kind != Familiar) ||
-			(r.Kind == Guesses && r.Confirm && r.Guess == 0) {
-			return fmt.Errorf("refund %d: %w", i, ErrBadBatch)
-		}
-		if r.Kind == Familiar && !ValidMember(r.Member) {
-			return fmt.Errorf("refund %d: %w", i, ErrBadBatch)
+// ErrUnavailable reports a change the store could not take because it is
+// not answering (the fail-closed wrapper's primary is failing): an admin
+// call must not be reported done when it is not.
+var ErrUnavailable = errors.New("store: unavailable")
+
+// ValidateSettlements checks settlements for what ErrBadBatch names: an
+// empty key, a negative span or max, an unknown action, or a Learn without a
+// valid member.
+func ValidateSettlements(settlements []Settlement) error {
+	for i := range settlements {
+		s := &settlements[i]
+		if s.Key == "" || s.Span < 0 || s.Max < 0 || s.Action < GiveBack || s.Action > Forget ||
+			s.Action == Learn && !ValidMember(s.Member) {
+			return fmt.Errorf("settlement %d: %w", i, ErrBadBatch)
 		}
 	}
 	return nil
@@ -249,30 +352,13 @@ func Validate(ops []Op, res []Result) error {
 	guesses := 0
 	for i := range ops {
 		op := &ops[i]
-		if op.Key == "" || op.Cost < 0 {
+		if op.Key == "" || op.Cost < 0 || op.Role > Shadow || op.Limit == nil || !op.Limit.valid(op) {
 			return ErrBadBatch
 		}
-		switch op.Kind {
-		case Familiar:
-		case Distinct:
-			if err := validateDistinct(op); err != nil {
-				return err
-			}
-		case Rate:
-			if op.Interval <= 0 || op.Burst <= 0 {
+		if _, ok := op.Limit.(Guesses); ok {
+			if guesses++; guesses > 1 {
 				return ErrBadBatch
 			}
-		case Counter:
-			if op.Limit <= 0 || op.Hold <= 0 {
-				return ErrBadBatch
-			}
-		case Guesses:
-			guesses++
-			if op.Limit <= 0 || op.Limit > MaxGuesses || op.Hold <= 0 || op.Cost > 1 || op.Guess == 0 || guesses > 1 || op.When != Always {
-				return ErrBadBatch
-			}
-		default:
-			return ErrBadBatch
 		}
 	}
 	return nil
@@ -283,7 +369,7 @@ func Validate(ops []Op, res []Result) error {
 // know which FreeOnRepeat ops a batch spends.
 func RepeatOf(ops []Op, res []Result) (int, bool) {
 	for i := range ops {
-		if ops[i].Kind == Guesses {
+		if _, ok := ops[i].Limit.(Guesses); ok {
 			return i, res[i].Repeat
 		}
 	}

@@ -1,10 +1,11 @@
 package tokens
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
-	"github.com/guardian-sec/guardian/internal/store"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -14,83 +15,84 @@ import (
 // sampleAttempt is an Attempt with every field set.
 func sampleAttempt() Attempt {
 	return Attempt{
-		Issued:   t0,
-		Flow:     "login",
-		Account:  "AbCdEfGhIjKlMnOpQrStUv",
-		Device:   "ZyXwVuTsRqPoNmLkJiHgFe",
-		Fallback: true,
-		HardStop: true,
-		Refunds: []store.Refund{
-			{Key: "guardian:v1:{AbCdEfGhIjKlMnOpQrStUv}:login-account", Kind: store.Rate, Amount: 12 * time.Second, Local: true},
-			{Key: "guardian:v1:{AbCdEfGhIjKlMnOpQrStUv}:hard-stop", Kind: store.Counter, Local: true},
-			{Key: "guardian:v1:{0123456789abcdefghijkl}:login-ip", Kind: store.Rate, Amount: 20 * time.Second, Local: true},
-		},
+		Issued:     t0,
+		Rules:      "0123456789abcdef",
+		Flow:       "login",
+		Cost:       3,
+		Spent:      1<<63 | 0b101,
+		Account:    "AbCdEfGhIjKlMnOpQrStUg",
+		Bucket:     "ZyXwVuTsRqPoNmLkJiHgFA",
+		Pair:       "0123456789abcdefghijkg",
+		Recipient:  "-_-_-_-_-_-_-_-_-_-_-A",
+		Member:     "AbCdEfGhIjKlMnOp",
+		Guess:      0x0102030405060708,
+		IP:         netip.MustParseAddr("2001:db8::7"),
+		Fallback:   true,
+		HardStop:   true,
+		Counted:    true,
+		Challenged: true,
+		Familiar:   true,
 	}
 }
 
 // equalAttempts reports whether two Attempts are the same, comparing
-// instants with Equal and treating a nil and an empty refund list alike.
+// instants with Equal.
 func equalAttempts(a, b Attempt) bool {
-	return a.ID == b.ID && a.Issued.Equal(b.Issued) && a.Flow == b.Flow && a.Account == b.Account &&
-		a.Device == b.Device && a.Fallback == b.Fallback && a.HardStop == b.HardStop && slices.Equal(a.Refunds, b.Refunds)
+	same := a.Issued.Equal(b.Issued)
+	a.Issued, b.Issued = time.Time{}, time.Time{}
+	return same && a == b
 }
 
 // sealPayload signs an arbitrary payload the way Seal does, so tests can
 // reach the parser with records Seal would never write.
 func sealPayload(a *Attempts, payload []byte) string {
-	st := a.pool.Get().(*attemptState)
+	st := a.state()
 	defer a.pool.Put(st)
-	b := st.tag(append([]byte(nil), payload...))
+	b := st.keys[0].seal(append([]byte(nil), payload...), st.sum[:0])
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 func TestAttemptRoundTrip(t *testing.T) {
 	a := NewAttempts(testKey(t, 1))
+	v4 := sampleAttempt()
+	v4.IP = netip.MustParseAddr("203.0.113.7")
 	tests := []struct {
 		name string
 		at   Attempt
 	}{
 		{"every field", sampleAttempt()},
+		{"an IPv4 address", v4},
 		{"minimal", Attempt{Issued: t0}},
 		{"given id", Attempt{ID: "AAECAwQFBgcICQoLDA0ODw", Issued: t0, Flow: "otp_send"}},
-		{"counter only", Attempt{Issued: t0, Flow: "login", Refunds: []store.Refund{{Key: "k", Kind: store.Counter}}}},
-		{"guesses", Attempt{Issued: t0, Flow: "login", Refunds: []store.Refund{{Key: "g", Kind: store.Guesses, Guess: 1<<64 - 1, Amount: 24 * time.Hour}}}},
+		{"rules and a mask", Attempt{Issued: t0, Rules: "ffffffffffffffff", Flow: "login", Cost: 1, Spent: 1<<64 - 1}},
+		{"an account alone", Attempt{Issued: t0, Flow: "login", Account: "AbCdEfGhIjKlMnOpQrStUg"}},
+		{"a guess", Attempt{Issued: t0, Flow: "login", Guess: 1<<64 - 1}},
 		{"hard stop alone", Attempt{Issued: t0, Flow: "login", HardStop: true}},
-		{"counted", Attempt{Issued: t0, Flow: "login", Counted: true}},
 		{"counted, on the fallback", Attempt{Issued: t0, Flow: "login", Counted: true, Fallback: true}},
-		{"counted, a hard stop", Attempt{Issued: t0, Flow: "login", Counted: true, HardStop: true}},
-		{"a familiar network", Attempt{Issued: t0, Flow: "login", Refunds: []store.Refund{
-			{Key: "k", Kind: store.Counter},
-			{Key: "f", Kind: store.Familiar, Member: "AbCdEfGhIjKlMnOp", Amount: 90 * 24 * time.Hour},
-		}}},
-		{"counted, a guess and a familiar network", Attempt{Issued: t0, Flow: "login", Counted: true, HardStop: true, Refunds: []store.Refund{
-			{Key: "g", Kind: store.Guesses, Guess: 0x0102030405060708, Amount: 24 * time.Hour},
-			{Key: "f", Kind: store.Familiar, Member: "AbCdEfGhIjKlMnOp", Amount: 90 * 24 * time.Hour},
-			{Key: "k", Kind: store.Counter},
-		}}},
-		{"bounds", Attempt{
-			Issued: t0, Flow: strings.Repeat("f", MaxAttemptFieldLen), Account: strings.Repeat("a", MaxAttemptFieldLen),
-			Device:  strings.Repeat("d", MaxAttemptFieldLen),
-			Refunds: slices.Repeat([]store.Refund{{Key: strings.Repeat("k", MaxRefundKeyLen), Kind: store.Rate, Amount: 1<<63 - 1}}, 20),
+		{"the longest", Attempt{
+			Issued: t0, Rules: "ffffffffffffffff", Flow: strings.Repeat("f", MaxAttemptFlowLen), Cost: 1 << 20, Spent: 1<<64 - 1,
+			Account: "AbCdEfGhIjKlMnOpQrStUg", Bucket: "AbCdEfGhIjKlMnOpQrStUg", Pair: "AbCdEfGhIjKlMnOpQrStUg", Recipient: "AbCdEfGhIjKlMnOpQrStUg",
+			Member: strings.Repeat("m", MaxAttemptMemberLen), Guess: 1<<64 - 1, IP: netip.MustParseAddr("ffff::ffff"),
+			Fallback: true, HardStop: true, Counted: true, Challenged: true, Familiar: true,
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tok, err := a.Seal(tt.at)
 			if err != nil {
-				t.Fatalf("Seal error = %v", err)
+				t.Fatalf("Seal: %v", err)
 			}
 			if len(tok) > MaxAttemptLen {
-				t.Errorf("token is %d bytes, want at most %d", len(tok), MaxAttemptLen)
+				t.Errorf("token is %d characters, want at most %d", len(tok), MaxAttemptLen)
 			}
 			got, err := a.Open(tok, t0.Add(time.Minute))
 			if err != nil {
-				t.Fatalf("Open error = %v", err)
+				t.Fatalf("Open: %v", err)
 			}
 			want := tt.at
 			if want.ID == "" {
-				if len(got.ID) != 22 {
-					t.Errorf("Seal gave id %q, want 22 characters", got.ID)
+				if len(got.ID) != idTextLen {
+					t.Errorf("ID = %q, want %d characters", got.ID, idTextLen)
 				}
 				want.ID = got.ID
 			}
@@ -98,6 +100,35 @@ func TestAttemptRoundTrip(t *testing.T) {
 				t.Errorf("Open = %+v, want %+v", got, want)
 			}
 		})
+	}
+}
+
+// TestAttemptHidesTheAddress: the address is in no id in clear, and the
+// same address looks different in every id.
+func TestAttemptHidesTheAddress(t *testing.T) {
+	a := NewAttempts(testKey(t, 1))
+	at := Attempt{Issued: t0, IP: netip.MustParseAddr("2001:db8::7")}
+	raw := at.IP.As16()
+	var seen [][]byte
+	for range 3 {
+		tok, err := a.Seal(at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := base64.RawURLEncoding.DecodeString(tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, raw[:]) || bytes.Contains(b, raw[:8]) {
+			t.Fatalf("id %q holds the address in clear", tok)
+		}
+		enc := b[len(b)-attemptTagLen-addrLen : len(b)-attemptTagLen]
+		for _, s := range seen {
+			if bytes.Equal(s, enc) {
+				t.Fatalf("two ids hide the address alike: %x", enc)
+			}
+		}
+		seen = append(seen, slices.Clone(enc))
 	}
 }
 
@@ -212,7 +243,7 @@ func TestAttemptOpenRejectsMalformed(t *testing.T) {
 		{"newline inside", tok[:10] + "\n" + tok[10:]},
 		{"standard base64", strings.NewReplacer("-", "+", "_", "/").Replace(tok) + "+/"},
 		{"truncated by one", tok[:len(tok)-1]},
-		{"truncated to the tag", tok[:minPayload]},
+		{"truncated to the tag", tok[:(headerLen+attemptTagLen)*4/3]},
 		{"one more character", tok + "A"},
 		{"sealed by another key", other},
 		{"huge", strings.Repeat("A", 1<<20)},
@@ -253,33 +284,38 @@ func TestAttemptOpenIsStrict(t *testing.T) {
 	record := func(parts ...[]byte) []byte {
 		return slices.Concat(append([][]byte{header}, parts...)...)
 	}
-	empty3 := []byte{0, 0, 0}
+	uv := func(v uint64) []byte { return binary.AppendUvarint(nil, v) }
+	flow := []byte{5, 'l', 'o', 'g', 'i', 'n'}
+	subject := bytes.Repeat([]byte{7}, subjectLen)
 	tests := []struct {
 		name    string
 		payload []byte
 		wantOK  bool
 	}{
-		{"well formed", record(empty3, []byte{0}, []byte{0}), true},
-		{"well formed with a refund", record(empty3, []byte{1}, []byte{1, 1, 'k', 1, 0}), true},
-		{"trailing byte", record(empty3, []byte{0}, []byte{0}, []byte{0}), false},
-		{"unknown version", append([]byte{2}, record(empty3, []byte{0}, []byte{0})[1:]...), false},
-		{"kind byte 2 (guesses) with its guess", record(empty3, []byte{0}, []byte{1, 1, 'k', 2, 0, 0, 0, 0, 0, 0, 0, 0, 7}), true},
-		{"kind byte 2 (guesses) without its guess", record(empty3, []byte{0}, []byte{1, 1, 'k', 2, 0}), false},
-		{"hard stop and fallback flags", record(empty3, []byte{3}, []byte{0}), true},
-		{"all three flags", record(empty3, []byte{7}, []byte{0}), true},
-		{"unknown flag", record(empty3, []byte{8}, []byte{0}), false},
-		{"kind byte 3 (familiar) with its member", record(empty3, []byte{0}, []byte{1, 1, 'k', 3, 1, 'm', 0}), true},
-		{"kind byte 3 (familiar) without a member", record(empty3, []byte{0}, []byte{1, 1, 'k', 3, 0, 0}), false},
-		{"kind byte 4", record(empty3, []byte{0}, []byte{1, 1, 'k', 4, 0}), false},
-		{"overlong uvarint", record(empty3, []byte{0}, []byte{0x80, 0x00}), false},
-		{"33 refunds", record(empty3, []byte{0}, []byte{33}), false},
-		{"field of 65 bytes", record([]byte{65}, []byte(strings.Repeat("f", 65)), []byte{0, 0, 0, 0}), false},
-		{"key of 129 bytes", record(empty3, []byte{0}, []byte{1, 0x81, 0x01}, []byte(strings.Repeat("k", 129)), []byte{0, 0}), false},
-		{"amount past int64", record(empty3, []byte{0}, []byte{1, 1, 'k', 0}, binary.AppendUvarint(nil, 1<<63)), false},
-		{"field runs past the end", record([]byte{5, 'a'}), false},
-		{"missing flags", record(empty3), false},
-		{"missing refund count", record(empty3, []byte{0}), false},
-		{"missing refund", record(empty3, []byte{0}, []byte{1}), false},
+		{"well formed", record(flow, uv(1), uv(0), uv(0)), true},
+		{"no flow", record([]byte{0}, uv(0), uv(0), uv(0)), true},
+		{"with the rules hash", record(flow, uv(1), uv(3), uv(flagRules), make([]byte, rulesHashLen)), true},
+		{"rules flag without the hash", record(flow, uv(1), uv(3), uv(flagRules)), false},
+		{"an account", record(flow, uv(1), uv(0), uv(flagAccount), subject), true},
+		{"a short account", record(flow, uv(1), uv(0), uv(flagAccount), subject[:15]), false},
+		{"every flag", record(flow, uv(1), uv(0), uv(flagFallback|flagHardStop|flagCounted|flagChallenged|flagFamiliar)), true},
+		{"unknown flag", record(flow, uv(1), uv(0), uv(flagsKnown+1)), false},
+		{"a member", record(flow, uv(1), uv(0), uv(flagMember), []byte{2, 'a', 'b'}), true},
+		{"an empty member", record(flow, uv(1), uv(0), uv(flagMember), []byte{0}), false},
+		{"a member not base64url", record(flow, uv(1), uv(0), uv(flagMember), []byte{2, 'a', ':'}), false},
+		{"a member of 25 bytes", record(flow, uv(1), uv(0), uv(flagMember), []byte{25}, bytes.Repeat([]byte{'a'}, 25)), false},
+		{"a guess", record(flow, uv(1), uv(0), uv(flagGuess), []byte{0, 0, 0, 0, 0, 0, 0, 9}), true},
+		{"a zero guess", record(flow, uv(1), uv(0), uv(flagGuess), make([]byte, guessLen)), false},
+		{"a guess cut short", record(flow, uv(1), uv(0), uv(flagGuess), []byte{1}), false},
+		{"an address", record(flow, uv(1), uv(0), uv(flagAddr), make([]byte, addrLen)), true},
+		{"IPv4 without an address", record(flow, uv(1), uv(0), uv(flagIPv4)), false},
+		{"trailing byte", record(flow, uv(1), uv(0), uv(0), []byte{0}), false},
+		{"unknown version", append([]byte{attemptVersion + 1}, record(flow, uv(1), uv(0), uv(0))[1:]...), false},
+		{"overlong uvarint", record(flow, []byte{0x81, 0x00}, uv(0), uv(0)), false},
+		{"cost past a million", record(flow, uv(1<<20+1), uv(0), uv(0)), false},
+		{"flow of 33 bytes", record([]byte{33}, bytes.Repeat([]byte{'f'}, 33), uv(1), uv(0), uv(0)), false},
+		{"flow runs past the end", record([]byte{5, 'a'}), false},
+		{"missing fields", record(flow, uv(1), uv(0)), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -296,9 +332,6 @@ func TestAttemptOpenIsStrict(t *testing.T) {
 
 func TestAttemptSealRejects(t *testing.T) {
 	a := NewAttempts(testKey(t, 1))
-	refunds := func(n, keyLen int) []store.Refund {
-		return slices.Repeat([]store.Refund{{Key: strings.Repeat("k", keyLen), Kind: store.Rate}}, n)
-	}
 	tests := []struct {
 		name string
 		at   Attempt
@@ -308,15 +341,18 @@ func TestAttemptSealRejects(t *testing.T) {
 		{"id too short", Attempt{ID: "AAEC", Issued: t0}},
 		{"id too long", Attempt{ID: strings.Repeat("A", 1<<10), Issued: t0}},
 		{"id not canonical", Attempt{ID: "AAECAwQFBgcICQoLDA0ODx", Issued: t0}},
-		{"flow too long", Attempt{Issued: t0, Flow: strings.Repeat("f", MaxAttemptFieldLen+1)}},
-		{"account too long", Attempt{Issued: t0, Account: strings.Repeat("a", MaxAttemptFieldLen+1)}},
-		{"device too long", Attempt{Issued: t0, Device: strings.Repeat("d", MaxAttemptFieldLen+1)}},
-		{"33 refunds", Attempt{Issued: t0, Refunds: refunds(MaxRefunds+1, 1)}},
-		{"refund key too long", Attempt{Issued: t0, Refunds: refunds(1, MaxRefundKeyLen+1)}},
-		{"negative amount", Attempt{Issued: t0, Refunds: []store.Refund{{Key: "k", Kind: store.Rate, Amount: -time.Second}}}},
-		{"unknown kind", Attempt{Issued: t0, Refunds: []store.Refund{{Key: "k"}}}},
-		{"familiar without a member", Attempt{Issued: t0, Refunds: []store.Refund{{Key: "k", Kind: store.Familiar}}}},
-		{"over 4 KiB in all", Attempt{Issued: t0, Refunds: refunds(MaxRefunds, MaxRefundKeyLen)}},
+		{"rules hash too short", Attempt{Issued: t0, Rules: "0123"}},
+		{"rules hash in capitals", Attempt{Issued: t0, Rules: "0123456789ABCDEF"}},
+		{"rules hash not hex", Attempt{Issued: t0, Rules: "0123456789abcdeg"}},
+		{"flow too long", Attempt{Issued: t0, Flow: strings.Repeat("f", MaxAttemptFlowLen+1)}},
+		{"negative cost", Attempt{Issued: t0, Cost: -1}},
+		{"cost past a million", Attempt{Issued: t0, Cost: 1<<20 + 1}},
+		{"account too long", Attempt{Issued: t0, Account: strings.Repeat("a", 23)}},
+		{"bucket too short", Attempt{Issued: t0, Bucket: "abc"}},
+		{"pair not base64url", Attempt{Issued: t0, Pair: strings.Repeat("!", 22)}},
+		{"recipient not canonical", Attempt{Issued: t0, Recipient: "AbCdEfGhIjKlMnOpQrStUv"}},
+		{"member too long", Attempt{Issued: t0, Member: strings.Repeat("m", MaxAttemptMemberLen+1)}},
+		{"member not base64url", Attempt{Issued: t0, Member: "a:b"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -325,5 +361,50 @@ func TestAttemptSealRejects(t *testing.T) {
 				t.Fatalf("Seal = %q, %v; want ErrInvalidAttempt", tok, err)
 			}
 		})
+	}
+}
+
+// TestAttemptOpensTheLayoutBefore: an id of the layout before this one,
+// store keys and all, opens to its header alone, with no rules and nothing
+// spent, so that a fleet being upgraded settles nothing of it rather than
+// refusing an honest report.
+func TestAttemptOpensTheLayoutBefore(t *testing.T) {
+	a := NewAttempts(testKey(t, 1))
+	legacy := append([]byte{legacyVersion}, bytes.Repeat([]byte{9}, idLen)...)
+	legacy = binary.BigEndian.AppendUint64(legacy, uint64(t0.UnixMilli()))
+	legacy = appendString(legacy, "login")
+	legacy = appendString(legacy, "AbCdEfGhIjKlMnOpQrStUg")
+	legacy = appendString(legacy, "ZyXwVuTsRqPoNmLkJiHgFe")
+	legacy = append(legacy, legacyFlagHardStop|legacyFlagCounted)
+	// Twenty refunds of long store keys, as the layout carried them.
+	legacy = append(legacy, 20)
+	for range 20 {
+		legacy = appendString(legacy, "guardian:v3:{AbCdEfGhIjKlMnOpQrStUg}:"+strings.Repeat("r", 63))
+		legacy = append(legacy, 0, 0x80, 0x01)
+	}
+	tok := sealPayload(a, legacy)
+	if len(tok) <= MaxAttemptLen {
+		t.Fatalf("the legacy id is %d characters; this test wants one longer than %d", len(tok), MaxAttemptLen)
+	}
+	got, err := a.Open(tok, t0)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	want := Attempt{ID: strictB64.EncodeToString(bytes.Repeat([]byte{9}, idLen)), Issued: t0, Flow: "login", Account: "AbCdEfGhIjKlMnOpQrStUg", HardStop: true, Counted: true}
+	if !equalAttempts(got, want) {
+		t.Fatalf("Open = %+v, want %+v", got, want)
+	}
+	for name, bad := range map[string][]byte{
+		"cut in its header": legacy[:legacyHeaderLen+3],
+		"unknown flag":      append(slices.Clone(legacy[:legacyHeaderLen+6+22+22+2]), 8),
+	} {
+		if _, err := a.Open(sealPayload(a, bad), t0); !errors.Is(err, ErrInvalidAttempt) {
+			t.Errorf("%s: Open error = %v, want ErrInvalidAttempt", name, err)
+		}
+	}
+	// Ids of this layout are never that long.
+	long := sealPayload(a, append([]byte{attemptVersion}, legacy[1:]...))
+	if _, err := a.Open(long, t0); !errors.Is(err, ErrInvalidAttempt) {
+		t.Errorf("a long id of this layout: Open error = %v, want ErrInvalidAttempt", err)
 	}
 }

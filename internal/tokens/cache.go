@@ -10,8 +10,11 @@ import (
 
 // verified remembers verified tokens, keyed by the token itself, with what
 // verifying them gave (V). Only a token whose signature and claims were
-// checked is ever put in, so a hit only has to check the token's times
-// again. It is bounded and safe for concurrent use.
+// checked is ever put in, so a hit only has to check again what can change
+// while the token stays the same: its times, whether the keys it was
+// verified under are still those in force (cacheEntry.keys), and, for a
+// service token, whether it was revoked. It is bounded and safe for
+// concurrent use.
 type verified[V any] struct {
 	mu   sync.RWMutex
 	m    map[string]cacheEntry[V]
@@ -24,6 +27,9 @@ type cacheEntry[V any] struct {
 	val V
 	exp *jwt.NumericDate
 	nbf *jwt.NumericDate
+	// keys are the keys it was verified under: once other keys are in
+	// force, it is verified again.
+	keys *keyList
 }
 
 func newVerified[V any](max int) verified[V] {

@@ -34,12 +34,12 @@ type deviceClaims struct {
 // purpose against the account. A device token is an HS256 JWT with sub (the
 // account subject), did (a random device id), iat, exp, iss "guardian", aud
 // and typ "guardian-device", signed with a key derived for this purpose
-// alone: a service token is never a device token. A Devices is safe for
-// concurrent use; build one with NewDevices.
+// alone: a service token is never a device token. Its header kid names the
+// signing key. A Devices is safe for concurrent use; build one with
+// NewDevices or Keys.Devices.
 type Devices struct {
-	key     []byte
+	keys    *purposeKeys
 	ttl     time.Duration
-	keyFunc jwt.Keyfunc
 	parser  *jwt.Parser
 	reasons jwtReasons
 	badAud  error
@@ -56,13 +56,17 @@ type device struct {
 // NewDevices returns a Devices signing with a key derived from k, issuing
 // tokens valid for ttl, or DefaultDeviceTTL when ttl is not positive.
 // Tokens signed under a previous signing key still verify, for the grace
-// period of a key rotation.
+// period of a key rotation. It is NewKeys(k, previous...).Devices(ttl).
 func NewDevices(k secret.Key, ttl time.Duration, previous ...secret.Key) *Devices {
+	return NewKeys(k, previous...).Devices(ttl)
+}
+
+func newDevices(keys *Keys, ttl time.Duration) *Devices {
 	if ttl <= 0 {
 		ttl = DefaultDeviceTTL
 	}
-	d := &Devices{
-		key:     k.Derive(devicePurpose),
+	return &Devices{
+		keys:    newPurposeKeys(devicePurpose, keys),
 		ttl:     ttl,
 		parser:  newParser(),
 		reasons: newJWTReasons(ErrInvalidDevice),
@@ -71,8 +75,6 @@ func NewDevices(k secret.Key, ttl time.Duration, previous ...secret.Key) *Device
 		badDID:  wrap(ErrInvalidDevice, "malformed device id"),
 		cache:   newVerified[device](maxCached),
 	}
-	d.keyFunc = keyFunc(devicePurpose, d.key, previous)
-	return d
 }
 
 // Issue returns a new device token for account (an account subject) at
@@ -92,9 +94,7 @@ func (d *Devices) Issue(account string, now time.Time) (token, deviceID string, 
 		},
 		DeviceID: deviceID,
 	}
-	t := jwt.NewWithClaims(alg, c)
-	t.Header["typ"] = deviceType
-	token, err = t.SignedString(d.key)
+	token, err = d.keys.load().signJWT(c, deviceType)
 	if err != nil {
 		return "", "", err
 	}
@@ -108,7 +108,7 @@ func (d *Devices) Issue(account string, now time.Time) (token, deviceID string, 
 // treats them all alike, as an untrusted device.
 func (d *Devices) Verify(token, account string, now time.Time) (string, error) {
 	e, ok := d.cache.get(token)
-	if !ok {
+	if !ok || e.keys != d.keys.keys.cur.Load() {
 		var err error
 		if e, err = d.verify(token); err != nil {
 			return "", err
@@ -130,8 +130,9 @@ func (d *Devices) verify(token string) (cacheEntry[device], error) {
 	if len(token) > maxJWTLen {
 		return cacheEntry[device]{}, d.reasons.tooLong
 	}
+	keys := d.keys.load()
 	var c deviceClaims
-	tok, err := d.parser.ParseWithClaims(token, &c, d.keyFunc)
+	tok, err := d.parser.ParseWithClaims(token, &c, keys.keyFunc)
 	if err != nil {
 		return cacheEntry[device]{}, d.reasons.parseError(tok, err)
 	}
@@ -147,8 +148,11 @@ func (d *Devices) verify(token string) (cacheEntry[device], error) {
 	if !validID(c.DeviceID) {
 		return cacheEntry[device]{}, d.badDID
 	}
-	return cacheEntry[device]{val: device{account: c.Subject, id: c.DeviceID}, exp: c.ExpiresAt, nbf: c.NotBefore}, nil
+	return cacheEntry[device]{val: device{account: c.Subject, id: c.DeviceID}, exp: c.ExpiresAt, nbf: c.NotBefore, keys: keys.from}, nil
 }
+
+// key is the key this Devices signs with now (tests craft tokens with it).
+func (d *Devices) key() []byte { return d.keys.load().sign }
 
 // newID returns 16 random bytes in unpadded base64url.
 func newID() string {

@@ -80,19 +80,19 @@ func TestDeviceVerifyRejects(t *testing.T) {
 		{"another account's token", tok, bob, t0, "issued to another account"},
 		{"no account", tok, "", t0, "issued to another account"},
 		{"expired", tok, alice, t0.Add(time.Hour), "expired"},
-		{"forged with another key", forged, alice, t0, "bad signature"},
+		{"forged with another key", forged, alice, t0, "signed with a key not in force"},
 		{"service token", service, alice, t0, "bad signature"},
 		{"payload swapped", parts[0] + "." + strings.Split(forged, ".")[1] + "." + parts[2], alice, t0, "bad signature"},
 		{"alg none", craft(t, map[string]any{"alg": "none", "typ": "guardian-device"}, valid, nil, nil), alice, t0, "algorithm not allowed"},
-		{"HS512 with the right key", craft(t, map[string]any{"alg": "HS512", "typ": "guardian-device"}, valid, sha512.New, d.key), alice, t0, "algorithm not allowed"},
-		{"no exp", craft(t, deviceHeader, with(valid, "exp", nil), sha256.New, d.key), alice, t0, "no expiry"},
-		{"service claims under the device key", craft(t, hs256, serviceClaimsAt(t0), sha256.New, d.key), alice, t0, "not a device token"},
-		{"no aud", craft(t, deviceHeader, with(valid, "aud", nil), sha256.New, d.key), alice, t0, "not a device token"},
-		{"other aud", craft(t, deviceHeader, with(valid, "aud", "guardian"), sha256.New, d.key), alice, t0, "not a device token"},
-		{"typ JWT", craft(t, hs256, valid, sha256.New, d.key), alice, t0, "not a device token"},
-		{"wrong issuer", craft(t, deviceHeader, with(valid, "iss", "x"), sha256.New, d.key), alice, t0, "not a device token"},
-		{"no device id", craft(t, deviceHeader, with(valid, "did", nil), sha256.New, d.key), alice, t0, "malformed device id"},
-		{"bad device id", craft(t, deviceHeader, with(valid, "did", "short"), sha256.New, d.key), alice, t0, "malformed device id"},
+		{"HS512 with the right key", craft(t, map[string]any{"alg": "HS512", "typ": "guardian-device"}, valid, sha512.New, d.key()), alice, t0, "algorithm not allowed"},
+		{"no exp", craft(t, deviceHeader, with(valid, "exp", nil), sha256.New, d.key()), alice, t0, "no expiry"},
+		{"service claims under the device key", craft(t, hs256, serviceClaimsAt(t0), sha256.New, d.key()), alice, t0, "not a device token"},
+		{"no aud", craft(t, deviceHeader, with(valid, "aud", nil), sha256.New, d.key()), alice, t0, "not a device token"},
+		{"other aud", craft(t, deviceHeader, with(valid, "aud", "guardian"), sha256.New, d.key()), alice, t0, "not a device token"},
+		{"typ JWT", craft(t, hs256, valid, sha256.New, d.key()), alice, t0, "not a device token"},
+		{"wrong issuer", craft(t, deviceHeader, with(valid, "iss", "x"), sha256.New, d.key()), alice, t0, "not a device token"},
+		{"no device id", craft(t, deviceHeader, with(valid, "did", nil), sha256.New, d.key()), alice, t0, "malformed device id"},
+		{"bad device id", craft(t, deviceHeader, with(valid, "did", "short"), sha256.New, d.key()), alice, t0, "malformed device id"},
 		{"garbage", "garbage", alice, t0, "malformed"},
 		{"too long", strings.Repeat("a", maxJWTLen+1), alice, t0, "too long"},
 	}
@@ -112,7 +112,7 @@ func TestDeviceVerifyRejects(t *testing.T) {
 	}
 	// The hand-made valid token is accepted, so the rejections above are
 	// down to what each case changed.
-	if _, err := d.Verify(craft(t, deviceHeader, valid, sha256.New, d.key), alice, t0); err != nil {
+	if _, err := d.Verify(craft(t, deviceHeader, valid, sha256.New, d.key()), alice, t0); err != nil {
 		t.Errorf("hand-made valid token: %v", err)
 	}
 }

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/guardian-sec/guardian/internal/secret"
-	"github.com/guardian-sec/guardian/internal/store"
 	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
@@ -32,16 +32,15 @@ func ExampleAttempts() {
 	a := tokens.NewAttempts(k)
 	now := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 
-	id, _ := a.Seal(tokens.Attempt{Issued: now, Flow: "login", Refunds: []store.Refund{
-		{Key: "guardian:v1:{AbCdEfGhIjKlMnOpQrStUv}:login-account", Kind: store.Rate, Amount: 12 * time.Second},
-	}})
+	id, _ := a.Seal(tokens.Attempt{Issued: now, Rules: "0123456789abcdef", Flow: "login", Cost: 1, Spent: 0b11,
+		Account: "AbCdEfGhIjKlMnOpQrStUg", IP: netip.MustParseAddr("203.0.113.7")})
 	at, err := a.Open(id, now.Add(time.Minute))
-	fmt.Println(at.Flow, at.Refunds[0].Amount, err)
+	fmt.Println(at.Flow, at.Rules, at.Spent, at.IP, len(id) <= tokens.MaxAttemptLen, err)
 
 	_, err = a.Open(id, now.Add(11*time.Minute))
 	fmt.Println(errors.Is(err, tokens.ErrExpiredAttempt), errors.Is(err, tokens.ErrInvalidAttempt))
 	// Output:
-	// login 12s <nil>
+	// login 0123456789abcdef 3 203.0.113.7 true <nil>
 	// true true
 }
 

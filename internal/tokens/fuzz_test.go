@@ -4,14 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
-	"github.com/guardian-sec/guardian/internal/store"
 	"testing"
 	"time"
 )
 
 func FuzzOpenAttempt(f *testing.F) {
 	a := NewAttempts(testKey(f, 1))
-	for _, at := range []Attempt{sampleAttempt(), {Issued: t0}, {Issued: t0, Flow: "otp_send", Refunds: []store.Refund{{Key: "k", Kind: store.Counter}}}} {
+	for _, at := range []Attempt{sampleAttempt(), {Issued: t0}, {Issued: t0, Flow: "otp_send", Cost: 2, Spent: 3}} {
 		tok, err := a.Seal(at)
 		if err != nil {
 			f.Fatal(err)
@@ -73,8 +72,8 @@ func FuzzVerify(f *testing.F) {
 	f.Add(tok)
 	f.Add(dev)
 	f.Add(craft(f, map[string]any{"alg": "none"}, serviceClaimsAt(t0), nil, nil))
-	f.Add(craft(f, hs256, map[string]any{"exp": 1e300, "scope": "admin", "iss": "guardian"}, sha256.New, s.key))
-	f.Add(craft(f, hs256, map[string]any{"exp": -1e300, "aud": 5}, sha256.New, s.key))
+	f.Add(craft(f, hs256, map[string]any{"exp": 1e300, "scope": "admin", "iss": "guardian"}, sha256.New, s.key()))
+	f.Add(craft(f, hs256, map[string]any{"exp": -1e300, "aud": 5}, sha256.New, s.key()))
 	f.Add("a.b.c")
 	f.Add("")
 	f.Fuzz(func(t *testing.T, token string) {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
 	"github.com/guardian-sec/guardian/internal/secret"
 )
 
@@ -14,6 +15,11 @@ const servicePurpose = "guardian service tokens v1"
 // maxCached is how many verified service tokens a Service remembers.
 const maxCached = 10_000
 
+// MaxTTL is the longest life of a service token: Issue refuses a longer
+// one, and a revocation that is not told the token's expiry is kept this
+// long, which outlives every token that carries a jti.
+const MaxTTL = 365 * 24 * time.Hour
+
 // Claims is what a verified service token says.
 type Claims struct {
 	// Subject names the caller, as given when the token was issued; it may
@@ -21,6 +27,11 @@ type Claims struct {
 	Subject string
 	// Scope is what the token may call.
 	Scope Scope
+	// ID is the token's jti, what POST /v1/tokens/revoke names it by; ""
+	// for a token issued before tokens carried one.
+	ID string
+	// IssuedAt is when the token was issued; zero when it does not say.
+	IssuedAt time.Time
 	// ExpiresAt is when the token stops being valid.
 	ExpiresAt time.Time
 }
@@ -31,95 +42,128 @@ type serviceClaims struct {
 	Scope Scope `json:"scope"`
 }
 
+// Revocations says which service tokens were revoked before they expire,
+// by jti. Package revocation implements it; Revoked is called on every
+// request, so it must answer from memory.
+type Revocations interface {
+	Revoked(jti string) bool
+}
+
 // Service issues and verifies service tokens: HS256 JWTs with the claims
-// scope, sub, iat, exp and iss "guardian", signed with a key derived from
-// the signing key for this purpose alone.
+// scope, sub, jti, iat, exp and iss "guardian" and the header kid (the id
+// of the signing key that signed it), signed with a key derived from the
+// signing key for this purpose alone.
 //
 // Verify remembers the tokens it has verified until they expire, so a
 // caller presenting the same token on every request pays for the signature
-// once; the memory is bounded. A Service is safe for concurrent use; build
-// one with NewService.
+// once; the memory is bounded, is verified again once the keys change, and
+// never outlives a revocation, which is looked up on every call. A Service
+// is safe for concurrent use; build one with NewService or Keys.Service.
 type Service struct {
-	key     []byte
-	keyFunc jwt.Keyfunc
-	parser  *jwt.Parser
-	reasons jwtReasons
-	badIss  error
-	badScp  error
-	cache   verified[Claims]
+	keys       *purposeKeys
+	parser     *jwt.Parser
+	reasons    jwtReasons
+	badIss     error
+	badScp     error
+	revokedErr error
+	revoked    Revocations
+	cache      verified[Claims]
 }
 
 // NewService returns a Service signing with a key derived from k. Tokens
 // signed under a previous signing key still verify, for the grace period of
-// a key rotation.
+// a key rotation. It is NewKeys(k, previous...).Service().
 func NewService(k secret.Key, previous ...secret.Key) *Service {
-	s := &Service{
-		key:     k.Derive(servicePurpose),
-		parser:  newParser(),
-		reasons: newJWTReasons(ErrInvalidToken),
-		badIss:  wrap(ErrInvalidToken, "wrong issuer"),
-		badScp:  wrap(ErrInvalidToken, "bad scope"),
-		cache:   newVerified[Claims](maxCached),
+	return NewKeys(k, previous...).Service()
+}
+
+func newService(keys *Keys) *Service {
+	return &Service{
+		keys:       newPurposeKeys(servicePurpose, keys),
+		parser:     newParser(),
+		reasons:    newJWTReasons(ErrInvalidToken),
+		badIss:     wrap(ErrInvalidToken, "wrong issuer"),
+		badScp:     wrap(ErrInvalidToken, "bad scope"),
+		revokedErr: wrap(ErrInvalidToken, "revoked"),
+		cache:      newVerified[Claims](maxCached),
 	}
-	s.keyFunc = keyFunc(servicePurpose, s.key, previous)
+}
+
+// WithRevocations makes Verify refuse the tokens r says were revoked, and
+// returns s. Call it before s is used.
+func (s *Service) WithRevocations(r Revocations) *Service {
+	s.revoked = r
 	return s
 }
 
-// errBadTTL reports a token lifetime that is not positive.
-var errBadTTL = errors.New("tokens: token lifetime must be positive")
+// errBadTTL reports a token lifetime that is not positive or longer than
+// MaxTTL.
+var errBadTTL = errors.New("tokens: token lifetime must be positive and at most 8760h")
 
 // Issue returns a service token of the given scope for subject, valid from
-// now for ttl. The expiry is kept to the second, rounded down.
+// now for ttl (at most MaxTTL), with a fresh random jti. The expiry is kept
+// to the second, rounded down.
 func (s *Service) Issue(scope Scope, subject string, ttl time.Duration, now time.Time) (string, error) {
 	if !scope.Valid() {
 		return "", wrap(ErrInvalidScope, "must be check or admin")
 	}
-	if ttl <= 0 {
+	if ttl <= 0 || ttl > MaxTTL {
 		return "", errBadTTL
 	}
 	c := serviceClaims{
 		RegisteredClaims: jwt.RegisteredClaims{
 			Issuer:    issuer,
 			Subject:   subject,
+			ID:        newID(),
 			IssuedAt:  jwt.NewNumericDate(now),
 			ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
 		},
 		Scope: scope,
 	}
-	return jwt.NewWithClaims(alg, c).SignedString(s.key)
+	return s.keys.load().signJWT(c, "")
 }
 
 // Verify checks a service token at instant now and returns its claims. The
 // token must be HS256 with this Service's key (alg none and every other
-// algorithm are refused), carry exp later than now, iss "guardian" and a
-// scope of check or admin. Errors wrap ErrInvalidToken with a short reason.
+// algorithm are refused) — the key its kid names, or any key in force when
+// it names none —, carry exp later than now, iss "guardian" and a scope of
+// check or admin, and not be revoked. Errors wrap ErrInvalidToken with a
+// short reason.
 func (s *Service) Verify(token string, now time.Time) (Claims, error) {
-	if e, ok := s.cache.get(token); ok {
-		if err := s.reasons.times(e.exp, e.nbf, now); err != nil {
+	e, ok := s.cache.get(token)
+	fresh := !ok || e.keys != s.keys.keys.cur.Load()
+	if fresh {
+		var err error
+		if e, err = s.verify(token); err != nil {
 			return Claims{}, err
 		}
-		return e.val, nil
 	}
-	e, err := s.verify(token, now)
-	if err != nil {
+	if err := s.reasons.times(e.exp, e.nbf, now); err != nil {
 		return Claims{}, err
 	}
-	s.cache.put(token, e, now)
+	if fresh {
+		s.cache.put(token, e, now)
+	}
+	if e.val.ID != "" && s.revoked != nil && s.revoked.Revoked(e.val.ID) {
+		return Claims{}, s.revokedErr
+	}
 	return e.val, nil
 }
 
-// verify is Verify without the cache.
-func (s *Service) verify(token string, now time.Time) (cacheEntry[Claims], error) {
+// verify checks everything of a service token but its times and its
+// revocation, which Verify checks on every call, cached or not.
+func (s *Service) verify(token string) (cacheEntry[Claims], error) {
 	if len(token) > maxJWTLen {
 		return cacheEntry[Claims]{}, s.reasons.tooLong
 	}
+	d := s.keys.load()
 	var c serviceClaims
-	tok, err := s.parser.ParseWithClaims(token, &c, s.keyFunc)
+	tok, err := s.parser.ParseWithClaims(token, &c, d.keyFunc)
 	if err != nil {
 		return cacheEntry[Claims]{}, s.reasons.parseError(tok, err)
 	}
-	if err := s.reasons.times(c.ExpiresAt, c.NotBefore, now); err != nil {
-		return cacheEntry[Claims]{}, err
+	if c.ExpiresAt == nil {
+		return cacheEntry[Claims]{}, s.reasons.noExpiry
 	}
 	if c.Issuer != issuer {
 		return cacheEntry[Claims]{}, s.badIss
@@ -127,6 +171,12 @@ func (s *Service) verify(token string, now time.Time) (cacheEntry[Claims], error
 	if !c.Scope.Valid() {
 		return cacheEntry[Claims]{}, s.badScp
 	}
-	claims := Claims{Subject: c.Subject, Scope: c.Scope, ExpiresAt: c.ExpiresAt.Time}
-	return cacheEntry[Claims]{val: claims, exp: c.ExpiresAt, nbf: c.NotBefore}, nil
+	claims := Claims{Subject: c.Subject, Scope: c.Scope, ID: c.ID, ExpiresAt: c.ExpiresAt.Time}
+	if c.IssuedAt != nil {
+		claims.IssuedAt = c.IssuedAt.Time
+	}
+	return cacheEntry[Claims]{val: claims, exp: c.ExpiresAt, nbf: c.NotBefore, keys: d.from}, nil
 }
+
+// key is the key this Service signs with now (tests craft tokens with it).
+func (s *Service) key() []byte { return s.keys.load().sign }

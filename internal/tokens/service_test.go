@@ -75,11 +75,15 @@ func TestServiceIssueClaims(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got, want := fmt.Sprint(header), fmt.Sprint(map[string]any{"alg": "HS256", "typ": "JWT"}); got != want {
-		t.Errorf("header = %s, want %s", got, want)
+	if got, want := fmt.Sprint(header), fmt.Sprint(map[string]any{"alg": "HS256", "typ": "JWT", "kid": testKey(t, 1).ID()}); got != want {
+		t.Errorf("header = %s, want %s: kid is the signing key's id", got, want)
+	}
+	jti, _ := claims["jti"].(string)
+	if !validID(jti) {
+		t.Errorf("jti %q: want 16 random bytes in base64url", jti)
 	}
 	want := map[string]any{
-		"iss": "guardian", "sub": "ops", "scope": "admin",
+		"iss": "guardian", "sub": "ops", "scope": "admin", "jti": jti,
 		"iat": float64(t0.Unix()), "exp": float64(t0.Add(time.Hour).Unix()),
 	}
 	if got, want := fmt.Sprint(claims), fmt.Sprint(want); got != want {
@@ -131,24 +135,27 @@ func TestServiceVerifyRejects(t *testing.T) {
 		{"too long", strings.Repeat("a", maxJWTLen+1), "too long"},
 		{"alg none", craft(t, map[string]any{"alg": "none", "typ": "JWT"}, valid, nil, nil), "algorithm not allowed"},
 		{"alg None", craft(t, map[string]any{"alg": "None"}, valid, nil, nil), "algorithm not allowed"},
-		{"alg none with a signature", craft(t, map[string]any{"alg": "none"}, valid, sha256.New, s.key), "algorithm not allowed"},
-		{"no alg", craft(t, map[string]any{"typ": "JWT"}, valid, sha256.New, s.key), "algorithm not allowed"},
-		{"HS384 with the right key", craft(t, map[string]any{"alg": "HS384"}, valid, sha512.New384, s.key), "algorithm not allowed"},
-		{"HS512 with the right key", craft(t, map[string]any{"alg": "HS512"}, valid, sha512.New, s.key), "algorithm not allowed"},
+		{"alg none with a signature", craft(t, map[string]any{"alg": "none"}, valid, sha256.New, s.key()), "algorithm not allowed"},
+		{"no alg", craft(t, map[string]any{"typ": "JWT"}, valid, sha256.New, s.key()), "algorithm not allowed"},
+		{"HS384 with the right key", craft(t, map[string]any{"alg": "HS384"}, valid, sha512.New384, s.key()), "algorithm not allowed"},
+		{"HS512 with the right key", craft(t, map[string]any{"alg": "HS512"}, valid, sha512.New, s.key()), "algorithm not allowed"},
 		{"RS256", rs256, "algorithm not allowed"},
-		{"another signing key", otherTok, "bad signature"},
+		{"another signing key", otherTok, "signed with a key not in force"},
+		{"another signing key, claiming this one's kid", craft(t, with(hs256, "kid", testKey(t, 1).ID()), valid, sha256.New, other.key()), "bad signature"},
+		{"a kid of no key, signed right", craft(t, with(hs256, "kid", "no-such-key"), valid, sha256.New, s.key()), "signed with a key not in force"},
+		{"kid not a string", craft(t, with(hs256, "kid", 7), valid, sha256.New, s.key()), "signed with a key not in force"},
 		{"claims swapped after signing", parts[0] + "." + b64(adminClaims) + "." + parts[2], "bad signature"},
 		{"signature dropped", parts[0] + "." + parts[1] + ".", "bad signature"},
-		{"expired", craft(t, hs256, serviceClaimsAt(t0.Add(-2*time.Hour)), sha256.New, s.key), "expired"},
-		{"expires exactly now", craft(t, hs256, serviceClaimsAt(t0.Add(-time.Hour)), sha256.New, s.key), "expired"},
-		{"no exp", craft(t, hs256, with(valid, "exp", nil), sha256.New, s.key), "no expiry"},
-		{"exp not a number", craft(t, hs256, with(valid, "exp", "tomorrow"), sha256.New, s.key), "malformed"},
-		{"not before in the future", craft(t, hs256, with(valid, "nbf", t0.Add(time.Minute).Unix()), sha256.New, s.key), "not valid yet"},
-		{"bad scope", craft(t, hs256, with(valid, "scope", "root"), sha256.New, s.key), "bad scope"},
-		{"no scope", craft(t, hs256, with(valid, "scope", nil), sha256.New, s.key), "bad scope"},
-		{"scope of another type", craft(t, hs256, with(valid, "scope", 1), sha256.New, s.key), "malformed"},
-		{"wrong issuer", craft(t, hs256, with(valid, "iss", "someone"), sha256.New, s.key), "wrong issuer"},
-		{"no issuer", craft(t, hs256, with(valid, "iss", nil), sha256.New, s.key), "wrong issuer"},
+		{"expired", craft(t, hs256, serviceClaimsAt(t0.Add(-2*time.Hour)), sha256.New, s.key()), "expired"},
+		{"expires exactly now", craft(t, hs256, serviceClaimsAt(t0.Add(-time.Hour)), sha256.New, s.key()), "expired"},
+		{"no exp", craft(t, hs256, with(valid, "exp", nil), sha256.New, s.key()), "no expiry"},
+		{"exp not a number", craft(t, hs256, with(valid, "exp", "tomorrow"), sha256.New, s.key()), "malformed"},
+		{"not before in the future", craft(t, hs256, with(valid, "nbf", t0.Add(time.Minute).Unix()), sha256.New, s.key()), "not valid yet"},
+		{"bad scope", craft(t, hs256, with(valid, "scope", "root"), sha256.New, s.key()), "bad scope"},
+		{"no scope", craft(t, hs256, with(valid, "scope", nil), sha256.New, s.key()), "bad scope"},
+		{"scope of another type", craft(t, hs256, with(valid, "scope", 1), sha256.New, s.key()), "malformed"},
+		{"wrong issuer", craft(t, hs256, with(valid, "iss", "someone"), sha256.New, s.key()), "wrong issuer"},
+		{"no issuer", craft(t, hs256, with(valid, "iss", nil), sha256.New, s.key()), "wrong issuer"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -166,7 +173,7 @@ func TestServiceVerifyRejects(t *testing.T) {
 	}
 	// The hand-made valid token is accepted, so the rejections above are
 	// down to what each case changed.
-	if _, err := s.Verify(craft(t, hs256, valid, sha256.New, s.key), t0); err != nil {
+	if _, err := s.Verify(craft(t, hs256, valid, sha256.New, s.key()), t0); err != nil {
 		t.Errorf("hand-made valid token: %v", err)
 	}
 }

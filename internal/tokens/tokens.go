@@ -4,7 +4,9 @@
 // JWT binding a device to an account after a successful login).
 //
 // Each kind is signed with its own key derived from the signing key
-// (package secret), so a token of one kind never verifies as another.
+// (package secret), so a token of one kind never verifies as another. The
+// signing keys are a Keys: the first signs, every one verifies, and a
+// rotation swaps them without a restart.
 package tokens
 
 import (
@@ -12,8 +14,6 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-
-	"github.com/guardian-sec/guardian/internal/secret"
 )
 
 // Scope is what a service token may call.
@@ -88,21 +88,6 @@ var alg = jwt.SigningMethodHS256
 // hundred bytes.
 const maxJWTLen = 4 << 10
 
-// keyFunc returns the JWT key function of one purpose: tokens signed with
-// the key derived from current verify, and during a key rotation so do
-// those signed with the key derived from any previous signing key. New
-// tokens are always signed with current's.
-func keyFunc(purpose string, current []byte, previous []secret.Key) jwt.Keyfunc {
-	if len(previous) == 0 {
-		return func(*jwt.Token) (any, error) { return current, nil }
-	}
-	set := jwt.VerificationKeySet{Keys: []jwt.VerificationKey{current}}
-	for _, k := range previous {
-		set.Keys = append(set.Keys, k.Derive(purpose))
-	}
-	return func(*jwt.Token) (any, error) { return set, nil }
-}
-
 // newParser returns the JWT parser guardian uses: HS256 only, strict
 // base64. Claims are checked by the callers against an explicit now. A
 // Parser built this way is never modified and safe for concurrent use.
@@ -116,7 +101,7 @@ func newParser() *jwt.Parser {
 
 // jwtReasons are the reasons a JWT is refused, for one sentinel.
 type jwtReasons struct {
-	tooLong, malformed, algorithm, signature, expired, noExpiry, notYet error
+	tooLong, malformed, algorithm, signature, unknownKey, expired, noExpiry, notYet error
 }
 
 // newJWTReasons builds the reasons for base.
@@ -126,9 +111,12 @@ func newJWTReasons(base error) jwtReasons {
 		malformed: wrap(base, "malformed"),
 		algorithm: wrap(base, "algorithm not allowed"),
 		signature: wrap(base, "bad signature"),
-		expired:   wrap(base, "expired"),
-		noExpiry:  wrap(base, "no expiry"),
-		notYet:    wrap(base, "not valid yet"),
+		// A kid naming no key in force: a key rotated out, or another
+		// fleet's.
+		unknownKey: wrap(base, "signed with a key not in force"),
+		expired:    wrap(base, "expired"),
+		noExpiry:   wrap(base, "no expiry"),
+		notYet:     wrap(base, "not valid yet"),
 	}
 }
 
@@ -139,6 +127,8 @@ func (r jwtReasons) parseError(tok *jwt.Token, err error) error {
 		return r.malformed
 	case tok != nil && tok.Header["alg"] != alg.Alg():
 		return r.algorithm
+	case errors.Is(err, errUnknownKID):
+		return r.unknownKey
 	case errors.Is(err, jwt.ErrTokenUnverifiable):
 		return r.algorithm
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid):

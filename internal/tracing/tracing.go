@@ -113,10 +113,10 @@ func (s *Store) Peek(ctx context.Context, ops []store.Op, res []store.Result) er
 	return err
 }
 
-// Refund traces next.Refund.
-func (s *Store) Refund(ctx context.Context, refunds []store.Refund) error {
-	ctx, span := s.start(ctx, "refund", len(refunds))
-	err := s.next.Refund(ctx, refunds)
+// Settle traces next.Settle.
+func (s *Store) Settle(ctx context.Context, settlements []store.Settlement) error {
+	ctx, span := s.start(ctx, "settle", len(settlements))
+	err := s.next.Settle(ctx, settlements)
 	end(span, err)
 	return err
 }
@@ -130,9 +130,9 @@ func (s *Store) Delete(ctx context.Context, keys ...string) error {
 }
 
 // MarkOnce traces next.MarkOnce.
-func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration, refunds ...store.Refund) (bool, error) {
-	ctx, span := s.start(ctx, "mark_once", 1+len(refunds))
-	first, err := s.next.MarkOnce(ctx, key, ttl, refunds...)
+func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration, settlements ...store.Settlement) (bool, error) {
+	ctx, span := s.start(ctx, "mark_once", 1+len(settlements))
+	first, err := s.next.MarkOnce(ctx, key, ttl, settlements...)
 	end(span, err)
 	return first, err
 }

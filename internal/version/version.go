@@ -1,26 +1,39 @@
-// Package version says which guardian is running: the version and
-// revision stamped at build time, or what the Go toolchain recorded in the
-// binary when nothing was stamped.
+// Package version says which guardian is running: its version, the one
+// string of internal/version/VERSION, and the revision it was built from,
+// stamped at build time or, when nothing stamped it, as the Go toolchain
+// recorded it.
+//
+// VERSION is the one place the version is written. The binary embeds it,
+// whatever builds it (make build, deploy/image.sh, go build, go install);
+// the Makefile and deploy/image.sh read it for the image tag; the
+// Kubernetes manifests and the compose file pin that tag, and test/deploy
+// checks that they do. A release sets it to the release's number
+// ("0.2.0"), and the commit after it to the next one's with "-dev".
 package version
 
 import (
+	_ "embed"
 	"runtime"
 	"runtime/debug"
+	"strings"
 )
 
-// Stamped at build time (the Makefile's build target and deploy/image.sh):
+//go:embed VERSION
+var release string
+
+// revision is stamped at build time (the Makefile's build target and
+// deploy/image.sh):
 //
-//	go build -ldflags "-X github.com/guardian-sec/guardian/internal/version.version=v1.2.3 \
-//	    -X github.com/guardian-sec/guardian/internal/version.revision=abc1234"
-var (
-	version  string
-	revision string
-)
+//	go build -ldflags "-X github.com/guardian-sec/guardian/internal/version.revision=abc1234"
+var revision string
+
+// Release is guardian's version, as internal/version/VERSION says:
+// semantic versioning without a leading v ("0.2.0", "0.3.0-dev").
+var Release = strings.TrimSpace(release)
 
 // Info is what the binary knows of itself.
 type Info struct {
-	// Version is the release ("v1.2.3"), or "devel" for a build of a
-	// working tree nobody stamped.
+	// Version is Release.
 	Version string
 	// Revision is the VCS commit the binary was built from, with
 	// "-dirty" when the tree had changes; "unknown" when not recorded.
@@ -31,25 +44,18 @@ type Info struct {
 
 // Get returns the running binary's Info.
 func Get() Info {
-	return get(version, revision, debug.ReadBuildInfo)
+	return get(revision, debug.ReadBuildInfo)
 }
 
-func get(stampedVersion, stampedRevision string, read func() (*debug.BuildInfo, bool)) Info {
-	info := Info{Version: stampedVersion, Revision: stampedRevision, GoVersion: runtime.Version()}
-	bi, ok := read()
-	if ok {
+func get(stampedRevision string, read func() (*debug.BuildInfo, bool)) Info {
+	info := Info{Version: Release, Revision: stampedRevision, GoVersion: runtime.Version()}
+	if bi, ok := read(); ok {
 		if bi.GoVersion != "" {
 			info.GoVersion = bi.GoVersion
-		}
-		if info.Version == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-			info.Version = bi.Main.Version
 		}
 		if info.Revision == "" {
 			info.Revision = vcsRevision(bi.Settings)
 		}
-	}
-	if info.Version == "" {
-		info.Version = "devel"
 	}
 	if info.Revision == "" {
 		info.Revision = "unknown"

@@ -26,9 +26,15 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/guardian-sec/guardian/internal/replay"
+	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/tokens"
+	versionpkg "github.com/guardian-sec/guardian/internal/version"
 )
+
+// release is guardian's version, the image's tag and label.
+var release = versionpkg.Release
 
 // composeFile is the part of deploy/docker-compose.yaml the tests read.
 type composeFile struct {
@@ -101,6 +107,7 @@ func TestComposeFile(t *testing.T) {
 	if !ok {
 		t.Fatal("no redis service")
 	}
+	decisionVolumes := map[string]string{}
 	for _, name := range fleet {
 		s := c.Services[name]
 		env := s.Environment
@@ -122,6 +129,26 @@ func TestComposeFile(t *testing.T) {
 		if !ok || !slices.Contains(s.Secrets, secretName) || c.Secrets[secretName].File == "" {
 			t.Errorf("%s: GUARDIAN_SIGNING_KEY_FILE %q is not a compose secret read from a file", name, keyFile)
 		}
+		// A hash key of its own, so the signing key rotates without
+		// resetting a limit.
+		hashName, ok := strings.CutPrefix(env["GUARDIAN_HASH_KEY_FILE"], "/run/secrets/")
+		if !ok || hashName == secretName || !slices.Contains(s.Secrets, hashName) || c.Secrets[hashName].File == "" || c.Secrets[hashName].File == c.Secrets[secretName].File {
+			t.Errorf("%s: GUARDIAN_HASH_KEY_FILE %q is not a compose secret of its own read from a file", name, env["GUARDIAN_HASH_KEY_FILE"])
+		}
+		// The decision log, on, in a volume of the instance's own.
+		logDir := filepath.Dir(env["GUARDIAN_DECISION_LOG"])
+		var logVolume string
+		for _, v := range s.Volumes {
+			if vol, mount, _ := strings.Cut(v, ":"); mount == logDir {
+				if _, named := c.Volumes[vol]; named {
+					logVolume = vol
+				}
+			}
+		}
+		if env["GUARDIAN_DECISION_LOG"] == "" || logVolume == "" || decisionVolumes[logVolume] != "" {
+			t.Errorf("%s: GUARDIAN_DECISION_LOG %q is not a file on a named volume of its own (volumes %v)", name, env["GUARDIAN_DECISION_LOG"], s.Volumes)
+		}
+		decisionVolumes[logVolume] = name
 		if !slices.ContainsFunc(s.Volumes, func(v string) bool { return strings.Contains(v, ":"+env["GUARDIAN_RULES"]+":ro") }) {
 			t.Errorf("%s: GUARDIAN_RULES %q is not mounted read-only", name, env["GUARDIAN_RULES"])
 		}
@@ -286,8 +313,8 @@ func TestImage(t *testing.T) {
 		}
 	}
 	version := labels["org.opencontainers.image.version"]
-	if version == "" || version == "dev" {
-		t.Errorf("image label org.opencontainers.image.version = %q, want the build's version", version)
+	if version != release {
+		t.Errorf("image label org.opencontainers.image.version = %q, want %q, internal/version/VERSION", version, release)
 	}
 	printed := run(t, ctx, nil, "docker", "run", "--rm", guardianImage, "version")
 	if !strings.HasPrefix(printed, "guardian "+version+" (revision ") {
@@ -587,7 +614,7 @@ func TestComposeFleet(t *testing.T) {
 		t.Fatalf("docs/operations.md's compose commands %q have no %q", cmds, prefix)
 		return ""
 	}
-	up, ps, tokenCmd := find("make compose-up"), find("deploy/compose.sh ps"), find("docker run")
+	up, ps, tokenCmd := find("make compose-up"), find("deploy/compose.sh ps"), find("deploy/compose.sh run")
 	reload, monitoring, down := find("deploy/compose.sh kill -s SIGHUP"), find("make prometheus-image"), find("make compose-down")
 	if cmds[0] != up || cmds[len(cmds)-1] != down || len(cmds) != 6 {
 		t.Fatalf("docs/operations.md's compose commands %q: want up first, down last, and only what this test runs", cmds)
@@ -664,6 +691,9 @@ func TestComposeFleet(t *testing.T) {
 	if r := check(t, a, checkTok, "token-"+randomHex(t, 4)+"@example.com"); r.status != 200 {
 		t.Fatalf("a check with the token of %q: %s", tokenCmd, r)
 	}
+	if cl, err := svc.Verify(checkTok, time.Now()); err != nil || cl.ExpiresAt.Sub(cl.IssuedAt) != 720*time.Hour || cl.ID == "" {
+		t.Errorf("the documented token: %+v, %v; want 720h and a jti", cl, err)
+	}
 	const admin = "deploy-e2e-oncall"
 	adminTok, err := svc.Issue(tokens.ScopeAdmin, admin, time.Hour, time.Now())
 	if err != nil {
@@ -699,6 +729,37 @@ func TestComposeFleet(t *testing.T) {
 	if t.Failed() {
 		return
 	}
+
+	t.Run("decision log for replay", func(t *testing.T) {
+		// Written every second, to the instance's own volume; copied out
+		// as docs/operations.md says, it replays as it is.
+		time.Sleep(1500 * time.Millisecond)
+		out := filepath.Join(t.TempDir(), "decisions-a.jsonl")
+		id := strings.TrimSpace(f.must(ctx, "ps", "-q", "guardian-a"))
+		run(t, ctx, nil, "docker", "cp", id+":/var/lib/guardian/decisions.jsonl", out)
+		set, err := rules.Parse("rules.yaml", []byte(e2eRules), time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		file, err := os.Open(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer file.Close()
+		sum, err := replay.Run(ctx, set, file, replay.Config{})
+		// guardian-a decided at least its warm-up checks and 3 of the
+		// shared account's (two allowed, one slowed).
+		if err != nil || sum.Input.Checks < 3 || sum.Input.Malformed != 0 {
+			t.Fatalf("replay of guardian-a's decision log: %+v, %v", sum, err)
+		}
+		raw, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(raw), suffix) || strings.Contains(string(raw), "@example.com") {
+			t.Error("the decision log holds an account in clear")
+		}
+	})
 
 	// AOF is fsynced every second: let the spends reach the disk.
 	time.Sleep(1500 * time.Millisecond)

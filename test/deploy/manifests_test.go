@@ -438,6 +438,30 @@ func TestKubernetesManifests(t *testing.T) {
 		if env(t, c, "GUARDIAN_REDIS_URL").Value == "" {
 			t.Error("GUARDIAN_REDIS_URL is empty: every pod would keep limits of its own")
 		}
+		// An updated Secret reaches a pod only through a directory mount.
+		for _, vm := range c.VolumeMounts {
+			if vm.SubPath != "" {
+				t.Errorf("volume %s is mounted with subPath: an updated Secret or ConfigMap would never reach the pod", vm.Name)
+			}
+		}
+	})
+
+	t.Run("hash key from a Secret of its own", func(t *testing.T) {
+		fromSecret(t, "GUARDIAN_HASH_KEY_FILE", "the hash key")
+		signing, _ := mountedFile(t, pod, c, env(t, c, "GUARDIAN_SIGNING_KEY_FILE").Value)
+		hash, _ := mountedFile(t, pod, c, env(t, c, "GUARDIAN_HASH_KEY_FILE").Value)
+		if signing.Secret.SecretName == hash.Secret.SecretName {
+			t.Errorf("the hash key and the signing key share the Secret %s: rotating one would change the other", hash.Secret.SecretName)
+		}
+	})
+
+	t.Run("decision log on", func(t *testing.T) {
+		// The image's root file system is read-only and has no shell to
+		// copy a file out: the decision log goes to stdout, the log to
+		// stderr.
+		if got := env(t, c, "GUARDIAN_DECISION_LOG").Value; got != "-" {
+			t.Errorf("GUARDIAN_DECISION_LOG %q, want - (stdout)", got)
+		}
 	})
 
 	t.Run("Redis user and password from a Secret", func(t *testing.T) {

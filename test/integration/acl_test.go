@@ -15,7 +15,8 @@ import (
 )
 
 // aclRules exercise every kind of store call: rate limits, a hard stop, a
-// global failure rate (the aggregate), reports and a reset.
+// global failure rate (the aggregate), reports and a reset (and the test
+// revokes a token).
 const aclRules = `version: 1
 rules:
   - name: login-account
@@ -72,6 +73,9 @@ func TestACLUserRunsGuardian(t *testing.T) {
 	}
 	if a := fleet[1].must(t, "POST", "/v1/accounts/reset", adminToken, map[string]any{"account": "acl-user"}); a.status != 200 {
 		t.Fatalf("reset: %d %s", a.status, a.raw)
+	}
+	if a := fleet[0].must(t, "POST", "/v1/tokens/revoke", adminToken, map[string]any{"jti": "acl-test-jti"}); a.status != 200 {
+		t.Fatalf("revoke: %d %s", a.status, a.raw)
 	}
 	// Let the aggregate flush its failures to the store.
 	time.Sleep(1500 * time.Millisecond)

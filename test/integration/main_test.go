@@ -64,6 +64,13 @@ type fleetConfig struct {
 	// decisionLogs, when set, gives instance i a decision log of its own,
 	// decisionLogs[i], in place of decisionLog.
 	decisionLogs []io.Writer
+	// keyFile returns instance i's signing key file (default none: every
+	// instance signs with signingKey).
+	keyFile func(i int) string
+	// hashKey, when set, is every instance's hash key.
+	hashKey secret.Key
+	// breached is every instance's --breached filter file, "" for none.
+	breached string
 }
 
 // startFleet starts n instances on cfg, stopped when the test ends.
@@ -94,6 +101,7 @@ func startFleet(t *testing.T, n int, cfg fleetConfig) []*instance {
 			AttemptTTL:   cfg.attemptTTL,
 			Logger:       cfg.logger,
 			Redis:        cfg.redis,
+			BreachedPath: cfg.breached,
 		}
 		if cfg.now != nil {
 			sc.Now = cfg.now(i)
@@ -102,6 +110,10 @@ func startFleet(t *testing.T, n int, cfg fleetConfig) []*instance {
 		if cfg.decisionLogs != nil {
 			sc.DecisionLog = cfg.decisionLogs[i]
 		}
+		if cfg.keyFile != nil {
+			sc.SigningKeyFile = cfg.keyFile(i)
+		}
+		sc.HashKey = cfg.hashKey
 		srv, err := server.New(sc)
 		if err != nil {
 			t.Fatalf("instance %d: %v", i, err)

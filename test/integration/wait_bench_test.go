@@ -22,7 +22,7 @@ func BenchmarkWaitAfterDo(b *testing.B) {
 	c := sn.Master(b).Client(b)
 	s := redisstore.New(c, redisstore.Config{})
 	ctx := context.Background()
-	ops := []store.Op{{Key: "guardian:bench:{wait}:hard-stop", Kind: store.Counter, Cost: 1, Limit: 1 << 40, Hold: time.Hour}}
+	ops := []store.Op{{Key: "guardian:bench:{wait}:hard-stop", Cost: 1, Limit: store.Counter{Max: 1 << 40, Hold: time.Hour}}}
 	res := make([]store.Result, 1)
 	b.Run("do", func(b *testing.B) {
 		for b.Loop() {

@@ -17,9 +17,9 @@ import (
 func (d *driver) storeBatch(w *worker) error {
 	account, ip := randomSubject(w.rng), randomSubject(w.rng)
 	ops := [3]store.Op{
-		{Key: keys.StoreKey(account, "login-account"), Kind: store.Rate, Cost: 1, Interval: time.Minute, Burst: 5},
-		{Key: keys.StoreKey(ip, "login-ip"), Kind: store.Rate, Cost: 1, Interval: 20 * time.Second, Burst: 30},
-		{Key: keys.StoreKey(account, "login-hard-stop"), Kind: store.Counter, Cost: 1, Limit: 100, Hold: 90 * 24 * time.Hour},
+		{Key: keys.StoreKey(account, "login-account"), Cost: 1, Limit: store.Rate{Interval: time.Minute, Burst: 5}},
+		{Key: keys.StoreKey(ip, "login-ip"), Cost: 1, Limit: store.Rate{Interval: 20 * time.Second, Burst: 30}},
+		{Key: keys.StoreKey(account, "login-hard-stop"), Cost: 1, Limit: store.Counter{Max: 100, Hold: 90 * 24 * time.Hour}},
 	}
 	var res [3]store.Result
 	ctx, cancel := context.WithTimeout(context.Background(), d.timeout)

@@ -36,6 +36,7 @@ __all__ = [
     "LocalLimits", "Rate", "Stats", "GuardianError", "UnavailableError", "ConfigError",
     "StaticToken", "FileToken", "Responder", "Response", "fingerprint",
     "RULE_LOCAL_ACCOUNT", "RULE_LOCAL_IP",
+    "NoBreachedFilterError", "password_sha1",
 ]
 
 #: Default deadline of one call, its retry included, in seconds: the same in
@@ -104,6 +105,20 @@ class GuardianError(Exception):
         return self.code == "invalid_attempt"
 
 
+class NoBreachedFilterError(GuardianError):
+    """:meth:`Client.check_password` could not be answered: guardian has no
+    breached-password filter that can (none loaded, or one of NTLM hashes;
+    404). Nothing was looked up: "unknown", never "not breached"."""
+
+
+def password_sha1(password: Union[str, bytes]) -> str:
+    """The SHA-1 of a password (UTF-8) in hex: what :meth:`Client.check_password`
+    sends in place of the password, which never leaves the auth service."""
+    if isinstance(password, str):
+        password = password.encode("utf-8")
+    return hashlib.sha1(password).hexdigest()
+
+
 class UnavailableError(Exception):
     """guardian did not answer a report or an admin call. ``reason`` is one of
     ``timeout``, ``connection``, ``server_error``, ``malformed``, ``throttled``."""
@@ -155,6 +170,11 @@ class Decision:
     #: The check carried ``challenge_passed``: the end user already solved
     #: the challenge, so a challenge lets the attempt go ahead.
     challenge_passed: bool = False
+    #: guardian's answer to the check's ``password_sha1``: whether its
+    #: breached-password filter holds the password. None is "unknown", never
+    #: "not breached": no ``password_sha1``, no filter that can answer, or
+    #: the policy decided.
+    breached: Optional[bool] = None
 
     @property
     def proceed(self) -> bool:
@@ -525,17 +545,25 @@ class Client:
             return Stats(self._stats.checks, self._stats.unavailable, self._stats.failed_open)
 
     def check(self, flow: str, *, ip: str, account: str = "", recipient: str = "", device_token: str = "",
-              cost: int = 0, secret_fingerprint: str = "", challenge_passed: bool = False) -> Decision:
+              cost: int = 0, secret_fingerprint: str = "", challenge_passed: bool = False,
+              password_sha1: str = "") -> Decision:
         """Asks guardian whether an attempt may go ahead, before verifying a
         credential or sending a code. When guardian does not answer (deadline,
         connection, 5xx, an answer not in the contract) it returns the
         policy's decision with ``unavailable`` set, and raises nothing. A 429
         without a decision (a proxy) is slow for its Retry-After. Raises
         :class:`GuardianError` only for a request guardian refused: then
-        nothing was decided, verify nothing."""
+        nothing was decided, verify nothing.
+
+        ``password_sha1`` (:func:`password_sha1` of the password about to be
+        verified) asks guardian, in the same call, whether its
+        breached-password filter holds it: the answer is the decision's
+        ``breached``, the decision unchanged. Like every field of a newer
+        release than 0.1.0, it is sent only when given."""
         body = {"flow": flow, "ip": ip}
         for k, v in (("account", account), ("recipient", recipient), ("device_token", device_token),
-                     ("cost", cost), ("secret_fingerprint", secret_fingerprint), ("challenge_passed", challenge_passed)):
+                     ("cost", cost), ("secret_fingerprint", secret_fingerprint), ("challenge_passed", challenge_passed),
+                     ("password_sha1", password_sha1)):
             if v:
                 body[k] = v
         try:
@@ -555,7 +583,7 @@ class Client:
 
     def attempt(self, flow: str, *, ip: str, on_challenge: Callable[[Decision], bool], verify: Callable[[], bool],
                 account: str = "", recipient: str = "", device_token: str = "", cost: int = 0,
-                secret_fingerprint: str = "", challenge_passed: bool = False) -> Attempt:
+                secret_fingerprint: str = "", challenge_passed: bool = False, password_sha1: str = "") -> Attempt:
         """The whole flow of one attempt: check, the challenge if guardian asks
         for one, verify, report.
 
@@ -579,7 +607,7 @@ class Client:
         if not callable(on_challenge) or not callable(verify):
             raise ConfigError("attempt needs on_challenge and verify, both callables")
         fields = dict(ip=ip, account=account, recipient=recipient, device_token=device_token, cost=cost,
-                      secret_fingerprint=secret_fingerprint)
+                      secret_fingerprint=secret_fingerprint, password_sha1=password_sha1)
         d = self.check(flow, challenge_passed=challenge_passed, **fields)
         if d.decision == "challenge" and not d.challenge_passed:
             if not on_challenge(d):
@@ -638,6 +666,26 @@ class Client:
         scope). Only after the owner proved who they are through a verified
         channel."""
         self._admin("POST", "/v1/accounts/reset", {"account": account})
+
+    def check_password(self, password: Union[str, bytes]) -> bool:
+        """Whether ``password`` is known to be breached, for password set and
+        change flows (NIST SP 800-63B 3.1.1.2): refuse a new password when
+        True. Only its SHA-1 is sent (:func:`password_sha1`); guardian answers
+        from the filter of ``serve --breached`` and never logs, keeps or
+        counts it. A password not in the list answers True 1 time in 256.
+        Raises :class:`NoBreachedFilterError` when guardian has no filter that
+        can answer, :class:`UnavailableError` when it does not answer and
+        :class:`GuardianError` when it refuses: none of them is a "no"."""
+        try:
+            w = self._admin("POST", "/v1/passwords/check", {"sha1": password_sha1(password)})
+        except GuardianError as e:
+            if e.status == 404:
+                raise NoBreachedFilterError(e.status, e.code, e.message) from None
+            raise
+        breached = w.get("breached")
+        if not isinstance(breached, bool):
+            raise UnavailableError("malformed", 'password check answer is not {"breached": bool}')
+        return breached
 
     def close(self) -> None:
         """Closes this thread's connection to guardian."""
@@ -781,7 +829,8 @@ def _parse_decision(status, headers, data) -> Optional[Decision]:
     return Decision(action, rule=str(w.get("rule") or ""), retry_after_ms=retry, attempt_id=str(w.get("attempt_id") or ""),
                     degraded=bool(w.get("degraded")), limits=limits, shadow=shadow, trust=str(w.get("trust") or ""),
                     repeat_guess=bool(w.get("repeat_guess")), ratelimit_policy=headers.get("ratelimit-policy", ""),
-                    ratelimit=headers.get("ratelimit", ""))
+                    ratelimit=headers.get("ratelimit", ""),
+                    breached=w["breached"] if isinstance(w.get("breached"), bool) else None)
 
 
 def _retry_after_ms(v: str) -> Optional[int]:

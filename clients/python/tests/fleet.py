@@ -19,6 +19,9 @@ ROOT = os.environ.get("GUARDIAN_ROOT") or os.path.abspath(os.path.join(os.path.d
 
 # The rules every client test runs, shared with the TypeScript client.
 RULES = os.path.join(ROOT, "clients", "testdata", "rules.yaml")
+# The breached-password list of a fleet that serves one, shared with the
+# TypeScript client.
+BREACHED = os.path.join(ROOT, "clients", "testdata", "breached.txt")
 # Rules that challenge a password sprayed over accounts, for the README's
 # snippets.
 CHALLENGE_RULES = os.path.join(ROOT, "clients", "testdata", "challenge.yaml")
@@ -41,9 +44,12 @@ def _wait(what, cond, timeout=15.0):
 
 class Fleet:
     """A redis-server and a guardian serving on it; close() stops both.
-    start_guardian() starts more guardians on the same Redis."""
+    start_guardian() starts more guardians on the same Redis. With
+    ``breached``, a plain password list, every guardian of the fleet also
+    serves a breached-password filter built from it."""
 
-    def __init__(self, rules: str = RULES):
+    def __init__(self, rules: str = RULES, breached: str = ""):
+        self.breached = breached
         self.dir = tempfile.mkdtemp(prefix="guardian-client-test-")
         self.procs = []
         try:
@@ -67,19 +73,26 @@ class Fleet:
                                   "--save", "", "--appendonly", "no", "--dir", self.dir], "redis.log")
         _wait("redis-server", lambda: self._connects(self.redis_port))
 
+        self.filter = ""
+        if self.breached:
+            self.filter = os.path.join(self.dir, "breached.bgf")
+            subprocess.run([binary, "breached", "build", "--format", "plain", "--out", self.filter, self.breached],
+                           check=True, capture_output=True)
         self.guardian, self.url = self.start_guardian(rules, "guardian.log")
         self.check_token = self.token("check")
         self.admin_token = self.token("admin")
 
     def start_guardian(self, rules: str = RULES, log: str = "guardian.log"):
-        """Starts a guardian on the fleet's Redis and waits until /readyz
-        answers 200; returns its process and its URL."""
+        """Starts a guardian on the fleet's Redis (and its breached-password
+        filter, if any) and waits until /readyz answers 200; returns its
+        process and its URL."""
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         p = self._spawn([self.binary, "serve", "--addr", f"127.0.0.1:{port}",
                          "--redis-url", f"redis://127.0.0.1:{self.redis_port}/0",
                          "--signing-key-file", self.key_file, "--rules", rules,
-                         "--store-timeout", "250ms", "--log-format", "text"], log)
+                         "--store-timeout", "250ms", "--log-format", "text"]
+                        + (["--breached", self.filter] if self.filter else []), log)
         _wait("guardian", lambda: self._ready(url) == 200)
         return p, url
 

@@ -9,9 +9,10 @@ import tempfile
 import unittest
 
 from guardian_client import (Client, ConfigError, Decision, FileToken, GuardianError, LocalLimits, Policy, Rate,
-                             Responder, UnavailableError, fingerprint, RULE_LOCAL_ACCOUNT)
+                             Responder, UnavailableError, fingerprint, RULE_LOCAL_ACCOUNT, NoBreachedFilterError,
+                             password_sha1)
 
-from .fleet import ROOT, Fleet, free_port
+from .fleet import BREACHED, ROOT, Fleet, free_port
 
 
 def account() -> str:
@@ -154,6 +155,72 @@ class AgainstGuardian(unittest.TestCase):
         self.assertEqual(c.check("login", ip="203.0.113.7", account=account()).decision, "allow")
         self.assertEqual(len(calls), 1)
 
+    def test_check_password_without_a_filter(self):
+        # This fleet serves no breached-password filter: unknown, never a "no".
+        with self.assertRaises(NoBreachedFilterError) as e:
+            self.client().check_password("hunter2")
+        self.assertEqual((e.exception.status, e.exception.code), (404, "not_found"))
+        self.assertIsInstance(e.exception, GuardianError)
+        # A check with password_sha1 is decided as usual, breached unknown.
+        d = self.client().check("login", ip="203.0.113.7", account=account(), password_sha1=password_sha1("hunter2"))
+        self.assertEqual((d.decision, d.breached), ("allow", None))
+
+
+class BreachedPasswords(unittest.TestCase):
+    """guardian serving a breached-password filter of clients/testdata/breached.txt."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.fleet = Fleet(breached=BREACHED)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.fleet.close()
+
+    def client(self, tokens=None) -> Client:
+        c = Client(self.fleet.url, tokens=tokens or self.fleet.check_token, on_unavailable=Policy.FAIL_CLOSED, timeout=5.0)
+        self.addCleanup(c.close)
+        return c
+
+    def test_check_password(self):
+        c = self.client()
+        with open(BREACHED, encoding="utf-8") as f:
+            listed = [line.rstrip("\n") for line in f if line.strip()]
+        self.assertTrue(listed)
+        for p in listed:
+            self.assertTrue(c.check_password(p), p)
+            self.assertTrue(c.check_password(p.encode()), p)
+        # Not in the list, and not one of the 1 in 256 false positives of
+        # this filter.
+        self.assertFalse(c.check_password("a password nobody has breached yet"))
+        self.assertTrue(self.client(tokens=self.fleet.admin_token).check_password("hunter2"))
+
+    def test_only_the_hash_is_sent(self):
+        self.assertEqual(password_sha1("password"), "5baa61e4c9b93f3f0682250b6cf8331b7ee68fd8")
+        self.assertEqual(password_sha1("café"), password_sha1("café".encode("utf-8")))
+        self.client().check_password("hunter2")
+        self.assertNotIn("hunter2", self.fleet.log())
+        self.assertNotIn(password_sha1("hunter2"), self.fleet.log())
+
+    def test_check_carries_password_sha1(self):
+        # The answer's breached is the filter's, the decision guardian's as
+        # without the field; a check without it has breached None.
+        c = self.client()
+        for pw, want in (("hunter2", True), ("a password nobody has breached yet", False)):
+            d = c.check("login", ip="203.0.113.7", account=account(), password_sha1=password_sha1(pw))
+            self.assertEqual((d.decision, d.breached), ("allow", want), pw)
+        self.assertIsNone(c.check("login", ip="203.0.113.7", account=account()).breached)
+        a = c.attempt("login", ip="203.0.113.7", account=account(), password_sha1=password_sha1("hunter2"),
+                      on_challenge=lambda d: False, verify=lambda: True)
+        self.assertEqual((a.verified, a.decision.breached), (True, True))
+        self.assertNotIn(password_sha1("hunter2"), self.fleet.log())
+
+    def test_refused_token(self):
+        with self.assertRaises(GuardianError) as e:
+            self.client(tokens="not-a-token").check_password("hunter2")
+        self.assertEqual(e.exception.status, 401)
+        self.assertNotIsInstance(e.exception, NoBreachedFilterError)
+
 
 class GuardianDown(unittest.TestCase):
     """No guardian at the address: each policy decides, and says so."""
@@ -213,6 +280,12 @@ class GuardianDown(unittest.TestCase):
         for i in range(10):
             d = c.check("login", ip=f"192.0.2.{i}", account=account())
             self.assertEqual((d.decision, d.unavailable), ("allow", True))
+
+    def test_check_password_raises(self):
+        # No policy decides a password check.
+        with self.assertRaises(UnavailableError) as e:
+            self.client(Policy.FAIL_OPEN).check_password("hunter2")
+        self.assertEqual(e.exception.reason, "connection")
 
     def test_report_and_admin_calls_raise(self):
         c = self.client(Policy.FAIL_CLOSED)

@@ -63,6 +63,8 @@ class AgainstThePreviousRelease(unittest.TestCase):
             c.check("login", ip="203.0.113.7", account="a", secret_fingerprint=fingerprint(b"k", b"s"))
         with self.assertRaises(guardian_client.GuardianError):
             c.check("login", ip="203.0.113.7", account="a", challenge_passed=True)
+        with self.assertRaises(guardian_client.GuardianError):
+            c.check("login", ip="203.0.113.7", account="a", password_sha1=guardian_client.password_sha1("hunter2"))
         self.assertEqual(sorted(g.refused), sorted(f"/v1/check {f}" for f in PREVIOUS["newer"]))
 
 

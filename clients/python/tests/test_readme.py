@@ -2,11 +2,13 @@
 real guardian whose rules challenge a sprayed password.
 
 A snippet may use, besides the client, only what an auth service has of its
-own: load_secret, second_factor_ok and verify_password (given here), and
-GUARDIAN_URL and GUARDIAN_CHECK_TOKEN_FILE in the environment. A snippet
-that defines login(req) is then driven through a spray: it must never
-verify the sprayed password once guardian challenges it, unless its
-challenge branch ran and was passed.
+own: load_secret, second_factor_ok, verify_password and store_password
+(given here), and GUARDIAN_URL and GUARDIAN_CHECK_TOKEN_FILE in the
+environment. A snippet that defines login(req) is then driven through a
+spray: it must never verify the sprayed password once guardian challenges
+it, unless its challenge branch ran and was passed. A snippet that defines
+change_password(user, new_password) must refuse, and never store, a
+password guardian's breached-password filter holds.
 """
 
 import glob
@@ -18,7 +20,7 @@ import types
 import unittest
 from unittest import mock
 
-from .fleet import CHALLENGE_RULES, ROOT, Fleet
+from .fleet import BREACHED, CHALLENGE_RULES, ROOT, Fleet
 
 # Where client snippets live: every Markdown file of the checkout's docs.
 DOCS = [os.path.join(ROOT, "README.md"), os.path.join(ROOT, "clients", "python", "README.md"),
@@ -63,8 +65,11 @@ class Host:
             self.calls.append(("verify", user))
             return self.passwords.get(user) == password
 
+        def store_password(user, password):
+            self.calls.append(("store", user))
+
         return {"__name__": "snippet", "load_secret": load_secret, "second_factor_ok": second_factor_ok,
-                "verify_password": verify_password}
+                "verify_password": verify_password, "store_password": store_password}
 
 
 def request(user, password, ip, code=""):
@@ -99,6 +104,27 @@ def spray(host: Host, login) -> list:
     return problems
 
 
+def change(host: Host, change_password) -> list:
+    """Changes a password to one the filter holds, then to one of this run
+    alone, and returns what change_password did wrong."""
+    problems = []
+    for label, password, stored in (("a breached password", "hunter2", False),
+                                     ("a password of its own", host.sprayed, True)):
+        host.calls.clear()
+        status, body = change_password("alice@example.com", password)
+        if (status == 200) != stored or (host.calls == [("store", "alice@example.com")]) != stored:
+            problems.append(f"{label}: {status} {body!r} after {host.calls}, want it {'' if stored else 'not '}stored")
+    return problems
+
+
+# A password change that never asks guardian: the check below must catch it.
+CHANGES_UNCHECKED = '''
+def change_password(user, new_password):
+    store_password(user, new_password)
+    return 200, "password changed"
+'''
+
+
 # A login that skips guardian's challenges: it refuses only slow and block.
 # The check below must catch it, or it could not catch a README that did.
 SKIPS_CHALLENGES = '''
@@ -124,7 +150,7 @@ def login(req):
 class Snippets(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.fleet = Fleet(CHALLENGE_RULES)
+        cls.fleet = Fleet(CHALLENGE_RULES, breached=BREACHED)
         cls.token_file = os.path.join(cls.fleet.dir, "check-token")
         with open(cls.token_file, "w") as f:
             f.write(cls.fleet.check_token)
@@ -147,14 +173,23 @@ class Snippets(unittest.TestCase):
         found = snippets()
         self.assertTrue(any(f == os.path.join("clients", "python", "README.md") for f, _ in found),
                         "clients/python/README.md has no python snippet")
-        logins = 0
+        logins = changes = 0
         for where, source in found:
             with self.subTest(where=where, snippet=source.splitlines()[0]):
                 host = self.run_snippet(source)
                 if "login" in host.ns:
                     logins += 1
                     self.assertEqual(spray(host, host.ns["login"]), [])
+                if "change_password" in host.ns:
+                    changes += 1
+                    self.assertEqual(change(host, host.ns["change_password"]), [])
         self.assertGreater(logins, 0, "no snippet defines login(req)")
+        self.assertGreater(changes, 0, "no snippet defines change_password(user, new_password)")
+
+    def test_the_check_catches_a_change_that_stores_a_breached_password(self):
+        host = self.run_snippet(CHANGES_UNCHECKED)
+        problems = change(host, host.ns["change_password"])
+        self.assertTrue(any(p.startswith("a breached password") for p in problems), problems)
 
     def test_the_check_catches_a_snippet_that_skips_challenges(self):
         host = self.run_snippet(SKIPS_CHALLENGES)

@@ -12,9 +12,9 @@ import { createServer as createHttpServer } from "node:http";
 
 import {
   Client, DEFAULT_FIRST_CALL_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, GuardianError, Policy, Responder, RULE_LOCAL_ACCOUNT, UnavailableError,
-  fileToken, fingerprint, proceed,
+  fileToken, fingerprint, proceed, NoBreachedFilterError, passwordSHA1,
 } from "../guardian.mjs";
-import { Fleet, ROOT, freePort } from "./fleet.mjs";
+import { BREACHED, Fleet, ROOT, RULES, freePort } from "./fleet.mjs";
 
 const account = () => `user-${randomBytes(6).toString("hex")}@example.com`;
 const IP = "203.0.113.7";
@@ -145,6 +145,63 @@ describe("against guardian", () => {
     assert.equal((await c.check({ flow: "login", ip: IP, account: account() })).decision, "allow");
     assert.equal(calls, 1);
   });
+
+  test("a password check without a filter is unknown, never a no", async () => {
+    // This fleet serves no breached-password filter.
+    await assert.rejects(client().checkPassword("hunter2"),
+      (e) => e instanceof NoBreachedFilterError && e instanceof GuardianError && e.status === 404 && e.code === "not_found");
+    // A check with passwordSHA1 is decided as usual, breached unknown.
+    const d = await client().check({ flow: "login", ip: IP, account: account(), passwordSHA1: passwordSHA1("hunter2") });
+    assert.deepEqual([d.decision, d.breached], ["allow", null]);
+  });
+});
+
+describe("breached passwords", () => {
+  let fleet;
+  before(async () => { fleet = await Fleet.start(RULES, { breached: BREACHED }); });
+  after(async () => { await fleet?.close(); });
+  const client = (tokens = fleet.checkToken) => new Client(fleet.url, { tokens, onUnavailable: Policy.FAIL_CLOSED, timeoutMs: 5000 });
+
+  test("every listed password is breached", async () => {
+    const listed = readFileSync(BREACHED, "utf8").split("\n").filter((l) => l.trim());
+    assert.ok(listed.length > 0);
+    for (const p of listed) {
+      assert.equal(await client().checkPassword(p), true, p);
+      assert.equal(await client().checkPassword(new TextEncoder().encode(p)), true, p);
+    }
+    // Not in the list, and not one of the 1 in 256 false positives of this filter.
+    assert.equal(await client().checkPassword("a password nobody has breached yet"), false);
+    assert.equal(await client(fleet.adminToken).checkPassword("hunter2"), true);
+  });
+
+  test("only the hash is sent", async () => {
+    assert.equal(passwordSHA1("password"), "5baa61e4c9b93f3f0682250b6cf8331b7ee68fd8");
+    assert.equal(passwordSHA1("café"), passwordSHA1(new TextEncoder().encode("café")));
+    const seen = [];
+    const spy = async (url, init) => { seen.push(init.body); return fetch(url, init); };
+    const c = new Client(fleet.url, { tokens: fleet.checkToken, onUnavailable: Policy.FAIL_CLOSED, timeoutMs: 5000, fetch: spy });
+    assert.equal(await c.checkPassword("hunter2"), true);
+    assert.deepEqual(seen, [JSON.stringify({ sha1: passwordSHA1("hunter2") })]);
+    assert.ok(!fleet.log().includes(passwordSHA1("hunter2")));
+  });
+
+  test("a check carries passwordSHA1 only when given, and answers breached", async () => {
+    const c = client();
+    for (const [pw, want] of [["hunter2", true], ["a password nobody has breached yet", false]]) {
+      const d = await c.check({ flow: "login", ip: IP, account: account(), passwordSHA1: passwordSHA1(pw) });
+      assert.deepEqual([d.decision, d.breached], ["allow", want], pw);
+    }
+    assert.equal((await c.check({ flow: "login", ip: IP, account: account() })).breached, null);
+    const a = await c.attempt({ flow: "login", ip: IP, account: account(), passwordSHA1: passwordSHA1("hunter2") },
+      { onChallenge: () => false, verify: () => true });
+    assert.deepEqual([a.verified, a.decision.breached], [true, true]);
+    assert.ok(!fleet.log().includes(passwordSHA1("hunter2")));
+  });
+
+  test("a refused token is a GuardianError", async () => {
+    await assert.rejects(client("not-a-token").checkPassword("hunter2"),
+      (e) => e instanceof GuardianError && !(e instanceof NoBreachedFilterError) && e.status === 401);
+  });
 });
 
 describe("guardian down: each policy decides", () => {
@@ -203,6 +260,10 @@ describe("guardian down: each policy decides", () => {
       const d = await c.check({ flow: "login", ip: `192.0.2.${i}`, account: account() });
       assert.deepEqual([d.decision, d.unavailable], ["allow", true]);
     }
+  });
+
+  test("a password check rejects: no policy decides it", async () => {
+    await assert.rejects(client(Policy.FAIL_OPEN).checkPassword("hunter2"), (e) => e instanceof UnavailableError && e.reason === "connection");
   });
 
   test("report and admin calls reject", async () => {

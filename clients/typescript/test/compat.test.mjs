@@ -10,7 +10,7 @@ import { createServer } from "node:http";
 import { join } from "node:path";
 import { test } from "node:test";
 
-import { Client, GuardianError, Policy, fingerprint } from "../guardian.mjs";
+import { Client, GuardianError, Policy, fingerprint, passwordSHA1 } from "../guardian.mjs";
 import { ROOT } from "./fleet.mjs";
 
 const PREVIOUS = JSON.parse(readFileSync(join(ROOT, "client", "testdata", "api-0.1.0.json"), "utf8"));
@@ -89,6 +89,7 @@ test("a newer field only when used", async () => {
     const c = client(g);
     await assert.rejects(c.check({ flow: "login", ip: IP, account: "a", secretFingerprint: fingerprint("k", "s") }), GuardianError);
     await assert.rejects(c.check({ flow: "login", ip: IP, account: "a", challengePassed: true }), GuardianError);
+    await assert.rejects(c.check({ flow: "login", ip: IP, account: "a", passwordSHA1: passwordSHA1("hunter2") }), GuardianError);
     assert.deepEqual([...g.refused].sort(), PREVIOUS.newer.map((f) => `/v1/check ${f}`).sort());
   } finally {
     await g.close();

@@ -19,6 +19,9 @@ export const RULES = join(ROOT, "clients", "testdata", "rules.yaml");
 // Rules that challenge a password sprayed over accounts, for the README's
 // snippets.
 export const CHALLENGE_RULES = join(ROOT, "clients", "testdata", "challenge.yaml");
+// The breached-password list of a fleet that serves one, shared with the
+// Python client.
+export const BREACHED = join(ROOT, "clients", "testdata", "breached.txt");
 
 export function freePort() {
   return new Promise((ok, fail) => {
@@ -56,11 +59,14 @@ const connects = (port) => new Promise((ok) => {
 
 /**
  * A redis-server and a guardian serving on it; close() stops both.
- * startGuardian() starts more guardians on the same Redis.
+ * startGuardian() starts more guardians on the same Redis. With breached, a
+ * plain password list, every guardian of the fleet also serves a
+ * breached-password filter built from it.
  */
 export class Fleet {
-  static async start(rules = RULES) {
+  static async start(rules = RULES, { breached = "" } = {}) {
     const f = new Fleet();
+    f.breached = breached;
     try {
       await f.#start(rules);
     } catch (e) {
@@ -88,17 +94,26 @@ export class Fleet {
       "--dir", this.dir], "redis.log");
     await waitFor("redis-server", () => connects(this.redisPort));
 
+    this.filter = "";
+    if (this.breached) {
+      this.filter = join(this.dir, "breached.bgf");
+      execFileSync(this.binary, ["breached", "build", "--format", "plain", "--out", this.filter, this.breached], { stdio: "ignore" });
+    }
     ({ proc: this.guardian, url: this.url } = await this.startGuardian(rules));
     this.checkToken = this.token("check");
     this.adminToken = this.token("admin");
   }
 
-  /** Starts a guardian on the fleet's Redis, ready (/readyz 200): {proc, url}. */
+  /**
+   * Starts a guardian on the fleet's Redis (and its breached-password filter,
+   * if any), ready (/readyz 200): {proc, url}.
+   */
   async startGuardian(rules = RULES, log = "guardian.log") {
     const port = await freePort();
     const url = `http://127.0.0.1:${port}`;
     const proc = this.#spawn(this.binary, ["serve", "--addr", `127.0.0.1:${port}`, "--redis-url", `redis://127.0.0.1:${this.redisPort}/0`,
-      "--signing-key-file", this.keyFile, "--rules", rules, "--store-timeout", "250ms", "--log-format", "text"], log);
+      "--signing-key-file", this.keyFile, "--rules", rules, "--store-timeout", "250ms", "--log-format", "text",
+      ...(this.filter ? ["--breached", this.filter] : [])], log);
     await waitFor("guardian", () => ready(url));
     return { proc, url };
   }

@@ -3,11 +3,13 @@
 //
 // A snippet may use, besides the client (imported by its package name), only
 // what an auth service has of its own: app (an Express-like router),
-// loadSecret, secondFactorOk and verifyPassword (given here), and
-// GUARDIAN_URL and GUARDIAN_CHECK_TOKEN_FILE in the environment. A snippet
-// that serves POST /login is then driven through a spray: it must never
-// verify the sprayed password once guardian challenges it, unless its
-// challenge branch ran and was passed.
+// loadSecret, secondFactorOk, verifyPassword and storePassword (given here),
+// and GUARDIAN_URL and GUARDIAN_CHECK_TOKEN_FILE in the environment. A
+// snippet that serves POST /login is then driven through a spray: it must
+// never verify the sprayed password once guardian challenges it, unless its
+// challenge branch ran and was passed. A snippet that serves POST /password
+// must refuse, and never store, a password guardian's breached-password
+// filter holds.
 
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
@@ -17,7 +19,7 @@ import { join, relative } from "node:path";
 import { pathToFileURL } from "node:url";
 import { after, before, describe, test } from "node:test";
 
-import { CHALLENGE_RULES, Fleet, ROOT } from "./fleet.mjs";
+import { BREACHED, CHALLENGE_RULES, Fleet, ROOT } from "./fleet.mjs";
 
 // Where client snippets live: every Markdown file of the checkout's docs.
 const DOCS = [join(ROOT, "README.md"), join(ROOT, "clients", "typescript", "README.md"),
@@ -54,6 +56,9 @@ class Host {
     this.verifyPassword = async (user, password) => {
       this.calls.push(["verify", user]);
       return this.passwords[user] === password;
+    };
+    this.storePassword = async (user) => {
+      this.calls.push(["store", user]);
     };
   }
 }
@@ -95,6 +100,33 @@ async function spray(host) {
   return problems;
 }
 
+/**
+ * Changes a password through POST /password to one the filter holds, then to
+ * one of this run alone, and returns what the route did wrong.
+ */
+async function change(host) {
+  const route = host.routes["POST /password"];
+  const problems = [];
+  for (const [label, password, stored] of [["a breached password", "hunter2", false], ["a password of its own", host.sprayed, true]]) {
+    host.calls = [];
+    const res = response();
+    await route({ body: { username: "alice@example.com", password }, socket: { remoteAddress: "10.250.0.1" }, cookies: {} }, res);
+    const didStore = JSON.stringify(host.calls) === JSON.stringify([["store", "alice@example.com"]]);
+    if ((res.statusCode === 200) !== stored || didStore !== stored) {
+      problems.push(`${label}: ${res.statusCode} ${JSON.stringify(res.body)} after ${JSON.stringify(host.calls)}, want it ${stored ? "" : "not "}stored`);
+    }
+  }
+  return problems;
+}
+
+// A password change that never asks guardian: the check below must catch it.
+const CHANGES_UNCHECKED = `
+app.post("/password", async (req, res) => {
+  await storePassword(req.body.username, req.body.password);
+  return res.status(200).send({ changed: true });
+});
+`;
+
 // A login that skips guardian's challenges: it refuses only slow and block.
 // The check below must catch it, or it could not catch a README that did.
 const SKIPS_CHALLENGES = `
@@ -117,7 +149,7 @@ app.post("/login", async (req, res) => {
 describe("snippets", () => {
   let fleet, dir, tokenFile, n = 0;
   before(async () => {
-    fleet = await Fleet.start(CHALLENGE_RULES);
+    fleet = await Fleet.start(CHALLENGE_RULES, { breached: BREACHED });
     dir = mkdtempSync(join(tmpdir(), "guardian-snippets-"));
     tokenFile = join(dir, "check-token");
     writeFileSync(tokenFile, fleet.checkToken);
@@ -138,7 +170,7 @@ describe("snippets", () => {
     process.env.GUARDIAN_URL = fleet.url;
     process.env.GUARDIAN_CHECK_TOKEN_FILE = tokenFile;
     const file = join(dir, `snippet-${++n}.mjs`);
-    writeFileSync(file, "const { app, loadSecret, secondFactorOk, verifyPassword } = globalThis.guardianSnippetHost;\n" + source);
+    writeFileSync(file, "const { app, loadSecret, secondFactorOk, verifyPassword, storePassword } = globalThis.guardianSnippetHost;\n" + source);
     await import(pathToFileURL(file).href);
     return host;
   }
@@ -146,15 +178,26 @@ describe("snippets", () => {
   test("every snippet runs and never skips a challenge", async () => {
     const found = snippets();
     assert.ok(found.some((s) => s.where === join("clients", "typescript", "README.md")), "clients/typescript/README.md has no js snippet");
-    let logins = 0;
+    let logins = 0, changes = 0;
     for (const { where, source } of found) {
       const host = await runSnippet(source);
       if (host.routes["POST /login"]) {
         logins++;
         assert.deepEqual(await spray(host), [], `${where}: ${source.split("\n")[0]}`);
       }
+      if (host.routes["POST /password"]) {
+        changes++;
+        assert.deepEqual(await change(host), [], `${where}: ${source.split("\n")[0]}`);
+      }
     }
     assert.ok(logins > 0, "no snippet serves POST /login");
+    assert.ok(changes > 0, "no snippet serves POST /password");
+  });
+
+  test("the check catches a change that stores a breached password", async () => {
+    const host = await runSnippet(CHANGES_UNCHECKED);
+    const problems = await change(host);
+    assert.ok(problems.some((p) => p.startsWith("a breached password")), JSON.stringify(problems));
   });
 
   test("the check catches a snippet that skips challenges", async () => {

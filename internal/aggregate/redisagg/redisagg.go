@@ -1,6 +1,7 @@
 // Package redisagg shares what the instances of a fleet pool through Redis:
-// the global failure counts (package aggregate, Shared) and each instance's
-// heartbeat (package fleet, Fleet).
+// the global failure counts (package aggregate, Shared), each instance's
+// heartbeat (package fleet, Fleet), shadow tallies (Shadow) and revoked
+// service tokens (package revocation, Revocations).
 //
 // A bucket is two keys with the hash tag {agg}, so that every bucket of
 // every flow lives in one Redis Cluster slot and a sync is one script call:
@@ -20,6 +21,14 @@
 // that also forgets the instances not seen for the TTL, so neither key
 // grows with restarts; a listing is one more (instances.lua). Times are
 // Redis's own clock.
+//
+// Revoked tokens live under the hash tag {revoked}: a sorted set of jtis by
+// until when each is refused (RevokedKey) and a version that changes with
+// each revocation (RevokedVersionKey). A revocation is one script call
+// (revoke.lua) that also forgets the revocations whose tokens expired; an
+// instance's read, every half second, is a GET of the version, and the set
+// only when the version it holds is out of date. A jti is a random token
+// id, never a person's.
 package redisagg
 
 import (

@@ -13,6 +13,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/aggregate"
 	"github.com/guardian-sec/guardian/internal/aggregate/redisagg"
 	"github.com/guardian-sec/guardian/internal/redistest"
+	"github.com/guardian-sec/guardian/internal/revocation"
 	"github.com/guardian-sec/guardian/internal/store/redisstore"
 	"github.com/guardian-sec/guardian/internal/testclock"
 )
@@ -34,6 +35,7 @@ func TestRedis(t *testing.T) {
 		{"every_key_expires", testEveryKeyExpires},
 		{"heartbeats", testHeartbeats},
 		{"shadow_tallies", testShadowTallies},
+		{"revocations", testRevocations},
 		// Last: it pauses the container.
 		{"paused", testPaused},
 	} {
@@ -359,6 +361,15 @@ func TestCluster(t *testing.T) {
 		if got != [2]int64{6, 1} {
 			t.Errorf("instance %d: login, otp_verify = %v, want [6 1]", i, got)
 		}
+	}
+	// Revocations: both keys in one slot, written and read without
+	// CROSSSLOT.
+	rev := redisagg.NewRevocations(c)
+	if err := rev.Add(context.Background(), revocation.Entry{JTI: "cluster", Until: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatalf("revoke on Redis Cluster: %v", err)
+	}
+	if snap, changed, err := rev.Load(context.Background(), ""); err != nil || !changed || len(snap.Entries) != 1 {
+		t.Fatalf("revocations on Redis Cluster: %+v, %v, %v", snap, changed, err)
 	}
 }
 

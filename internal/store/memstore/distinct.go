@@ -84,8 +84,8 @@ type distinctEval struct {
 
 // evaluateDistinct evaluates a Distinct op on its entry e (found or not)
 // at now.
-func (s *Store) evaluateDistinct(op *store.Op, ev *eval, e entry, found bool, now int64) {
-	step := micros(op.Interval)
+func (s *Store) evaluateDistinct(op *store.Op, l store.Distinct, ev *eval, e entry, found bool, now int64) {
+	step := micros(l.Step)
 	d := distinctEval{w: now / step, oldest: -1, newest: -1}
 	var regs [hllRegisters]uint8
 	live := false
@@ -104,13 +104,14 @@ func (s *Store) evaluateDistinct(op *store.Op, ev *eval, e entry, found bool, no
 	if live {
 		d.count = hll.Estimate(regs[:])
 	}
-	ev.cur, ev.ok = d.count, d.count <= op.Limit
+	ev.cur, ev.ok = d.count, d.count <= l.Max
 	ev.dist = d
 }
 
-// spendDistinct adds op's member to the current slot of e's state.
-func (s *Store) spendDistinct(op *store.Op, ev *eval, e entry) entry {
-	step := micros(op.Interval)
+// spendDistinct adds op's member to the current slot of e's state; l is
+// op's limit.
+func (s *Store) spendDistinct(op *store.Op, l store.Distinct, ev *eval, e entry) entry {
+	step := micros(l.Step)
 	next := &distinctState{}
 	if e.dist != nil {
 		*next = *e.dist
@@ -128,15 +129,15 @@ func (s *Store) spendDistinct(op *store.Op, ev *eval, e entry) entry {
 	return entry{exp: (newest + store.DistinctSlots) * step, dist: next}
 }
 
-// fillDistinct writes what a Distinct op found into r.
-func fillDistinct(op *store.Op, ev *eval, r *store.Result, now int64) {
-	step := micros(op.Interval)
+// fillDistinct writes what a Distinct op held to l found into r.
+func fillDistinct(l store.Distinct, ev *eval, r *store.Result, now int64) {
+	step := micros(l.Step)
 	d := ev.dist
 	newest := d.newest
 	if ev.spent {
 		newest = max(newest, d.w)
 	}
-	*r = store.Result{Allowed: ev.ok, Spent: ev.spent, Remaining: max(op.Limit-d.count, 0), Count: d.count}
+	*r = store.Result{Allowed: ev.ok, Spent: ev.spent, Remaining: max(l.Max-d.count, 0), Count: d.count}
 	if newest >= 0 {
 		r.ResetAfter = duration((newest+store.DistinctSlots)*step - now)
 	}

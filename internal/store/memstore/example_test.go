@@ -16,8 +16,8 @@ func ExampleStore_Do() {
 	clock := testclock.New(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
 	s := memstore.New(memstore.Config{Now: clock.Now})
 	ops := []store.Op{
-		{Key: "account", Kind: store.Rate, Cost: 1, Interval: time.Minute, Burst: 5},
-		{Key: "consecutive", Kind: store.Counter, Cost: 1, Limit: 100, Hold: 90 * 24 * time.Hour},
+		{Key: "account", Cost: 1, Limit: store.Rate{Interval: time.Minute, Burst: 5}},
+		{Key: "consecutive", Cost: 1, Limit: store.Counter{Max: 100, Hold: 90 * 24 * time.Hour}},
 	}
 	res := make([]store.Result, len(ops))
 	for range 6 {

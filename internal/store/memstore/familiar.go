@@ -34,7 +34,7 @@ func (l *famList) find(tag string, now int64) (famMember, bool) {
 func (s *Store) evaluateFamiliar(ops []store.Op, evs []eval, now int64) bool {
 	for i := range ops {
 		op, ev := &ops[i], &evs[i]
-		if op.Kind != store.Familiar {
+		if !isFamiliar(op) {
 			continue
 		}
 		*ev = eval{shard: ev.shard, curExp: now}
@@ -57,20 +57,20 @@ func (s *Store) evaluateFamiliar(ops []store.Op, evs []eval, now int64) bool {
 	return false
 }
 
-// addFamiliar applies a Familiar refund: r.Member joins r.Key's list until
-// r.Amount from now, or stays there until then if that is later; a full
+// addFamiliar applies a Learn: st.Member joins st.Key's list until st.Span
+// from now, or stays there until then if that is later; a full
 // list drops the member forgotten soonest first. A new list takes a slot
 // like any new key, evicting to make room; with none to be had, the network
 // is not learned.
-func (s *Store) addFamiliar(r *store.Refund) {
+func (s *Store) addFamiliar(st *store.Settlement) {
 	now := s.now().UnixMicro()
-	sh := &s.shards[s.shardOf(r.Key)]
+	sh := &s.shards[s.shardOf(st.Key)]
 	var held int64
 	for try := 0; ; try++ {
 		sh.mu.Lock()
-		e, found := sh.m[r.Key]
+		e, found := sh.m[st.Key]
 		if found && e.exp <= now {
-			s.remove(sh, r.Key, e)
+			s.remove(sh, st.Key, e)
 			found = false
 		}
 		if !found && held == 0 {
@@ -87,13 +87,13 @@ func (s *Store) addFamiliar(r *store.Refund) {
 		if found {
 			s.n.Add(-held)
 		}
-		exp := now + min(micros(r.Amount), maxSpan)
+		exp := now + min(micros(st.Span), maxSpan)
 		members := make([]famMember, 0, store.MaxFamiliar)
 		if found {
 			for _, m := range e.fam.members {
 				switch {
 				case m.exp <= now:
-				case m.tag == r.Member:
+				case m.tag == st.Member:
 					exp = max(exp, m.exp)
 				default:
 					members = append(members, m)
@@ -109,12 +109,12 @@ func (s *Store) addFamiliar(r *store.Refund) {
 			}
 			members = append(members[:soonest], members[soonest+1:]...)
 		}
-		members = append(members, famMember{tag: r.Member, exp: exp})
+		members = append(members, famMember{tag: st.Member, exp: exp})
 		last := int64(0)
 		for _, m := range members {
 			last = max(last, m.exp)
 		}
-		s.set(sh, r.Key, entry{exp: last, fam: &famList{members: members}})
+		s.set(sh, st.Key, entry{exp: last, fam: &famList{members: members}})
 		sh.mu.Unlock()
 		return
 	}

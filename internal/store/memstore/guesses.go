@@ -79,20 +79,20 @@ func (m *memory) confirm(g uint64, exp int64) *memory {
 	return &out
 }
 
-// refundGuesses applies refund r to the Guesses entry e of sh, which must
-// be locked: a confirming refund keeps its guess for r.Amount from now, any
-// other forgets the key.
-func (s *Store) refundGuesses(sh *shard, r *store.Refund, e entry, now int64) {
-	if !r.Confirm || e.mem == nil {
-		s.remove(sh, r.Key, e)
+// confirmGuess applies the Confirm st of a guess to the entry e of sh,
+// which must be locked: a Guesses entry keeps st's guess for st.Span from
+// now; any other entry is removed.
+func (s *Store) confirmGuess(sh *shard, st *store.Settlement, e entry, now int64) {
+	if e.mem == nil {
+		s.remove(sh, st.Key, e)
 		return
 	}
-	m := e.mem.live(now).confirm(r.Guess, now+min(micros(r.Amount), maxSpan))
+	m := e.mem.live(now).confirm(st.Guess, now+min(micros(st.Span), maxSpan))
 	if m.n == 0 {
-		s.remove(sh, r.Key, e)
+		s.remove(sh, st.Key, e)
 		return
 	}
-	s.set(sh, r.Key, entry{mem: m, exp: m.last(now)})
+	s.set(sh, st.Key, entry{mem: m, exp: m.last(now)})
 }
 
 // evaluateGuesses reads a Guesses op's memory from e (found unexpired or
@@ -111,7 +111,7 @@ func evaluateGuesses(op *store.Op, ev *eval, e entry, found bool, now int64) {
 func waive(ops []store.Op, evs []eval) {
 	repeat := false
 	for i := range ops {
-		if ops[i].Kind == store.Guesses {
+		if _, ok := ops[i].Limit.(store.Guesses); ok {
 			repeat = evs[i].repeat
 		}
 	}
@@ -125,10 +125,10 @@ func waive(ops []store.Op, evs []eval) {
 	}
 }
 
-// spendGuesses is the entry a spent Guesses op leaves: its guess recorded
-// as the most recent, remembered for the op's Hold.
-func spendGuesses(op *store.Op, ev *eval, now int64) entry {
-	m := ev.mem.record(op.Guess, now+min(micros(op.Hold), maxSpan), op.Limit)
+// spendGuesses is the entry a spent Guesses op held to l leaves: its guess
+// recorded as the most recent, remembered for l.Hold.
+func spendGuesses(op *store.Op, l store.Guesses, ev *eval, now int64) entry {
+	m := ev.mem.record(op.Guess, now+min(micros(l.Hold), maxSpan), l.Max)
 	return entry{mem: m, exp: m.last(now)}
 }
 

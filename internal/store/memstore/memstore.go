@@ -18,27 +18,30 @@
 //	Remaining  = clamp(floor((now + τ − max(TAT', now)) / T), 0, Burst)
 //	ResetAfter = max(TAT' − now, 0), which is also the key's time to live
 //
-// where TAT' is newTAT when the op was spent and TAT otherwise. A Refund
-// moves TAT back by Amount, rounded down to whole µs, and removes the key
-// once TAT ≤ now.
+// where TAT' is newTAT when the op was spent and TAT otherwise. A GiveBack
+// moves TAT back by its Span, rounded up to whole µs as T is (so that it
+// gives back exactly what a spend of one unit took, and never more than
+// the spend of Cost units: ⌈Cost×T⌉ ≤ Cost×⌈T⌉), and removes the key once
+// TAT ≤ now.
 //
 // A Counter key holds a count C (absent: 0) and a deadline D: the op fits
-// iff C + Cost ≤ Limit; a spend adds Cost and keeps the key until max(D,
-// now + Hold), Hold rounded up to whole µs. Remaining is max(Limit − C', 0)
+// iff C + Cost ≤ Max; a spend adds Cost and keeps the key until max(D,
+// now + Hold), Hold rounded up to whole µs. Remaining is max(Max − C', 0)
 // and Count is C', the count after the call; ResetAfter is the key's time to
-// live, 0 when absent; RetryAfter is 0. A Refund removes the key, unless it
-// confirms the count: then D becomes max(D, now + Amount).
+// live, 0 when absent; RetryAfter is 0. A Reset removes the key; a Confirm
+// keeps the count and makes D max(D, now + store.ConfirmedHold(Span, Max,
+// C)).
 //
 // Cost 0 evaluates and never spends, refreshes or adds a key.
 //
-// A Guesses key holds up to Limit guesses, oldest first, each with the
+// A Guesses key holds up to Max guesses, oldest first, each with the
 // instant it is forgotten; the key expires with its most recent one. The op
 // always fits; it finds whether its Guess is remembered (Repeat), and how
 // many are (Count). When the batch is spent, the guess becomes the most
-// recent, remembered for Hold, and the oldest beyond Limit is forgotten.
+// recent, remembered for Hold, and the oldest beyond Max is forgotten.
 // When it finds its guess, the batch's FreeOnRepeat ops are evaluated and
-// not spent. A Refund of a Guesses key removes it, or when it confirms,
-// keeps its Guess until now + Amount at least.
+// not spent. A Forget of a Guesses key removes it; a Confirm keeps its
+// Guess until now + Span at least.
 //
 // Eviction. When a key must be added and the store is full, the store evicts
 // one entry per key among a sample (evictSample entries from each of
@@ -319,7 +322,7 @@ func (s *Store) run(ctx context.Context, ops []store.Op, res []store.Result, spe
 		s.n.Add(need - held)
 		for i := range ops {
 			op, ev := &ops[i], &evs[i]
-			if spend && ev.ok && !ev.skip && !ev.waived && op.Cost > 0 && (op.Shadow || op.Toll && tollsOK || allOK) {
+			if spend && ev.ok && !ev.skip && !ev.waived && op.Cost > 0 && (op.Role == store.Shadow || op.Role == store.Toll && tollsOK || allOK) {
 				s.spend(op, ev, now)
 			}
 			fill(op, ev, &res[i], now)
@@ -338,7 +341,7 @@ func (s *Store) evaluateAll(ops []store.Op, evs []eval, now int64, spend bool) (
 	familiar := s.evaluateFamiliar(ops, evs, now)
 	for i := range ops {
 		op, ev := &ops[i], &evs[i]
-		if op.Kind == store.Familiar {
+		if isFamiliar(op) {
 			continue
 		}
 		*ev = eval{shard: ev.shard}
@@ -351,15 +354,15 @@ func (s *Store) evaluateAll(ops []store.Op, evs []eval, now int64, spend bool) (
 	waive(ops, evs)
 	for i := range ops {
 		op, ev := &ops[i], &evs[i]
-		if op.Kind == store.Familiar || ev.skip {
+		if isFamiliar(op) || ev.skip {
 			continue
 		}
 		switch {
-		case op.Shadow:
+		case op.Role == store.Shadow:
 			if ev.needsKey(op) {
 				shadowNew++
 			}
-		case op.Toll:
+		case op.Role == store.Toll:
 			tollsOK = tollsOK && ev.ok
 			allOK = allOK && ev.ok
 			if ev.needsKey(op) {
@@ -367,7 +370,7 @@ func (s *Store) evaluateAll(ops []store.Op, evs []eval, now int64, spend bool) (
 			}
 		case !ev.ok:
 			// A soft op that does not fit is left alone; it never denies.
-			allOK = allOK && op.Soft
+			allOK = allOK && op.Role == store.Soft
 		case ev.needsKey(op):
 			enforcedNew++
 		}
@@ -392,9 +395,9 @@ func denyNew(ops []store.Op, evs []eval) (allOK, tollsOK bool) {
 		if ev.needsKey(op) {
 			ev.ok, ev.full = false, true
 		}
-		if !op.Shadow && !ev.ok && !op.Soft && op.Kind != store.Guesses {
+		if _, guesses := op.Limit.(store.Guesses); !ev.ok && op.Role.Denies() && !guesses {
 			allOK = false
-			tollsOK = tollsOK && !op.Toll
+			tollsOK = tollsOK && op.Role != store.Toll
 		}
 	}
 	return allOK, tollsOK
@@ -417,44 +420,50 @@ func (s *Store) evaluate(op *store.Op, ev *eval, now int64) {
 		found = false
 	}
 	ev.live = found
-	switch op.Kind {
+	switch l := op.Limit.(type) {
 	case store.Distinct:
 		ev.found = e
-		s.evaluateDistinct(op, ev, e, found, now)
+		s.evaluateDistinct(op, l, ev, e, found, now)
 	case store.Rate:
 		ev.cur = now
 		if found {
 			ev.cur = e.v
 		}
-		ev.next, ev.ok, ev.retry = gcra(ev.cur, now, micros(op.Interval), op.Burst, op.Cost)
+		ev.next, ev.ok, ev.retry = gcra(ev.cur, now, micros(l.Interval), l.Burst, op.Cost)
 	case store.Counter:
 		ev.cur, ev.curExp = 0, now
 		if found {
 			ev.cur, ev.curExp = e.v, e.exp
 		}
-		ev.next, ev.ok = count(ev.cur, op.Limit, op.Cost)
+		ev.next, ev.ok = count(ev.cur, l.Max, op.Cost)
 	case store.Guesses:
 		evaluateGuesses(op, ev, e, found, now)
 	}
 }
 
-// counterExp is the deadline a Counter spend leaves: its Hold from now, or
-// the deadline the key already had if that is later.
-func counterExp(op *store.Op, ev *eval, now int64) int64 {
-	return max(ev.curExp, now+min(micros(op.Hold), maxSpan))
+// isFamiliar reports whether op reads a familiar list.
+func isFamiliar(op *store.Op) bool {
+	_, ok := op.Limit.(store.Familiar)
+	return ok
+}
+
+// counterExp is the deadline a spend of a Counter held to l leaves: its
+// Hold from now, or the deadline the key already had if that is later.
+func counterExp(l store.Counter, ev *eval, now int64) int64 {
+	return max(ev.curExp, now+min(micros(l.Hold), maxSpan))
 }
 
 // spend writes op's new state. Room for a new key must have been taken.
 func (s *Store) spend(op *store.Op, ev *eval, now int64) {
 	e := entry{v: ev.next, exp: ev.next}
-	switch op.Kind {
+	switch l := op.Limit.(type) {
 	case store.Counter:
-		e.exp = counterExp(op, ev, now)
-		e.rank = counterRank(ev.next, op.Limit)
+		e.exp = counterExp(l, ev, now)
+		e.rank = counterRank(ev.next, l.Max)
 	case store.Guesses:
-		e = spendGuesses(op, ev, now)
+		e = spendGuesses(op, l, ev, now)
 	case store.Distinct:
-		e = s.spendDistinct(op, ev, ev.found)
+		e = s.spendDistinct(op, l, ev, ev.found)
 	}
 	sh := &s.shards[ev.shard]
 	s.set(sh, op.Key, e)
@@ -470,25 +479,25 @@ func fill(op *store.Op, ev *eval, r *store.Result, now int64) {
 		*r = store.Result{Allowed: true}
 		return
 	}
-	switch op.Kind {
+	switch l := op.Limit.(type) {
 	case store.Familiar:
 		*r = store.Result{Allowed: ev.ok, ResetAfter: duration(max(ev.curExp-now, 0)), Count: ev.cur}
 	case store.Distinct:
 		if ev.full {
-			*r = store.Result{RetryAfter: op.Interval, ResetAfter: op.Interval}
+			*r = store.Result{RetryAfter: l.Step, ResetAfter: l.Step}
 			return
 		}
-		fillDistinct(op, ev, r, now)
+		fillDistinct(l, ev, r, now)
 	case store.Rate:
 		if ev.full {
-			*r = store.Result{RetryAfter: op.Interval, ResetAfter: op.Interval}
+			*r = store.Result{RetryAfter: l.Interval, ResetAfter: l.Interval}
 			return
 		}
 		tat := ev.cur
 		if ev.spent {
 			tat = ev.next
 		}
-		remaining, reset := gcraLeft(tat, now, micros(op.Interval), op.Burst)
+		remaining, reset := gcraLeft(tat, now, micros(l.Interval), l.Burst)
 		*r = store.Result{
 			Allowed:    ev.ok,
 			Spent:      ev.spent,
@@ -505,12 +514,12 @@ func fill(op *store.Op, ev *eval, r *store.Result, now int64) {
 		}
 		c, exp := ev.cur, ev.curExp
 		if ev.spent {
-			c, exp = ev.next, counterExp(op, ev, now)
+			c, exp = ev.next, counterExp(l, ev, now)
 		}
 		*r = store.Result{
 			Allowed:    ev.ok,
 			Spent:      ev.spent,
-			Remaining:  max(op.Limit-c, 0),
+			Remaining:  max(l.Max-c, 0),
 			ResetAfter: duration(max(exp-now, 0)),
 			Count:      c,
 		}
@@ -613,58 +622,59 @@ func addShard(set []uint32, i uint32) []uint32 {
 	return set
 }
 
-// Refund applies refunds: a Rate key's arrival time moves back by Amount
-// (rounded down to whole µs), and the key is removed once that makes it full;
-// a Counter key is removed, or kept until at least Amount from now when the
-// refund confirms it; a Guesses key is removed, or keeps the refund's guess
-// until at least Amount from now when the refund confirms it. Absent keys are left alone. An empty key, an unknown
-// kind or a negative amount is store.ErrBadBatch, and then no refund is
-// applied.
-func (s *Store) Refund(ctx context.Context, refunds []store.Refund) error {
-	if err := store.ValidateRefunds(refunds); err != nil {
+// Settle applies settlements: a GiveBack moves a Rate key's arrival time
+// back by its Span (rounded up to whole µs), removing the key once that
+// makes it full; a Reset or a Forget removes its key; a Confirm keeps a
+// Counter until at least Span from now, or a Guesses key's Guess until then;
+// a Learn puts its member on a familiar list (familiar.go). Absent keys are
+// left alone, but for a Learn. A settlement store.ValidateSettlements
+// refuses is store.ErrBadBatch, and then none is applied.
+func (s *Store) Settle(ctx context.Context, settlements []store.Settlement) error {
+	if err := store.ValidateSettlements(settlements); err != nil {
 		return fmt.Errorf("memstore: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memstore: %w", err)
 	}
-	for i := range refunds {
-		s.refund(&refunds[i])
+	for i := range settlements {
+		s.settle(&settlements[i])
 	}
 	return nil
 }
 
-// refund applies one refund.
-func (s *Store) refund(r *store.Refund) {
-	if r.Kind == store.Familiar {
-		s.addFamiliar(r)
+// settle applies one settlement.
+func (s *Store) settle(st *store.Settlement) {
+	if st.Action == store.Learn {
+		s.addFamiliar(st)
 		return
 	}
-	sh := &s.shards[s.shardOf(r.Key)]
+	sh := &s.shards[s.shardOf(st.Key)]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	now := s.now().UnixMicro()
-	e, found := sh.m[r.Key]
+	e, found := sh.m[st.Key]
 	if !found {
 		return
 	}
 	if e.exp > now {
 		switch {
-		case r.Kind == store.Guesses:
-			s.refundGuesses(sh, r, e, now)
+		case st.Action == store.Confirm && st.Guess != 0:
+			s.confirmGuess(sh, st, e, now)
 			return
-		case r.Kind == store.Rate:
-			tat := e.v - min(int64(r.Amount/time.Microsecond), maxSpan)
+		case st.Action == store.GiveBack:
+			tat := e.v - min(micros(st.Span), maxSpan)
 			if tat > now {
-				s.set(sh, r.Key, entry{v: tat, exp: tat})
+				s.set(sh, st.Key, entry{v: tat, exp: tat})
 				return
 			}
-		case r.Confirm && r.Kind == store.Counter:
-			e.exp = max(e.exp, now+min(micros(r.Amount), maxSpan))
-			s.set(sh, r.Key, e)
+		case st.Action == store.Confirm:
+			hold := store.ConfirmedHold(st.Span, st.Max, e.v)
+			e.exp = max(e.exp, now+min(micros(hold), maxSpan))
+			s.set(sh, st.Key, e)
 			return
 		}
 	}
-	s.remove(sh, r.Key, e)
+	s.remove(sh, st.Key, e)
 }
 
 // Delete removes keys; absent keys are ignored.
@@ -684,17 +694,17 @@ func (s *Store) Delete(ctx context.Context, keys ...string) error {
 }
 
 // MarkOnce sets key for ttl if it is not set, reports whether this call set
-// it and, when it did, applies refunds. A full store makes room for a mark
-// as for any new key: it evicts an ordinary entry, or while none is left the
-// mark that expires soonest, never a hard stop. Only a store that holds
-// nothing but hard stops sets nothing; it applies refunds all the same and
-// is store.ErrFull. An empty key, a ttl that is not
-// positive or a bad refund is store.ErrBadBatch.
-func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration, refunds ...store.Refund) (bool, error) {
+// it and, when it did, applies settlements. A full store makes room for a
+// mark as for any new key: it evicts an ordinary entry, or while none is
+// left the mark that expires soonest, never a hard stop. Only a store that
+// holds nothing but hard stops sets nothing; it applies settlements all the
+// same and is store.ErrFull. An empty key, a ttl that is not positive or a
+// bad settlement is store.ErrBadBatch.
+func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration, settlements ...store.Settlement) (bool, error) {
 	if key == "" || ttl <= 0 {
 		return false, fmt.Errorf("memstore: mark once: %w", store.ErrBadBatch)
 	}
-	if err := store.ValidateRefunds(refunds); err != nil {
+	if err := store.ValidateSettlements(settlements); err != nil {
 		return false, fmt.Errorf("memstore: mark once: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -702,8 +712,8 @@ func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration, ref
 	}
 	first, err := s.mark(key, ttl)
 	if first || errors.Is(err, store.ErrFull) {
-		for i := range refunds {
-			s.refund(&refunds[i])
+		for i := range settlements {
+			s.settle(&settlements[i])
 		}
 	}
 	return first, err

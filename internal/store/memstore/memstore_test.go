@@ -119,10 +119,10 @@ func TestExpiredRemovedOnAccess(t *testing.T) {
 	if got := peek(t, s, a)[0]; got != (store.Result{Allowed: true, Remaining: 5}) {
 		t.Errorf("expired key reads %+v, want full", got)
 	}
-	if err := s.Refund(ctx, []store.Refund{{Key: r.Key, Kind: store.Rate, Amount: time.Second}}); err != nil {
+	if err := s.Settle(ctx, []store.Settlement{{Key: r.Key, Action: store.GiveBack, Span: time.Second}}); err != nil {
 		t.Fatal(err)
 	}
-	checkLen(t, s, "after Refund of an expired key", 3)
+	checkLen(t, s, "after Settle of an expired key", 3)
 	if ok, err := s.MarkOnce(ctx, "m", time.Minute); err != nil || !ok {
 		t.Errorf("MarkOnce of an expired key = %v, %v; want true", ok, err)
 	}
@@ -218,7 +218,7 @@ func TestFullKeepsHardStops(t *testing.T) {
 
 // TestFullOfHardStops: when everything left is a hard stop, an op on a new
 // key is denied and nothing of its batch is spent, and a mark finds no room:
-// MarkOnce is store.ErrFull and applies its refunds all the same.
+// MarkOnce is store.ErrFull and applies its settlements all the same.
 func TestFullOfHardStops(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newTest(Config{MaxKeys: 2})
@@ -226,7 +226,7 @@ func TestFullOfHardStops(t *testing.T) {
 	do(t, s, counterOp("stop-b", 1, 1, time.Hour))
 	got := do(t, s,
 		rateOp("existing-none", 1, time.Minute, 5),
-		store.Op{Key: "shadow", Kind: store.Rate, Shadow: true, Cost: 1, Interval: 2 * time.Minute, Burst: 5},
+		store.Op{Key: "shadow", Role: store.Shadow, Cost: 1, Limit: store.Rate{Interval: 2 * time.Minute, Burst: 5}},
 		counterOp("new-count", 1, 3, time.Hour))
 	want := []store.Result{
 		{RetryAfter: time.Minute, ResetAfter: time.Minute},
@@ -241,17 +241,17 @@ func TestFullOfHardStops(t *testing.T) {
 	if got := do(t, s, rateOp("new", 0, time.Minute, 5))[0]; got != (store.Result{Allowed: true, Remaining: 5}) {
 		t.Errorf("cost zero on a new key: %+v, want allowed, nothing spent", got)
 	}
-	refund := store.Refund{Key: "stop-b", Kind: store.Counter}
-	if ok, err := s.MarkOnce(ctx, "attempt", time.Hour, refund); ok || !errors.Is(err, store.ErrFull) {
+	settlement := store.Settlement{Key: "stop-b", Action: store.Reset}
+	if ok, err := s.MarkOnce(ctx, "attempt", time.Hour, settlement); ok || !errors.Is(err, store.ErrFull) {
 		t.Errorf("MarkOnce in a store full of hard stops = %v, %v; want false, store.ErrFull", ok, err)
 	}
 	if got := peek(t, s, counterOp("stop-b", 0, 1, time.Hour))[0]; got.Count != 0 {
-		t.Errorf("stop-b after MarkOnce's refund: %+v, want reset", got)
+		t.Errorf("stop-b after MarkOnce's settlement: %+v, want reset", got)
 	}
 	if got := peek(t, s, counterOp("stop-a", 0, 1, time.Hour))[0]; got.Count != 1 {
 		t.Errorf("stop-a after MarkOnce in a full store: %+v, want kept", got)
 	}
-	checkLen(t, s, "after the refund", 1)
+	checkLen(t, s, "after the settlement", 1)
 }
 
 // TestFullOfMarks: marks give way to new keys when nothing else is left,
@@ -289,8 +289,8 @@ func TestMarkOnceSurvivesFlood(t *testing.T) {
 	for i := range 16 {
 		do(t, s, rateOp(fmt.Sprintf("account-%d", i), 1, time.Minute, 5))
 	}
-	refund := store.Refund{Key: "account-3", Kind: store.Rate, Amount: time.Minute}
-	if ok, err := s.MarkOnce(ctx, "attempt", time.Hour, refund); !ok || err != nil {
+	settlement := store.Settlement{Key: "account-3", Action: store.GiveBack, Span: time.Minute}
+	if ok, err := s.MarkOnce(ctx, "attempt", time.Hour, settlement); !ok || err != nil {
 		t.Fatalf("MarkOnce in a full store = %v, %v; want true", ok, err)
 	}
 	for i := range 500 {
@@ -326,14 +326,14 @@ func TestMaxKeysSweepsWhenFull(t *testing.T) {
 	checkLen(t, s, "after 20 more", 20)
 }
 
-// TestCounterConfirm: a confirming refund keeps a count and lengthens its
+// TestCounterConfirm: a Confirm keeps a count and lengthens its
 // life; a spend never shortens it.
 func TestCounterConfirm(t *testing.T) {
 	ctx := context.Background()
 	s, c := newTest(Config{})
 	op := counterOp("count", 1, 100, 20*time.Minute)
 	do(t, s, op)
-	if err := s.Refund(ctx, []store.Refund{{Key: "count", Kind: store.Counter, Confirm: true, Amount: 24 * time.Hour}}); err != nil {
+	if err := s.Settle(ctx, []store.Settlement{{Key: "count", Action: store.Confirm, Span: 24 * time.Hour}}); err != nil {
 		t.Fatal(err)
 	}
 	c.Advance(time.Hour)
@@ -410,16 +410,16 @@ func TestLen(t *testing.T) {
 		{"denied batch with a new key", func() error {
 			return s.Do(ctx, []store.Op{rateOp("x", 1, time.Minute, 5), rateOp("a", 5, time.Minute, 5)}, make([]store.Result, 2))
 		}, 3},
-		{"refund of absent keys", func() error {
-			return s.Refund(ctx, []store.Refund{{Key: "x", Kind: store.Rate, Amount: time.Hour}, {Key: "y", Kind: store.Counter}})
+		{"settlement of absent keys", func() error {
+			return s.Settle(ctx, []store.Settlement{{Key: "x", Action: store.GiveBack, Span: time.Hour}, {Key: "y", Action: store.Reset}})
 		}, 3},
 		{"spend on an existing key", func() error {
 			return s.Do(ctx, []store.Op{rateOp("a", 1, time.Minute, 5)}, make([]store.Result, 1))
 		}, 3},
 		{"delete of one and an absent key", func() error { return s.Delete(ctx, "b", "x") }, 2},
-		{"refund of a counter", func() error { return s.Refund(ctx, []store.Refund{{Key: "c", Kind: store.Counter}}) }, 1},
-		{"refund back to full", func() error {
-			return s.Refund(ctx, []store.Refund{{Key: "a", Kind: store.Rate, Amount: time.Hour}})
+		{"settlement of a counter", func() error { return s.Settle(ctx, []store.Settlement{{Key: "c", Action: store.Reset}}) }, 1},
+		{"settlement back to full", func() error {
+			return s.Settle(ctx, []store.Settlement{{Key: "a", Action: store.GiveBack, Span: time.Hour}})
 		}, 0},
 		{"mark once", func() error { _, err := s.MarkOnce(ctx, "m", time.Hour); return err }, 1},
 		{"mark once again", func() error { _, err := s.MarkOnce(ctx, "m", time.Hour); return err }, 1},
@@ -480,22 +480,22 @@ func TestBadArguments(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newTest(Config{})
 	do(t, s, rateOp("a", 3, time.Minute, 5))
-	refunds := []struct {
+	settlements := []struct {
 		name string
-		r    []store.Refund
+		r    []store.Settlement
 	}{
-		{"empty key", []store.Refund{{Kind: store.Rate, Amount: time.Minute}}},
-		{"negative amount", []store.Refund{{Key: "a", Kind: store.Rate, Amount: -time.Minute}}},
-		{"no kind", []store.Refund{{Key: "a", Amount: time.Minute}}},
-		{"good then bad", []store.Refund{{Key: "a", Kind: store.Rate, Amount: time.Minute}, {Key: "a", Kind: 9}}},
+		{"empty key", []store.Settlement{{Action: store.GiveBack, Span: time.Minute}}},
+		{"negative amount", []store.Settlement{{Key: "a", Action: store.GiveBack, Span: -time.Minute}}},
+		{"no action", []store.Settlement{{Key: "a", Span: time.Minute}}},
+		{"good then bad", []store.Settlement{{Key: "a", Action: store.GiveBack, Span: time.Minute}, {Key: "a", Action: 99}}},
 	}
-	for _, tt := range refunds {
-		if err := s.Refund(ctx, tt.r); !errors.Is(err, store.ErrBadBatch) {
-			t.Errorf("Refund, %s: err = %v, want store.ErrBadBatch", tt.name, err)
+	for _, tt := range settlements {
+		if err := s.Settle(ctx, tt.r); !errors.Is(err, store.ErrBadBatch) {
+			t.Errorf("Settle, %s: err = %v, want store.ErrBadBatch", tt.name, err)
 		}
 	}
 	if got, want := peek(t, s, rateOp("a", 1, time.Minute, 5))[0], (store.Result{Allowed: true, Remaining: 2, ResetAfter: 3 * time.Minute}); got != want {
-		t.Errorf("after bad refunds: got %+v, want %+v (nothing refunded)", got, want)
+		t.Errorf("after bad settlements: got %+v, want %+v (nothing given back)", got, want)
 	}
 	marks := []struct {
 		name string
@@ -525,8 +525,8 @@ func TestCanceledContext(t *testing.T) {
 	}{
 		{"Do", func() error { return s.Do(ctx, []store.Op{rateOp("a", 1, time.Minute, 5)}, make([]store.Result, 1)) }},
 		{"Peek", func() error { return s.Peek(ctx, []store.Op{rateOp("a", 1, time.Minute, 5)}, make([]store.Result, 1)) }},
-		{"Refund", func() error {
-			return s.Refund(ctx, []store.Refund{{Key: "a", Kind: store.Rate, Amount: time.Minute}})
+		{"Settle", func() error {
+			return s.Settle(ctx, []store.Settlement{{Key: "a", Action: store.GiveBack, Span: time.Minute}})
 		}},
 		{"Delete", func() error { return s.Delete(ctx, "a") }},
 		{"MarkOnce", func() error { _, err := s.MarkOnce(ctx, "m", time.Minute); return err }},
@@ -556,10 +556,14 @@ func TestManyShardsConcurrent(t *testing.T) {
 	s, _ := newTest(Config{Shards: 16})
 	key := func(i int) string { return fmt.Sprintf("key-%d", i) }
 	op := func(i int, cost int64, shadow bool) store.Op {
+		o := store.Op{Key: key(i), Cost: cost, Limit: store.Rate{Interval: time.Hour, Burst: budget}}
 		if i%4 == 3 {
-			return store.Op{Key: key(i), Kind: store.Counter, Shadow: shadow, Cost: cost, Limit: budget, Hold: time.Hour}
+			o.Limit = store.Counter{Max: budget, Hold: time.Hour}
 		}
-		return store.Op{Key: key(i), Kind: store.Rate, Shadow: shadow, Cost: cost, Interval: time.Hour, Burst: budget}
+		if shadow {
+			o.Role = store.Shadow
+		}
+		return o
 	}
 	var spent [nKeys]atomic.Int64
 	var wg sync.WaitGroup
@@ -584,7 +588,7 @@ func TestManyShardsConcurrent(t *testing.T) {
 					if r.Spent {
 						spent[idx[j]].Add(ops[j].Cost)
 					}
-					if ops[j].Shadow {
+					if ops[j].Role == store.Shadow {
 						if r.Spent != r.Allowed {
 							t.Errorf("shadow op %+v: %+v, want spent exactly when allowed", ops[j], r)
 						}
@@ -648,9 +652,9 @@ func TestDoDoesNotAllocate(t *testing.T) {
 // enough that every check is spent, on keys that stay live.
 func loginBatch(account, ip string) []store.Op {
 	return []store.Op{
-		{Key: "guardian:v1:{" + account + "}:login-account", Kind: store.Rate, Cost: 1, Interval: time.Second, Burst: 1 << 30},
-		{Key: "guardian:v1:{" + ip + "}:login-ip", Kind: store.Rate, Cost: 1, Interval: time.Second, Burst: 1 << 30},
-		{Key: "guardian:v1:{" + account + "}:hard-stop", Kind: store.Counter, Cost: 1, Limit: 1 << 60, Hold: 90 * 24 * time.Hour},
+		{Key: "guardian:v1:{" + account + "}:login-account", Cost: 1, Limit: store.Rate{Interval: time.Second, Burst: 1 << 30}},
+		{Key: "guardian:v1:{" + ip + "}:login-ip", Cost: 1, Limit: store.Rate{Interval: time.Second, Burst: 1 << 30}},
+		{Key: "guardian:v1:{" + account + "}:hard-stop", Cost: 1, Limit: store.Counter{Max: 1 << 60, Hold: 90 * 24 * time.Hour}},
 	}
 }
 

@@ -30,10 +30,10 @@ const accessKey = "guardian:access-check:{access-check}"
 // permission stops it there instead of turning every check over to the
 // fallback.
 func (s *Store) CheckAccess(ctx context.Context) error {
-	rate := store.Op{Key: accessKey, Kind: store.Rate, Cost: 1, Interval: time.Millisecond, Burst: 1}
+	rate := store.Op{Key: accessKey, Cost: 1, Limit: store.Rate{Interval: time.Millisecond, Burst: 1}}
 	// A distinct op adds its member (PFADD) the first time and counts its
 	// live sub-window (PFCOUNT) the second.
-	distinct := store.Op{Key: accessKey + ":distinct", Kind: store.Distinct, Cost: 1, Interval: time.Second, Limit: 1, Member: "access-check"}
+	distinct := store.Op{Key: accessKey + ":distinct", Cost: 1, Limit: store.Distinct{Step: time.Second, Max: 1}, Member: "access-check"}
 	res := make([]store.Result, 1)
 	gone := []string{accessKey, accessKey + ":once", distinct.Key}
 	for j := range store.DistinctSlots {
@@ -47,8 +47,8 @@ func (s *Store) CheckAccess(ctx context.Context) error {
 		{"INFO server", func() error { return s.c.Info(ctx, "server").Err() }},
 		{"peek", func() error { return s.Peek(ctx, []store.Op{rate}, res) }},
 		{"do", func() error { return s.Do(ctx, []store.Op{rate}, res) }},
-		{"refund", func() error {
-			return s.Refund(ctx, []store.Refund{{Key: accessKey, Kind: store.Rate, Amount: time.Millisecond}})
+		{"settle", func() error {
+			return s.Settle(ctx, []store.Settlement{{Key: accessKey, Action: store.GiveBack, Span: time.Millisecond}})
 		}},
 		{"mark once", func() error { _, err := s.MarkOnce(ctx, accessKey+":once", time.Second); return err }},
 		// Deleting first starts the distinct op afresh, whatever an

@@ -27,16 +27,39 @@ var (
 	// The give-back entries: microseconds off a rate key, units off a
 	// counter, keep a counter longer, forget, put on a familiar list,
 	// forget one guess, keep one guess longer.
-	argRefundRate, argRefundCounter, argConfirm, argForget, argAddFamiliar, argForgetGuess, argConfirmGuess any = "r", "c", "k", "x", "f", "g", "G"
+	argGiveBack, argUncount, argConfirm, argForget, argAddFamiliar, argForgetGuess, argConfirmGuess any = "r", "c", "k", "x", "f", "g", "G"
 )
 
-// The op codes' letters: by kind, by role (enforce, toll, soft, shadow), by
-// store.When.
+// The op codes' letters: by kind (kindOf), by store.Role, by store.When.
 var (
-	kindLetters = [...]string{store.Rate: "r", store.Counter: "c", store.Familiar: "f", store.Distinct: "d"}
-	roleLetters = [...]string{"e", "t", "s", "h"}
+	kindLetters = [...]string{kindRate: "r", kindCounter: "c", kindFamiliar: "f", kindDistinct: "d"}
+	roleLetters = [...]string{store.Enforce: "e", store.Toll: "t", store.Soft: "s", store.Shadow: "h"}
 	whenLetters = [...]string{store.Always: "", store.IfFamiliar: "+", store.IfUnfamiliar: "-"}
 )
+
+// The kinds of limit an op code names. A Guesses op has a code of its own
+// (argGuesses).
+const (
+	kindRate = iota
+	kindCounter
+	kindFamiliar
+	kindDistinct
+)
+
+// kindOf is the op code kind of op's limit, and false for a Guesses op.
+func kindOf(op *store.Op) (int, bool) {
+	switch op.Limit.(type) {
+	case store.Rate:
+		return kindRate, true
+	case store.Counter:
+		return kindCounter, true
+	case store.Familiar:
+		return kindFamiliar, true
+	case store.Distinct:
+		return kindDistinct, true
+	}
+	return 0, false
+}
 
 // makeOpCodes boxes every op code the do script takes.
 func makeOpCodes() (c [len(kindLetters)][len(roleLetters)][len(whenLetters)]any) {
@@ -50,29 +73,22 @@ func makeOpCodes() (c [len(kindLetters)][len(roleLetters)][len(whenLetters)]any)
 	return c
 }
 
-// opCode is the do script's code of op.
+// opCode is the do script's code of op, which is not a Guesses op.
 func opCode(op *store.Op) any {
-	role := 0
-	switch {
-	case op.Shadow:
-		role = 3
-	case op.Soft:
-		role = 2
-	case op.Toll:
-		role = 1
-	}
-	return opCodes[op.Kind][role][op.When]
+	k, _ := kindOf(op)
+	return opCodes[k][op.Role][op.When]
 }
 
 // doArgsPerOp is how many ARGV the do script takes per op (a distinct op
 // one more, its member), and doArgsPerBatch per batch besides.
 const doArgsPerOp, doArgsPerBatch = 4, 2
 
-// giveback is one entry of the give-back step: how is argRefundRate,
-// argRefundCounter, argConfirm, argForget, argAddFamiliar, argForgetGuess
+// giveback is one entry of the give-back step: how is argGiveBack,
+// argUncount, argConfirm, argForget, argAddFamiliar, argForgetGuess
 // or argConfirmGuess, amount its microseconds or units; spec, when set,
-// what the entry carries instead: argAddFamiliar's "hold:member",
-// argForgetGuess's guess, argConfirmGuess's "guess:span".
+// what the entry carries instead: argConfirm's "span:max",
+// argAddFamiliar's "hold:member", argForgetGuess's guess,
+// argConfirmGuess's "guess:span".
 type giveback struct {
 	key    string
 	how    any
@@ -80,24 +96,25 @@ type giveback struct {
 	spec   string
 }
 
-// refundEntries converts refunds to give-back entries.
-func refundEntries(refunds []store.Refund) ([]giveback, error) {
-	if err := store.ValidateRefunds(refunds); err != nil {
+// settlementEntries converts settlements to give-back entries.
+func settlementEntries(settlements []store.Settlement) ([]giveback, error) {
+	if err := store.ValidateSettlements(settlements); err != nil {
 		return nil, err
 	}
-	entries := make([]giveback, len(refunds))
-	for i, r := range refunds {
-		e := giveback{key: r.Key, how: argForget}
+	entries := make([]giveback, len(settlements))
+	for i, st := range settlements {
+		e := giveback{key: st.Key, how: argForget}
 		switch {
-		case r.Kind == store.Rate:
-			// Truncated: a refund never gives back more than was spent.
-			e.how, e.amount = argRefundRate, min(r.Amount.Microseconds(), maxSpan)
-		case r.Kind == store.Familiar:
-			e.how, e.spec = argAddFamiliar, strconv.FormatInt(micros(r.Amount), 10)+":"+r.Member
-		case r.Confirm && r.Kind == store.Counter:
-			e.how, e.amount = argConfirm, micros(r.Amount)
-		case r.Confirm && r.Kind == store.Guesses:
-			e.how, e.spec = argConfirmGuess, guessText(r.Guess)+":"+strconv.FormatInt(micros(r.Amount), 10)
+		case st.Action == store.GiveBack:
+			// Rounded up as the spend's interval was: cost × T rounded up
+			// is never more than cost × (T rounded up).
+			e.how, e.amount = argGiveBack, micros(st.Span)
+		case st.Action == store.Learn:
+			e.how, e.spec = argAddFamiliar, strconv.FormatInt(micros(st.Span), 10)+":"+st.Member
+		case st.Action == store.Confirm && st.Guess == 0:
+			e.how, e.spec = argConfirm, strconv.FormatInt(micros(st.Span), 10)+":"+strconv.FormatInt(st.Max, 10)
+		case st.Action == store.Confirm:
+			e.how, e.spec = argConfirmGuess, guessText(st.Guess)+":"+strconv.FormatInt(micros(st.Span), 10)
 		}
 		entries[i] = e
 	}
@@ -141,7 +158,7 @@ func appendOps(keys []string, args []any, mode string, ops []store.Op) ([]string
 	for i := range ops {
 		op := &ops[i]
 		keys = append(keys, op.Key)
-		switch op.Kind {
+		switch l := op.Limit.(type) {
 		case store.Guesses:
 			args = appendGuessOp(args, op, ops)
 		case store.Familiar:
@@ -150,14 +167,13 @@ func appendOps(keys []string, args []any, mode string, ops []store.Op) ([]string
 			for j := range store.DistinctSlots {
 				keys = append(keys, distinctSlotKey(op.Key, j))
 			}
-			args = append(args, opCode(op), op.Cost, micros(op.Interval), min(op.Limit, maxSpan), op.Member)
+			args = append(args, opCode(op), op.Cost, micros(l.Step), min(l.Max, maxSpan), op.Member)
+		case store.Counter:
+			p := paramsOf(op)
+			args = append(args, opCode(op), p.cost, p.limit, p.hold)
 		default:
 			p := paramsOf(op)
-			a, b := p.interval, p.burst
-			if op.Kind == store.Counter {
-				a, b = p.limit, p.hold
-			}
-			args = append(args, opCode(op), p.cost, a, b)
+			args = append(args, opCode(op), p.cost, p.interval, p.burst)
 		}
 	}
 	return keys, args
@@ -204,21 +220,20 @@ type params struct {
 // looser than configured; spans saturate at maxSpan, and a cost that could
 // never fit stays one that never fits.
 func paramsOf(op *store.Op) params {
-	switch op.Kind {
+	switch l := op.Limit.(type) {
 	case store.Rate:
-		t := micros(op.Interval)
+		t := micros(l.Interval)
 		return params{
 			cost:     min(op.Cost, maxSpan/t+1),
 			interval: t,
-			burst:    min(op.Burst, maxSpan/t),
+			burst:    min(l.Burst, maxSpan/t),
 		}
-	default:
-		return params{
-			cost:  min(op.Cost, maxSpan+1),
-			limit: min(op.Limit, maxSpan),
-			hold:  micros(op.Hold),
-		}
+	case store.Counter:
+		return params{cost: min(op.Cost, maxSpan+1), limit: min(l.Max, maxSpan), hold: micros(l.Hold)}
+	case store.Guesses:
+		return params{cost: min(op.Cost, maxSpan+1), limit: min(l.Max, maxSpan), hold: micros(l.Hold)}
 	}
+	return params{cost: min(op.Cost, maxSpan+1)}
 }
 
 // micros converts a positive duration to whole microseconds, rounding up,

@@ -31,12 +31,12 @@ func loginBatch(interval time.Duration, burst int64) []store.Op {
 func familiarBatch(interval time.Duration, burst int64) []store.Op {
 	when := func(op store.Op, w store.When) store.Op { op.When = w; return op }
 	return []store.Op{
-		{Key: "guardian:v3:{acct1}:familiar", Kind: store.Familiar, Member: "netA"},
+		{Key: "guardian:v3:{acct1}:familiar", Limit: store.Familiar{}, Member: "netA"},
 		when(rate("guardian:v3:{acct1}:login-account", 1, interval, burst), store.IfUnfamiliar),
 		when(rate("guardian:v3:{acct1}:login-account:net:netA", 1, interval, burst), store.IfFamiliar),
 		rate("guardian:v3:{ip2}:login-ip", 1, interval, burst),
 		rate("guardian:v3:{ip3}:login-ip6-48", 1, interval, burst),
-		{Key: "guardian:v3:{net4}:login-ip-distinct-accounts", Kind: store.Distinct, Member: "acct1", Cost: 1, Interval: 6 * time.Hour, Limit: 20, Soft: true},
+		{Key: "guardian:v3:{net4}:login-ip-distinct-accounts", Member: "acct1", Cost: 1, Role: store.Soft, Limit: store.Distinct{Step: 6 * time.Hour, Max: 20}},
 		when(counter("guardian:v3:{acct1}:hard-stop", 0, 100, 90*24*time.Hour), store.IfUnfamiliar),
 		when(counter("guardian:v3:{acct1}:hard-stop:net:netA", 0, 100, 90*24*time.Hour), store.IfFamiliar),
 	}

@@ -37,9 +37,9 @@ func (s *Store) runSlots(ctx context.Context, mode string, now any, ops []store.
 	denied, tollDenied := firstErr != nil, firstErr != nil
 	for i := range ops {
 		// A Familiar op that did not find its member denies nothing.
-		if !ops[i].Shadow && !ops[i].Soft && ops[i].Kind != store.Familiar && !res[i].Allowed {
+		if _, familiar := ops[i].Limit.(store.Familiar); ops[i].Role.Denies() && !familiar && !res[i].Allowed {
 			denied = true
-			tollDenied = tollDenied || ops[i].Toll
+			tollDenied = tollDenied || ops[i].Role == store.Toll
 		}
 	}
 	_, repeat := store.RepeatOf(ops, res)
@@ -108,7 +108,7 @@ func (s *Store) evalSlots(ctx context.Context, mode string, now any, ops []store
 func unspend(op *store.Op, r *store.Result) {
 	p := paramsOf(op)
 	r.Spent = false
-	switch op.Kind {
+	switch op.Limit.(type) {
 	case store.Rate:
 		r.Remaining = min(r.Remaining+p.cost, p.burst)
 		r.ResetAfter = max(r.ResetAfter-time.Duration(p.cost*p.interval)*time.Microsecond, 0)

@@ -87,9 +87,9 @@ func TestCluster(t *testing.T) {
 		flush(t, c)
 		testEveryKeyExpires(t, c)
 	})
-	t.Run("delete_and_refund_across_slots", func(t *testing.T) {
+	t.Run("delete_and_settle_across_slots", func(t *testing.T) {
 		flush(t, c)
-		testClusterDeleteRefund(t, c)
+		testClusterDeleteSettle(t, c)
 	})
 	t.Run("failing_slot_gives_back", func(t *testing.T) {
 		flush(t, c)
@@ -267,13 +267,13 @@ func testClusterScriptFlush(t *testing.T, c redis.UniversalClient) {
 			t.Fatalf("SCRIPT FLUSH: %v", err)
 		}
 	})
-	if err := s.Refund(ctx, []store.Refund{
-		{Key: acctRate, Kind: store.Rate, Amount: time.Minute},
-		{Key: ipRate, Kind: store.Rate, Amount: time.Minute},
+	if err := s.Settle(ctx, []store.Settlement{
+		{Key: acctRate, Action: store.GiveBack, Span: time.Minute},
+		{Key: ipRate, Action: store.GiveBack, Span: time.Minute},
 	}); err != nil {
-		t.Fatalf("Refund after flush: %v", err)
+		t.Fatalf("Settle after flush: %v", err)
 	}
-	checkResults(t, "after refund", peek(t, s, batch...), []store.Result{
+	checkResults(t, "after settlement", peek(t, s, batch...), []store.Result{
 		{Allowed: true, Remaining: 4, ResetAfter: time.Minute},
 		{Allowed: true, Remaining: 4, ResetAfter: time.Minute},
 	})
@@ -325,25 +325,25 @@ func testConcurrentCrossSlot(t *testing.T, cl *redistest.Cluster) {
 	}
 }
 
-// testClusterDeleteRefund: Delete and Refund take keys of many slots at once.
-func testClusterDeleteRefund(t *testing.T, c redis.UniversalClient) {
+// testClusterDeleteSettle: Delete and Settle take keys of many slots at once.
+func testClusterDeleteSettle(t *testing.T, c redis.UniversalClient) {
 	ctx := context.Background()
 	clk := testclock.New(t0)
 	s := redisstore.New(c, redisstore.Config{Now: clk.Now})
 	var keys []string
-	var refunds []store.Refund
+	var settlements []store.Settlement
 	for i := range 8 {
 		k := fmt.Sprintf("guardian:v2:{s%d}:r", i)
 		keys = append(keys, k)
-		refunds = append(refunds, store.Refund{Key: k, Kind: store.Rate, Amount: time.Minute})
+		settlements = append(settlements, store.Settlement{Key: k, Action: store.GiveBack, Span: time.Minute})
 		do(t, s, rate(k, 2, time.Minute, 5))
 	}
-	if err := s.Refund(ctx, refunds); err != nil {
-		t.Fatalf("Refund: %v", err)
+	if err := s.Settle(ctx, settlements); err != nil {
+		t.Fatalf("Settle: %v", err)
 	}
 	for _, k := range keys {
 		if got := peek(t, s, rate(k, 1, time.Minute, 5))[0]; got.Remaining != 4 {
-			t.Errorf("%s after refund: %+v, want 4 left", k, got)
+			t.Errorf("%s after settlement: %+v, want 4 left", k, got)
 		}
 	}
 	if err := s.Delete(ctx, keys...); err != nil {

@@ -41,7 +41,7 @@ func appendGuessOp(args []any, op *store.Op, ops []store.Op) []any {
 // into its Result: a remaining of 1 is a remembered guess.
 func readGuesses(ops []store.Op, res []store.Result) {
 	for i := range ops {
-		if ops[i].Kind == store.Guesses {
+		if _, ok := ops[i].Limit.(store.Guesses); ok {
 			res[i].Repeat = res[i].Remaining == 1
 			res[i].Remaining = 0
 		}
@@ -58,22 +58,24 @@ func readGuesses(ops []store.Op, res []store.Result) {
 // unless a toll denied (tollDenied); a member added to a HyperLogLog
 // cannot be taken out, so a Distinct op stays counted, the strict side.
 func slotGiveback(op *store.Op, r *store.Result, denied, tollDenied, repeat bool) (giveback, bool) {
-	if !r.Spent || op.Kind == store.Distinct {
+	_, distinct := op.Limit.(store.Distinct)
+	if !r.Spent || distinct {
 		return giveback{}, false
 	}
+	_, guesses := op.Limit.(store.Guesses)
 	switch {
 	case repeat && op.FreeOnRepeat:
-	case !denied || op.Shadow || op.Toll && !tollDenied:
+	case !denied || op.Role == store.Shadow || op.Role == store.Toll && !tollDenied:
 		return giveback{}, false
-	case op.Kind == store.Guesses:
+	case guesses:
 		if r.Repeat {
 			return giveback{}, false
 		}
 		return giveback{key: op.Key, how: argForgetGuess, spec: guessText(op.Guess)}, true
 	}
 	p := paramsOf(op)
-	if op.Kind == store.Rate {
-		return giveback{key: op.Key, how: argRefundRate, amount: p.cost * p.interval}, true
+	if _, rate := op.Limit.(store.Rate); rate {
+		return giveback{key: op.Key, how: argGiveBack, amount: p.cost * p.interval}, true
 	}
-	return giveback{key: op.Key, how: argRefundCounter, amount: p.cost}, true
+	return giveback{key: op.Key, how: argUncount, amount: p.cost}, true
 }

@@ -118,7 +118,9 @@ local familiarAdd
 -- giveBack applies give-back entries to keys first..#KEYS, entry i's how and
 -- amount at ARGV[at+2(i-first)] and the one after: "r" takes microseconds
 -- off a rate key's arrival time, "c" takes units off a counter, "k" keeps a
--- counter until at least amount microseconds from now (a confirmed count),
+-- counter of count c until at least now + span × c ÷ max microseconds, all
+-- of span when max is 0 or c is at or past it (amount is "span:max", a
+-- confirmed count, store.ConfirmedHold),
 -- "x" forgets, "f" puts a member on a familiar list ("hold:member", see
 -- familiar.lua), "g" forgets one guess of a Guesses key (amount is the
 -- guess), "G" keeps one until at least a span from now (amount is
@@ -184,8 +186,16 @@ local function giveBack(first, at)
             return nil, 'guardian: bad counter state'
           end
           if how == 'k' then
-            if d > now and now + amount > d then
-              d = now + amount
+            local span, most = string.match(ARGV[at + 2 * (i - first) + 1], '^(%d+):(%d+)$')
+            if not span then
+              return nil, 'guardian: bad confirm entry'
+            end
+            span, most = tonumber(span), tonumber(most)
+            if most > 0 and c < most then
+              span = math.floor(span * c / most)
+            end
+            if d > now and now + span > d then
+              d = now + span
               put(i, int(c) .. ':' .. int(d), d)
             end
           else

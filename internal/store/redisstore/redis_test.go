@@ -141,10 +141,10 @@ func testScriptFlush(t *testing.T, node *redis.Client) {
 		{Allowed: true, Remaining: 98, ResetAfter: time.Hour, Count: 2},
 	})
 	flushScripts()
-	if err := s.Refund(ctx, []store.Refund{{Key: op.Key, Kind: store.Rate, Amount: time.Minute}}); err != nil {
-		t.Fatalf("Refund after flush: %v", err)
+	if err := s.Settle(ctx, []store.Settlement{{Key: op.Key, Action: store.GiveBack, Span: time.Minute}}); err != nil {
+		t.Fatalf("Settle after flush: %v", err)
 	}
-	checkResults(t, "after refund", peek(t, s, op), []store.Result{
+	checkResults(t, "after settlement", peek(t, s, op), []store.Result{
 		{Allowed: true, Remaining: 4, ResetAfter: time.Minute},
 	})
 	flushScripts()
@@ -247,7 +247,7 @@ func workload(t *testing.T, s store.Store) {
 				shadow(rate(acct+"new-rule", 1, time.Minute, 1)),
 			)
 		}
-		if err := s.Refund(ctx, []store.Refund{{Key: acct + "login-account", Kind: store.Rate, Amount: time.Minute}}); err != nil {
+		if err := s.Settle(ctx, []store.Settlement{{Key: acct + "login-account", Action: store.GiveBack, Span: time.Minute}}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.MarkOnce(ctx, acct+"attempt", 10*time.Minute); err != nil {
@@ -281,18 +281,18 @@ func testBadState(t *testing.T, c redis.UniversalClient) {
 		res := make([]store.Result, 1)
 		err := s.Do(ctx, []store.Op{op}, res)
 		if err == nil || !strings.HasPrefix(err.Error(), "redisstore: do: ") {
-			t.Errorf("Do on %s (kind %d): err = %v, want a redisstore error", op.Key, op.Kind, err)
+			t.Errorf("Do on %s (limit %T): err = %v, want a redisstore error", op.Key, op.Limit, err)
 		}
 		if res[0] != (store.Result{}) {
 			t.Errorf("Do on %s: result %+v, want none", op.Key, res[0])
 		}
 	}
-	if err := s.Refund(ctx, []store.Refund{{Key: "guardian:v2:{xyz}:r", Kind: store.Rate, Amount: time.Second}}); err == nil {
-		t.Error("Refund of a garbage rate key: no error")
+	if err := s.Settle(ctx, []store.Settlement{{Key: "guardian:v2:{xyz}:r", Action: store.GiveBack, Span: time.Second}}); err == nil {
+		t.Error("Settle of a garbage rate key: no error")
 	}
 	if _, err := s.MarkOnce(ctx, "guardian:v2:{att}:reported", time.Minute,
-		store.Refund{Key: "guardian:v2:{xyz}:r", Kind: store.Rate, Amount: time.Second}); err == nil {
-		t.Error("MarkOnce with a refund of a garbage rate key: no error")
+		store.Settlement{Key: "guardian:v2:{xyz}:r", Action: store.GiveBack, Span: time.Second}); err == nil {
+		t.Error("MarkOnce with a settlement of a garbage rate key: no error")
 	}
 }
 

@@ -124,24 +124,25 @@ func (s *Store) Peek(ctx context.Context, ops []store.Op, res []store.Result) er
 	return s.run(ctx, "peek", ops, res)
 }
 
-// Refund gives back what checks spent: a Rate key's arrival time moves back
-// by Amount (deleted once back to full), a Counter key is reset, or kept
-// longer when the refund confirms it. Keys that no longer exist are left
-// alone. On Redis Cluster the refunds of each slot are applied atomically,
-// all slots in one pipelined round trip.
-func (s *Store) Refund(ctx context.Context, refunds []store.Refund) error {
-	entries, err := refundEntries(refunds)
+// Settle applies settlements: a GiveBack moves a Rate key's arrival time
+// back (the key deleted once back to full), a Reset or Forget deletes its
+// key, a Confirm keeps a counter or a guess longer, a Learn puts a member on
+// a familiar list. Keys that no longer exist are left alone, but for a
+// Learn. On Redis Cluster the settlements of each slot are applied
+// atomically, all slots in one pipelined round trip.
+func (s *Store) Settle(ctx context.Context, settlements []store.Settlement) error {
+	entries, err := settlementEntries(settlements)
 	if err != nil {
 		return fmt.Errorf("redisstore: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("redisstore: refund: %w", err)
+		return fmt.Errorf("redisstore: settle: %w", err)
 	}
 	if len(entries) == 0 {
 		return nil
 	}
 	if err := s.giveBack(ctx, s.nowArg(), entries, false); err != nil {
-		return fmt.Errorf("redisstore: refund: %w", err)
+		return fmt.Errorf("redisstore: settle: %w", err)
 	}
 	return nil
 }
@@ -168,15 +169,15 @@ func (s *Store) Delete(ctx context.Context, keys ...string) error {
 }
 
 // MarkOnce sets key for ttl unless it is set, reports whether this call set
-// it and, when it did, applies refunds. Expiry follows the store's clock,
-// like every limit. On a single Redis the mark and the refunds are one
-// script call; on Redis Cluster, where they live in different slots, the
-// refunds follow the mark in a second round trip.
-func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration, refunds ...store.Refund) (bool, error) {
+// it and, when it did, applies settlements. Expiry follows the store's
+// clock, like every limit. On a single Redis the mark and the settlements
+// are one script call; on Redis Cluster, where they live in different
+// slots, the settlements follow the mark in a second round trip.
+func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration, settlements ...store.Settlement) (bool, error) {
 	if key == "" || ttl <= 0 {
 		return false, fmt.Errorf("redisstore: mark once: %w", store.ErrBadBatch)
 	}
-	entries, err := refundEntries(refunds)
+	entries, err := settlementEntries(settlements)
 	if err != nil {
 		return false, fmt.Errorf("redisstore: mark once: %w", err)
 	}
@@ -191,7 +192,7 @@ func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration, ref
 		err = s.giveBack(ctx, now, entries, false)
 	}
 	if err != nil {
-		// On a cluster, the mark may be set and its refunds not given back.
+		// On a cluster, the mark may be set and its settlements not applied.
 		return first, fmt.Errorf("redisstore: mark once: %w", err)
 	}
 	return first, nil

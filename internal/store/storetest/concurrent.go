@@ -15,8 +15,8 @@ var concurrentCases = []testCase{
 	{"concurrent/two_op_batch", testConcurrentTwoOps},
 	{"concurrent/counter", testConcurrentCounter},
 	{"concurrent/mark_once", testConcurrentMarkOnce},
-	{"concurrent/mark_once_refunds", testConcurrentMarkOnceRefunds},
-	{"concurrent/refunds", testConcurrentRefunds},
+	{"concurrent/mark_once_settles", testConcurrentMarkOnceSettles},
+	{"concurrent/settlements", testConcurrentSettlements},
 }
 
 // callers is how many goroutines the concurrency tests start at once.
@@ -125,14 +125,14 @@ func testConcurrentMarkOnce(h *harness) {
 	h.raceMarkOnce(h.key("attempt"))
 }
 
-// raceMarkOnce has every caller mark key at once, each with refunds, and
+// raceMarkOnce has every caller mark key at once, each with settlements, and
 // checks that exactly one set it.
-func (h *harness) raceMarkOnce(key string, refunds ...store.Refund) {
+func (h *harness) raceMarkOnce(key string, settlements ...store.Settlement) {
 	h.t.Helper()
 	var mu sync.Mutex
 	set := 0
 	together(func(int) {
-		ok, err := h.s.MarkOnce(context.Background(), key, time.Hour, refunds...)
+		ok, err := h.s.MarkOnce(context.Background(), key, time.Hour, settlements...)
 		if err != nil {
 			h.t.Errorf("MarkOnce: %v", err)
 			return
@@ -148,29 +148,29 @@ func (h *harness) raceMarkOnce(key string, refunds ...store.Refund) {
 	}
 }
 
-// testConcurrentMarkOnceRefunds: of callers racing to mark one key, each
-// with a refund, exactly one marks it and exactly one refund is applied.
-func testConcurrentMarkOnceRefunds(h *harness) {
+// testConcurrentMarkOnceSettles: of callers racing to mark one key, each
+// with a settlement, exactly one marks it and exactly one settlement is applied.
+func testConcurrentMarkOnceSettles(h *harness) {
 	m, r := h.key("attempt"), h.key("account")
 	h.run([]step{
 		{at: t0, ops: ops(Rate(r, 10, time.Hour, 10)), want: rs(result{Allowed: true, Spent: true, Remaining: 0, ResetAfter: 10 * time.Hour})},
 	})
-	h.raceMarkOnce(m, store.Refund{Key: r, Kind: store.Rate, Amount: time.Hour})
+	h.raceMarkOnce(m, store.Settlement{Key: r, Action: store.GiveBack, Span: time.Hour})
 	h.run([]step{
 		{at: t0, peek: true, ops: ops(Rate(r, 1, time.Hour, 10)), want: rs(result{Allowed: true, Remaining: 1, ResetAfter: 9 * time.Hour})},
 	})
 }
 
-// testConcurrentRefunds: refunds racing each other never take a key beyond
+// testConcurrentSettlements: settlements racing each other never take a key beyond
 // full.
-func testConcurrentRefunds(h *harness) {
+func testConcurrentSettlements(h *harness) {
 	k := h.key("account")
 	h.run([]step{
 		{at: t0, ops: ops(Rate(k, 10, time.Hour, 20)), want: rs(result{Allowed: true, Spent: true, Remaining: 10, ResetAfter: 10 * time.Hour})},
 	})
 	together(func(int) {
-		if err := h.s.Refund(context.Background(), []store.Refund{{Key: k, Kind: store.Rate, Amount: time.Hour}}); err != nil {
-			h.t.Errorf("Refund: %v", err)
+		if err := h.s.Settle(context.Background(), []store.Settlement{{Key: k, Action: store.GiveBack, Span: time.Hour}}); err != nil {
+			h.t.Errorf("Settle: %v", err)
 		}
 	})
 	h.run([]step{

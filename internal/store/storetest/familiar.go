@@ -30,7 +30,7 @@ const hold = 90 * 24 * time.Hour
 // learn makes member familiar on the list at key for d.
 func (h *harness) learn(key, member string, d time.Duration) {
 	h.t.Helper()
-	h.refund(store.Refund{Key: key, Kind: store.Familiar, Member: member, Amount: d})
+	h.settle(store.Settlement{Key: key, Action: store.Learn, Member: member, Span: d})
 }
 
 // familiarBatch is the batch of a check of an account: its familiar list
@@ -120,7 +120,7 @@ func testFamiliarRefresh(h *harness) {
 // makes familiar, applied with the mark.
 func testFamiliarMarkOnce(h *harness) {
 	list := h.key("acct") + ":familiar"
-	learn := store.Refund{Key: list, Kind: store.Familiar, Member: "netA", Amount: hold}
+	learn := store.Settlement{Key: list, Action: store.Learn, Member: "netA", Span: hold}
 	if !h.markOnce(h.key("acct")+":once", time.Minute, learn) {
 		h.t.Fatal("MarkOnce of a new mark = false")
 	}
@@ -130,7 +130,7 @@ func testFamiliarMarkOnce(h *harness) {
 }
 
 // testFamiliarBadBatches: conditional ops need one Familiar op, which has
-// a valid member and spends nothing.
+// a valid member, spends nothing and enforces.
 func testFamiliarBadBatches(h *harness) {
 	list := h.key("acct") + ":familiar"
 	rate := Rate(h.key("acct")+":r", 1, time.Minute, 2)
@@ -140,16 +140,16 @@ func testFamiliarBadBatches(h *harness) {
 		"empty member":                 ops(Familiar(list, "")),
 		"member with a colon":          ops(Familiar(list, "a:1")),
 		"familiar with a cost":         ops(func() store.Op { op := Familiar(list, "a"); op.Cost = 1; return op }()),
-		"soft toll":                    ops(Soft(Toll(rate))),
+		"shadow familiar":              ops(Shadow(Familiar(list, "a"))),
 	} {
 		err := h.s.Do(context.Background(), b, make([]store.Result, len(b)))
 		if !errors.Is(err, store.ErrBadBatch) {
 			h.t.Errorf("%s: Do = %v, want ErrBadBatch", name, err)
 		}
 	}
-	err := h.s.Refund(context.Background(), []store.Refund{{Key: list, Kind: store.Familiar, Member: "a;b", Amount: hold}})
+	err := h.s.Settle(context.Background(), []store.Settlement{{Key: list, Action: store.Learn, Member: "a;b", Span: hold}})
 	if !errors.Is(err, store.ErrBadBatch) {
-		h.t.Errorf("Refund of a bad member = %v, want ErrBadBatch", err)
+		h.t.Errorf("Learn of a bad member = %v, want ErrBadBatch", err)
 	}
 }
 

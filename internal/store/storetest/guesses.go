@@ -18,7 +18,7 @@ var guessCases = []testCase{
 	{"guesses/repeat_is_free", testGuessRepeatIsFree},
 	{"guesses/distinct_slow", testGuessDistinctSlow},
 	{"guesses/oldest_forgotten", testGuessOldestForgotten},
-	{"guesses/refund_forgets", testGuessRefundForgets},
+	{"guesses/forget", testGuessForget},
 	{"guesses/confirm_keeps", testGuessConfirmKeeps},
 	{"guesses/delete_forgets", testGuessDeleteForgets},
 	{"guesses/hold", testGuessHold},
@@ -158,17 +158,17 @@ func testGuessOldestForgotten(h *harness) {
 	h.wantRepeats("after", []uint64{1, 3, 4, 2}, true, true, true, false)
 }
 
-// testGuessRefundForgets: a Guesses refund (a success report) forgets
+// testGuessForget: a Forget (a success report) forgets
 // every remembered guess.
-func testGuessRefundForgets(h *harness) {
+func testGuessForget(h *harness) {
 	h.clock.Set(t0)
 	h.wantRepeats("before", []uint64{7, 8, 7}, false, false, true)
-	h.refund(store.Refund{Key: h.key("guesses"), Kind: store.Guesses})
+	h.settle(store.Settlement{Key: h.key("guesses"), Action: store.Forget})
 	h.wantRepeats("after", []uint64{7, 8}, false, false)
 }
 
 // testGuessConfirmKeeps: a guess recorded for a short hold (an unreported
-// check) is kept for the confirming refund's amount (a failure report);
+// check) is kept for the Confirm's span (a failure report);
 // the others still go at their hold; a later try never shortens it, and
 // confirming a guess the key does not hold changes nothing.
 func testGuessConfirmKeeps(h *harness) {
@@ -178,8 +178,8 @@ func testGuessConfirmKeeps(h *harness) {
 		{at: t0, ops: ops(Guesses(g, 1, pending)), want: rs(result{Allowed: true, Spent: true})},
 		{at: t0, ops: ops(Guesses(g, 2, pending)), want: rs(result{Allowed: true, Spent: true, Count: 1, ResetAfter: pending})},
 	})
-	h.refund(store.Refund{Key: g, Kind: store.Guesses, Confirm: true, Guess: 1, Amount: guessHold},
-		store.Refund{Key: g, Kind: store.Guesses, Confirm: true, Guess: 9, Amount: 2 * guessHold})
+	h.settle(store.Settlement{Key: g, Action: store.Confirm, Guess: 1, Span: guessHold},
+		store.Settlement{Key: g, Action: store.Confirm, Guess: 9, Span: 2 * guessHold})
 	later := t0.Add(30 * time.Minute)
 	h.run([]step{
 		{at: t0, peek: true, ops: ops(Guesses(g, 1, pending)), want: rs(result{Allowed: true, Repeat: true, Count: 2, ResetAfter: guessHold})},
@@ -318,9 +318,9 @@ func testGuessValidate(h *harness) {
 		"two":       ops(good, Guesses(h.key("other"), 2, guessHold)),
 		"cost 2":    ops(with(func(o *store.Op) { o.Cost = 2 })),
 		"guess 0":   ops(with(func(o *store.Op) { o.Guess = 0 })),
-		"limit 0":   ops(with(func(o *store.Op) { o.Limit = 0 })),
-		"limit 9":   ops(with(func(o *store.Op) { o.Limit = store.MaxGuesses + 1 })),
-		"zero hold": ops(with(func(o *store.Op) { o.Hold = 0 })),
+		"limit 0":   ops(with(func(o *store.Op) { o.Limit = store.Guesses{Max: 0, Hold: guessHold} })),
+		"limit 9":   ops(with(func(o *store.Op) { o.Limit = store.Guesses{Max: store.MaxGuesses + 1, Hold: guessHold} })),
+		"zero hold": ops(with(func(o *store.Op) { o.Limit = store.Guesses{Max: 3} })),
 		"negative":  ops(with(func(o *store.Op) { o.Cost = -1 })),
 		"no key":    ops(with(func(o *store.Op) { o.Key = "" })),
 	}
@@ -330,9 +330,9 @@ func testGuessValidate(h *harness) {
 			h.t.Errorf("%s: err = %v, want store.ErrBadBatch", name, err)
 		}
 	}
-	err := h.s.Refund(context.Background(), []store.Refund{{Key: g, Kind: store.Guesses, Confirm: true, Amount: time.Hour}})
+	err := h.s.Settle(context.Background(), []store.Settlement{{Key: g, Action: store.Confirm, Span: -time.Hour}})
 	if !errors.Is(err, store.ErrBadBatch) {
-		h.t.Errorf("confirming no guess: err = %v, want store.ErrBadBatch", err)
+		h.t.Errorf("confirming for a negative span: err = %v, want store.ErrBadBatch", err)
 	}
 	if r := h.peekOne(good); r.Count != 0 {
 		h.t.Errorf("a bad batch recorded a guess: %+v", r)

@@ -8,12 +8,12 @@ import (
 	"github.com/guardian-sec/guardian/internal/store"
 )
 
-// markOnceCases test MarkOnce, with and without refunds.
+// markOnceCases test MarkOnce, with and without settlements.
 var markOnceCases = []testCase{
 	{"mark_once", testMarkOnce},
 	{"mark_once/expires", testMarkOnceExpires},
-	{"mark_once/refunds", testMarkOnceRefunds},
-	{"mark_once/bad_refund", testMarkOnceBadRefund},
+	{"mark_once/settles", testMarkOnceSettles},
+	{"mark_once/bad_settlement", testMarkOnceBadSettlement},
 }
 
 // testMarkOnce: the first call sets the key, later ones find it set.
@@ -55,18 +55,18 @@ func testMarkOnceExpires(h *harness) {
 	}
 }
 
-// testMarkOnceRefunds: the call that sets a key applies its refunds; a call
+// testMarkOnceSettles: the call that sets a key applies its settlements; a call
 // that finds the key set applies none.
-func testMarkOnceRefunds(h *harness) {
+func testMarkOnceSettles(h *harness) {
 	var (
 		m = h.key("attempt")
 		r = h.key("account")
 		c = h.key("consecutive")
 	)
 	spend := ops(Rate(r, 2, time.Minute, 5), Counter(c, 1, 100, time.Hour))
-	refunds := []store.Refund{
-		{Key: r, Kind: store.Rate, Amount: 2 * time.Minute},
-		{Key: c, Kind: store.Counter},
+	settlements := []store.Settlement{
+		{Key: r, Action: store.GiveBack, Span: 2 * time.Minute},
+		{Key: c, Action: store.Reset},
 	}
 	h.run([]step{
 		{at: t0, ops: spend, want: rs(
@@ -74,7 +74,7 @@ func testMarkOnceRefunds(h *harness) {
 			result{Allowed: true, Spent: true, Remaining: 99, ResetAfter: time.Hour, Count: 1},
 		)},
 	})
-	if !h.markOnce(m, time.Hour, refunds...) {
+	if !h.markOnce(m, time.Hour, settlements...) {
 		h.t.Fatal("MarkOnce of a new key = false, want true")
 	}
 	h.run([]step{
@@ -87,7 +87,7 @@ func testMarkOnceRefunds(h *harness) {
 			result{Allowed: true, Spent: true, Remaining: 99, ResetAfter: time.Hour, Count: 1},
 		)},
 	})
-	if h.markOnce(m, time.Hour, refunds...) {
+	if h.markOnce(m, time.Hour, settlements...) {
 		h.t.Fatal("MarkOnce of a set key = true, want false")
 	}
 	h.run([]step{
@@ -98,9 +98,9 @@ func testMarkOnceRefunds(h *harness) {
 	})
 }
 
-// testMarkOnceBadRefund: a bad refund is store.ErrBadBatch, and neither
+// testMarkOnceBadSettlement: a bad settlement is store.ErrBadBatch, and neither
 // sets the key nor gives anything back.
-func testMarkOnceBadRefund(h *harness) {
+func testMarkOnceBadSettlement(h *harness) {
 	var (
 		m = h.key("attempt")
 		r = h.key("account")
@@ -108,14 +108,14 @@ func testMarkOnceBadRefund(h *harness) {
 	h.run([]step{
 		{at: t0, ops: ops(Rate(r, 2, time.Minute, 5)), want: rs(result{Allowed: true, Spent: true, Remaining: 3, ResetAfter: 2 * time.Minute})},
 	})
-	for _, bad := range []store.Refund{
-		{Kind: store.Rate, Amount: time.Minute},
-		{Key: r, Kind: store.Rate, Amount: -time.Minute},
-		{Key: r, Amount: time.Minute},
+	for _, bad := range []store.Settlement{
+		{Action: store.GiveBack, Span: time.Minute},
+		{Key: r, Action: store.GiveBack, Span: -time.Minute},
+		{Key: r, Span: time.Minute},
 	} {
-		good := store.Refund{Key: r, Kind: store.Rate, Amount: time.Minute}
+		good := store.Settlement{Key: r, Action: store.GiveBack, Span: time.Minute}
 		if _, err := h.s.MarkOnce(context.Background(), m, time.Hour, good, bad); !errors.Is(err, store.ErrBadBatch) {
-			h.t.Errorf("MarkOnce with refund %+v: err = %v, want store.ErrBadBatch", bad, err)
+			h.t.Errorf("MarkOnce with settlement %+v: err = %v, want store.ErrBadBatch", bad, err)
 		}
 	}
 	h.run([]step{

@@ -8,23 +8,23 @@ import (
 
 // Rate returns a Rate op on key, for the tests of a store.
 func Rate(key string, cost int64, interval time.Duration, burst int64) store.Op {
-	return store.Op{Key: key, Kind: store.Rate, Cost: cost, Interval: interval, Burst: burst}
+	return store.Op{Key: key, Cost: cost, Limit: store.Rate{Interval: interval, Burst: burst}}
 }
 
 // Counter returns a Counter op on key, for the tests of a store.
 func Counter(key string, cost, limit int64, hold time.Duration) store.Op {
-	return store.Op{Key: key, Kind: store.Counter, Cost: cost, Limit: limit, Hold: hold}
+	return store.Op{Key: key, Cost: cost, Limit: store.Counter{Max: limit, Hold: hold}}
 }
 
 // Shadow returns op in shadow mode.
 func Shadow(op store.Op) store.Op {
-	op.Shadow = true
+	op.Role = store.Shadow
 	return op
 }
 
 // Soft returns op as a soft enforced op.
 func Soft(op store.Op) store.Op {
-	op.Soft = true
+	op.Role = store.Soft
 	return op
 }
 
@@ -37,7 +37,7 @@ func rs(r ...store.Result) []store.Result { return r }
 // Guesses returns a Guesses op on key recording guess g, remembering 3
 // guesses for hold, for the tests of a store.
 func Guesses(key string, g uint64, hold time.Duration) store.Op {
-	return store.Op{Key: key, Kind: store.Guesses, Cost: 1, Guess: g, Limit: 3, Hold: hold}
+	return store.Op{Key: key, Cost: 1, Limit: store.Guesses{Max: 3, Hold: hold}, Guess: g}
 }
 
 // FreeOnRepeat returns op as one a repeated guess does not spend.
@@ -48,7 +48,7 @@ func FreeOnRepeat(op store.Op) store.Op {
 
 // Familiar returns a Familiar op on key looking for member.
 func Familiar(key, member string) store.Op {
-	return store.Op{Key: key, Kind: store.Familiar, Member: member}
+	return store.Op{Key: key, Limit: store.Familiar{}, Member: member}
 }
 
 // When returns op counting only as w says.
@@ -59,12 +59,12 @@ func When(op store.Op, w store.When) store.Op {
 
 // Toll returns op as a toll: spent whenever it fits.
 func Toll(op store.Op) store.Op {
-	op.Toll = true
+	op.Role = store.Toll
 	return op
 }
 
 // Distinct returns a Distinct op on key adding member (cost 1) or only
 // counting (cost 0), with sub-windows of step and limit.
 func Distinct(key, member string, cost int64, step time.Duration, limit int64) store.Op {
-	return store.Op{Key: key, Kind: store.Distinct, Member: member, Cost: cost, Interval: step, Limit: limit}
+	return store.Op{Key: key, Member: member, Cost: cost, Limit: store.Distinct{Step: step, Max: limit}}
 }

@@ -66,7 +66,7 @@ var groups = [][]testCase{
 	rateCases,
 	counterCases,
 	batchCases,
-	refundCases,
+	settleCases,
 	peekCases,
 	markOnceCases,
 	errorCases,
@@ -168,8 +168,8 @@ func (h *harness) call(label string, peek bool, ops []store.Op, want []store.Res
 // same reports whether got is want, allowing a Counter found and not spent
 // to report its ResetAfter in real time (see the package comment).
 func same(op *store.Op, got, want store.Result) bool {
-	if op.Kind == store.Counter && !want.Spent && want.ResetAfter > 0 &&
-		got.ResetAfter >= want.ResetAfter-realSlack && got.ResetAfter <= op.Hold {
+	if l, ok := op.Limit.(store.Counter); ok && !want.Spent && want.ResetAfter > 0 &&
+		got.ResetAfter >= want.ResetAfter-realSlack && got.ResetAfter <= l.Hold {
 		got.ResetAfter = want.ResetAfter
 	}
 	return got == want
@@ -185,18 +185,18 @@ func (h *harness) peekOne(op store.Op) store.Result {
 	return res[0]
 }
 
-// refund applies refunds, failing the test on an error.
-func (h *harness) refund(refunds ...store.Refund) {
+// settle applies settlements, failing the test on an error.
+func (h *harness) settle(settlements ...store.Settlement) {
 	h.t.Helper()
-	if err := h.s.Refund(context.Background(), refunds); err != nil {
-		h.t.Fatalf("Refund: %v", err)
+	if err := h.s.Settle(context.Background(), settlements); err != nil {
+		h.t.Fatalf("Settle: %v", err)
 	}
 }
 
 // markOnce calls MarkOnce, failing the test on an error.
-func (h *harness) markOnce(key string, ttl time.Duration, refunds ...store.Refund) bool {
+func (h *harness) markOnce(key string, ttl time.Duration, settlements ...store.Settlement) bool {
 	h.t.Helper()
-	ok, err := h.s.MarkOnce(context.Background(), key, ttl, refunds...)
+	ok, err := h.s.MarkOnce(context.Background(), key, ttl, settlements...)
 	if err != nil {
 		h.t.Fatalf("MarkOnce %s: %v", key, err)
 	}

@@ -1,4 +1,8 @@
-package rules
+// Package filewatch tells when the content of a file changed, however it
+// changed: the rules file, the signing key file and the TLS certificate
+// are each watched with it, so that a rewritten file or an updated
+// Kubernetes ConfigMap or Secret takes effect without a signal.
+package filewatch
 
 import (
 	"context"
@@ -7,22 +11,22 @@ import (
 	"time"
 )
 
-// Watcher tells when the content of a rules file changed. It reads the file
+// Watcher tells when the content of a file changed. It reads the file
 // through every symlink on the way, so it sees a file replaced by a rename,
 // one rewritten in place, and the swap of a symlink it is reached through,
-// as Kubernetes updates a mounted ConfigMap (the `..data` link moved to a
-// new directory). Content is compared, not times, so a rewrite within one
-// tick of the file system's clock is still seen. A file that cannot be read
-// counts as a change once, when it becomes unreadable. A Watcher is used by
-// one goroutine; build one with NewWatcher.
+// as Kubernetes updates a mounted ConfigMap or Secret (the `..data` link
+// moved to a new directory). Content is compared, not times, so a rewrite
+// within one tick of the file system's clock is still seen. A file that
+// cannot be read counts as a change once, when it becomes unreadable. A
+// Watcher is used by one goroutine; build one with New.
 type Watcher struct {
 	path string
 	last [sha256.Size]byte
 }
 
-// NewWatcher returns a Watcher of the file at path whose baseline is the
-// file as it is now: call it when the rules are loaded.
-func NewWatcher(path string) *Watcher {
+// New returns a Watcher of the file at path whose baseline is the file as
+// it is now: call it when the file was read.
+func New(path string) *Watcher {
 	w := &Watcher{path: path}
 	w.last, _ = digestFile(path)
 	return w

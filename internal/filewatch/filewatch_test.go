@@ -1,4 +1,4 @@
-package rules_test
+package filewatch_test
 
 import (
 	"context"
@@ -7,17 +7,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/guardian-sec/guardian/internal/rules"
+	"github.com/guardian-sec/guardian/internal/filewatch"
 )
 
-// watch runs a rules.Watcher of path and returns a channel that receives
+// watch runs a filewatch.Watcher of path and returns a channel that receives
 // each change.
 func watch(t *testing.T, path string) <-chan struct{} {
 	t.Helper()
 	ch := make(chan struct{}, 16)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	w := rules.NewWatcher(path)
+	w := filewatch.New(path)
 	go func() {
 		defer close(done)
 		w.Run(ctx, 10*time.Millisecond, func() { ch <- struct{}{} })
