@@ -66,7 +66,7 @@ lint: $(STATICCHECK)
 $(STATICCHECK):
 	GOFLAGS= $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-## readme: rewrite README.md's generated parts (what each built-in rule bounds, the Go client's example)
+## readme: rewrite README.md's generated parts (what each built-in rule bounds, what the built-in rules do in guardian simulate and the small run a test checks that table by, the Go client's example)
 readme:
 	$(GO) test -count=1 -run '^TestREADME' ./cmd/guardian -update
 

@@ -34,6 +34,8 @@ func TestCLIGolden(t *testing.T) {
 		{"rules-check-help", []string{"rules", "check", "--help"}, nil},
 		{"rules-help", []string{"rules", "--help"}, nil},
 		{"replay-help", []string{"replay", "--help"}, nil},
+		{"simulate-help", []string{"simulate", "--help"}, nil},
+		{"simulate-unknown-scenario", []string{"simulate", "--scenario", "phishing"}, nil},
 		{"breached-help", []string{"breached", "--help"}, nil},
 		{"breached-build-help", []string{"breached", "build", "--help"}, nil},
 		{"version", []string{"version"}, nil},
@@ -61,6 +63,7 @@ func TestCLIGolden(t *testing.T) {
 		{"token-missing-key-file", []string{"token", "--scope", "check", "--signing-key-file", "testdata/cli/no-such-key"}, nil},
 		{"token-scope-env", []string{"token", "--signing-key", testSigningKey}, map[string]string{"GUARDIAN_SCOPE": "check"}},
 		{"replay-rules-env", []string{"replay", "events.jsonl"}, map[string]string{"GUARDIAN_RULES": "rules.yaml"}},
+		{"simulate-rules-env", []string{"simulate", "--scenario", "phishing"}, map[string]string{"GUARDIAN_RULES": "testdata/cli/no-such-file.yaml"}},
 		{"breached-build-out-env", []string{"breached", "build"}, map[string]string{"GUARDIAN_OUT": "filter.bin"}},
 		{"rules-explain-help", []string{"rules", "explain", "--help"}, nil},
 		{"token-empty-key-file", []string{"token", "--scope", "check", "--signing-key-file", "testdata/cli/empty-key"}, nil},
@@ -99,7 +102,7 @@ func normalise(s string) string {
 // TestEveryCommandHasHelp: each command answers --help and -h with its
 // flags on stdout, exit 0, nothing on stderr.
 func TestEveryCommandHasHelp(t *testing.T) {
-	for _, cmd := range [][]string{{"serve"}, {"token"}, {"rules", "check"}, {"rules", "explain"}, {"replay"}, {"breached"}, {"breached", "build"}, {"version"}} {
+	for _, cmd := range [][]string{{"serve"}, {"token"}, {"rules", "check"}, {"rules", "explain"}, {"replay"}, {"simulate"}, {"breached"}, {"breached", "build"}, {"version"}} {
 		for _, h := range []string{"--help", "-h", "-help"} {
 			var out, errOut bytes.Buffer
 			args := append(append([]string{}, cmd...), h)
@@ -144,6 +147,16 @@ func TestOnlyServeReadsTheEnvironment(t *testing.T) {
 			func(code int, _, errOut string) string {
 				if strings.Contains(errOut, "not both") {
 					return "want --rules alone, as without the variable"
+				}
+				return ""
+			}},
+		{"GUARDIAN_RULES, GUARDIAN_FORMAT and GUARDIAN_POPULATION are not simulate's", []string{"simulate", "--scenario", "phishing"},
+			map[string]string{"GUARDIAN_RULES": filepath.Join(t.TempDir(), "no-such.yaml"), "GUARDIAN_FORMAT": "xml", "GUARDIAN_POPULATION": "0"},
+			func(code int, _, errOut string) string {
+				// Each variable, were it read, would be refused before the
+				// scenario is looked up.
+				if code != exitUsage || !strings.Contains(errOut, `unknown scenario: "phishing"`) || strings.Count(errOut, "guardian simulate:") != 1 {
+					return "want the unknown scenario alone, as without the variables"
 				}
 				return ""
 			}},
@@ -199,7 +212,7 @@ func TestOnlyServeReadsTheEnvironment(t *testing.T) {
 func TestHelpNamesEveryVariableOnce(t *testing.T) {
 	shared := map[string]bool{"GUARDIAN_SIGNING_KEY": true, "GUARDIAN_SIGNING_KEY_FILE": true}
 	owner := map[string]string{}
-	for _, cmd := range [][]string{{"serve"}, {"token"}, {"rules", "check"}, {"rules", "explain"}, {"replay"}, {"breached", "build"}, {"breached", "info"}, {"version"}} {
+	for _, cmd := range [][]string{{"serve"}, {"token"}, {"rules", "check"}, {"rules", "explain"}, {"replay"}, {"simulate"}, {"breached", "build"}, {"breached", "info"}, {"version"}} {
 		var out bytes.Buffer
 		if code := run(context.Background(), append(append([]string{}, cmd...), "--help"), env(nil), &out, &bytes.Buffer{}); code != exitOK {
 			t.Fatalf("guardian %s --help: exit %d", strings.Join(cmd, " "), code)

@@ -11,13 +11,14 @@ import (
 
 const explainHelp = `Usage: guardian rules explain [--format table|json] [FILE]
 
-Prints, for each enforced rule of FILE (the built-in rules without FILE),
-the most it lets one key spend in the rule's own window: a day for a rate
-rule, burst + floor(24h × limit / per) units; in a row for consecutive
-failures; its per for a failure rate or a distinct count: its limit.
-Shadow rules decide nothing and are left out. --format json prints
-{"rules": [{"rule", "key", "per_day", "bound", "window", "what"}]}, where
-per_day is the rate rule's day and any other rule's limit.
+Prints, for each rule of FILE (the built-in rules without FILE), the most
+it lets one key spend in the rule's own window: a day for a rate rule,
+burst + floor(24h × limit / per) units; in a row for consecutive failures;
+its per for a failure rate or a distinct count: its limit. Shadow rules are
+listed too, marked shadow in the MODE column, with what they would bound
+once promoted. --format json prints
+{"rules": [{"rule", "key", "mode", "per_day", "bound", "window", "what"}]},
+where per_day is the rate rule's day and any other rule's limit.
 `
 
 // explainCmd is `guardian rules explain`.
@@ -54,9 +55,9 @@ func explainCmd(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RULE\tKEY\tBOUND\tWHAT")
+	fmt.Fprintln(tw, "RULE\tKEY\tMODE\tBOUND\tWHAT")
 	for _, b := range bounds {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", b.Rule, b.Key, b, b.What)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", b.Rule, b.Key, b.Mode, b, b.What)
 	}
 	if err := tw.Flush(); err != nil {
 		fmt.Fprintln(stderr, "guardian rules explain:", err)

@@ -36,6 +36,7 @@ rules:
 	type bound struct {
 		Rule   string `json:"rule"`
 		Key    string `json:"key"`
+		Mode   string `json:"mode"`
 		PerDay int64  `json:"per_day"`
 		Bound  int64  `json:"bound"`
 		Window string `json:"window"`
@@ -58,31 +59,33 @@ rules:
 			args:     []string{"--format", "json"},
 			wantCode: exitOK,
 			wantJSON: []bound{
-				{Rule: "login-account", Key: "account", PerDay: 1445, Bound: 1445, Window: "a day"},
-				{Rule: "password-reset-account", Key: "account", PerDay: 154, Bound: 154, Window: "a day"},
-				{Rule: "login-ip", Key: "ip", PerDay: 4350, Bound: 4350, Window: "a day"},
-				{Rule: "login-ip6-48", Key: "ip", PerDay: 4350, Bound: 4350, Window: "a day"},
-				{Rule: "login-ip-distinct-accounts", Key: "ip", PerDay: 20, Bound: 20, Window: "in 1d"},
-				{Rule: "login-hard-stop", Key: "account", PerDay: 100, Bound: 100, Window: "in a row"},
-				{Rule: "login-secret-spray", Key: "secret", PerDay: 1450, Bound: 1450, Window: "a day"},
-				{Rule: "otp-send-recipient", Key: "recipient", PerDay: 291, Bound: 291, Window: "a day"},
-				{Rule: "otp-verify-recipient", Key: "recipient", PerDay: 485, Bound: 485, Window: "a day"},
-				{Rule: "login-global-failures", Key: "global", PerDay: 1000, Bound: 1000, Window: "in 1m"},
+				{Rule: "login-account", Key: "account", Mode: "enforce", PerDay: 1445, Bound: 1445, Window: "a day"},
+				{Rule: "password-reset-account", Key: "account", Mode: "enforce", PerDay: 154, Bound: 154, Window: "a day"},
+				{Rule: "login-ip", Key: "ip", Mode: "enforce", PerDay: 4350, Bound: 4350, Window: "a day"},
+				{Rule: "login-ip6-48", Key: "ip", Mode: "enforce", PerDay: 4350, Bound: 4350, Window: "a day"},
+				{Rule: "login-ip-distinct-accounts", Key: "ip", Mode: "enforce", PerDay: 20, Bound: 20, Window: "in 1d"},
+				{Rule: "login-hard-stop", Key: "account", Mode: "enforce", PerDay: 100, Bound: 100, Window: "in a row"},
+				{Rule: "login-secret-spray", Key: "secret", Mode: "enforce", PerDay: 1450, Bound: 1450, Window: "a day"},
+				{Rule: "otp-send-recipient", Key: "recipient", Mode: "enforce", PerDay: 291, Bound: 291, Window: "a day"},
+				{Rule: "otp-verify-recipient", Key: "recipient", Mode: "enforce", PerDay: 485, Bound: 485, Window: "a day"},
+				{Rule: "login-global-failures", Key: "global", Mode: "enforce", PerDay: 1000, Bound: 1000, Window: "in 1m"},
 			},
 		},
 		{
-			name:     "a file as json, shadow rules left out",
+			name:     "a file as json, shadow rules marked",
 			args:     []string{"--format", "json", file},
 			wantCode: exitOK,
-			wantJSON: []bound{{Rule: "per-ip", Key: "ip", PerDay: 4350, Bound: 4350, Window: "a day"}},
+			wantJSON: []bound{{Rule: "per-ip", Key: "ip", Mode: "enforce", PerDay: 4350, Bound: 4350, Window: "a day"},
+				{Rule: "trial", Key: "account", Mode: "shadow", PerDay: 25, Bound: 25, Window: "a day"}},
 		},
 		{
 			name:     "a file as a table",
 			args:     []string{file},
 			wantCode: exitOK,
 			wantLines: []string{
-				"RULE    KEY  BOUND       WHAT",
-				"per-ip  ip   4350 a day  at most 4350 failed or unreported checks per IPv4 /32 or IPv6 /64 a day (30 back to back, then 30 per 10m); past that, slow",
+				"RULE    KEY      MODE     BOUND       WHAT",
+				"per-ip  ip       enforce  4350 a day  at most 4350 failed or unreported checks per IPv4 /32 or IPv6 /64 a day (30 back to back, then 30 per 10m); past that, slow",
+				"trial   account  shadow   25 a day    shadow, deciding nothing until promoted; then at most 25 checks per account a day (1 back to back, then 1 per 1h); past that, slow",
 			},
 		},
 		{name: "an invalid file", args: []string{bad}, wantCode: exitUsage, wantErr: bad + ":7: limit"},
@@ -114,7 +117,7 @@ rules:
 				}
 				for i, w := range tt.wantJSON {
 					g := got.Rules[i]
-					if g.Rule != w.Rule || g.Key != w.Key || g.PerDay != w.PerDay || g.Bound != w.Bound || g.Window != w.Window || g.What == "" {
+					if g.Rule != w.Rule || g.Key != w.Key || g.Mode != w.Mode || g.PerDay != w.PerDay || g.Bound != w.Bound || g.Window != w.Window || g.What == "" {
 						t.Errorf("rule %d = %+v, want %+v with words", i, g, w)
 					}
 				}
@@ -141,8 +144,8 @@ func TestRulesExplainTableSaysEachRulesWindow(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, errOut.String())
 	}
 	lines := strings.Split(out.String(), "\n")
-	if !strings.HasPrefix(lines[0], "RULE") || !strings.Contains(lines[0], "BOUND") || strings.Contains(lines[0], "PER DAY") {
-		t.Errorf("header %q, want RULE … BOUND … WHAT", lines[0])
+	if f := strings.Fields(lines[0]); strings.Join(f, " ") != "RULE KEY MODE BOUND WHAT" {
+		t.Errorf("header %q, want RULE KEY MODE BOUND WHAT", lines[0])
 	}
 	want := map[string]string{
 		"login-account":              "1445 a day",
@@ -156,7 +159,10 @@ func TestRulesExplainTableSaysEachRulesWindow(t *testing.T) {
 			continue
 		}
 		if w, ok := want[f[0]]; ok {
-			if got := strings.Join(f[2:2+len(strings.Fields(w))], " "); got != w {
+			if f[2] != "enforce" {
+				t.Errorf("%s: mode %q, want enforce (line %q)", f[0], f[2], line)
+			}
+			if got := strings.Join(f[3:3+len(strings.Fields(w))], " "); got != w {
 				t.Errorf("%s: bound %q, want %q (line %q)", f[0], got, w, line)
 			}
 			delete(want, f[0])

@@ -32,10 +32,7 @@ func TestFirstCheckAfterStart(t *testing.T) {
 		t.Fatalf("redis-server: %v (apt-get install redis-server, as .ci/run does)", err)
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "guardian")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := guardianBinary(t)
 	redisAddr := freeAddr(t)
 	_, port, _ := strings.Cut(redisAddr, ":")
 	redis := exec.Command(redisServer, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)

@@ -1,8 +1,9 @@
 // Command guardian is the authentication-abuse protection service: `guardian
 // serve` runs it, `guardian token` prints a service token, `guardian rules
 // check` validates a rules file, `guardian rules explain` says what each rule
-// bounds per day, `guardian replay` runs recorded traffic through rules
-// offline, `guardian version` prints the version. README.md describes every
+// bounds, `guardian replay` runs recorded traffic through rules
+// offline, `guardian simulate` runs built-in attacks against rules,
+// `guardian version` prints the version. README.md describes every
 // command and flag.
 package main
 
@@ -45,9 +46,10 @@ Usage:
   guardian [serve] [flags]                      run the service
   guardian token --scope check|admin [flags]    print a service token
   guardian rules check FILE                     validate a rules file
-  guardian rules explain [FILE]                 what each enforced rule bounds per day
-  guardian replay --rules FILE EVENTS.jsonl     what each rule would do to recorded traffic
-  guardian replay --compare OLD NEW EVENTS      what NEW would decide differently from OLD
+  guardian rules explain [FILE]                 what each rule bounds, shadow rules too
+  guardian replay --rules FILE EVENTS.jsonl...  what each rule would do to recorded traffic
+  guardian replay --compare OLD NEW EVENTS...   what NEW would decide differently from OLD
+  guardian simulate [--rules FILE]              what rules do to built-in attacks, and cost users
   guardian breached build --out FILE [INPUT…]   a breached-password filter for serve --breached
   guardian version                              print the version
 
@@ -81,6 +83,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return rulesCmd(args, stdout, stderr)
 	case "replay":
 		return replayCmd(ctx, args, stdout, stderr)
+	case "simulate":
+		return simulateCmd(ctx, args, stdout, stderr)
 	case "breached":
 		return breachedCmd(ctx, args, stdout, stderr)
 	case "version":

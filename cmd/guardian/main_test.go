@@ -130,10 +130,7 @@ func TestUnknownCommand(t *testing.T) {
 
 // TestServeReloadsOnSIGHUPAndDrainsOnSIGTERM runs the real binary.
 func TestServeReloadsOnSIGHUPAndDrainsOnSIGTERM(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "guardian")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := guardianBinary(t)
 	rulesPath := filepath.Join(t.TempDir(), "rules.yaml")
 	write := func(burst string) {
 		t.Helper()

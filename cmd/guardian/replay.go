@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/guardian-sec/guardian/internal/event"
@@ -15,26 +16,30 @@ import (
 	"github.com/guardian-sec/guardian/internal/rules"
 )
 
-const replayHelp = `Usage: guardian replay --rules FILE [--format table|json] EVENTS.jsonl
-       guardian replay --compare [--format table|json] OLD.yaml NEW.yaml EVENTS.jsonl
+const replayHelp = `Usage: guardian replay --rules FILE [--format table|json] EVENTS.jsonl...
+       guardian replay --compare [--format table|json] OLD.yaml NEW.yaml EVENTS.jsonl...
 
 Feeds recorded events (the replay format: one JSON object a line, as
 guardian serve --decision-log writes them; EVENTS "-" reads standard input)
 through rules on the embedded store, on a clock that reads each event's own
-timestamp, so a day of traffic replays in seconds.
+timestamp, so a day of traffic replays in seconds. Several events files
+(the decision logs of a fleet's instances) are merged by timestamp as they
+are read. The same rules and events give the same output, byte for byte.
 
 With --rules, prints per rule how many checks it was evaluated on and would
-have slowed, blocked or challenged, how many distinct keys it would have
-limited, and when it first limited the first few. Each rule is counted on
-its own, as if it were the only rule: the replay evaluates every rule in
-shadow mode, whatever its mode in the file.
+have slowed, blocked or challenged, split by how each check's attempt went
+(later_success: reported a success, a user who got in; failure;
+unreported), how many distinct keys it would have limited, and when it
+first limited the first few. Each rule is counted on its own, as if it were
+the only rule: the replay evaluates every rule in shadow mode, whatever its
+mode in the file.
 
 With --compare, replays OLD and NEW side by side, each enforced as written
 (shadow rules stay shadow), and prints the checks NEW decides differently
 (another decision or another deciding rule), by rule and by change.
 
 Events older than the one before them are replayed at the time of the one
-before and counted. Malformed lines are reported with their line number,
+before and counted. Malformed lines are reported as FILE:LINE: reason,
 skipped and counted, never fatal. Exit status: 0 done, 1 the events could
 not be read, 2 bad usage or a rules file that does not validate.
 `
@@ -52,7 +57,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	var rulesPath, format string
 	var compare bool
 	fs.StringVar(&rulesPath, "rules", "", "the rules `file` to replay (YAML)")
-	fs.BoolVar(&compare, "compare", false, "compare two rules files: OLD.yaml NEW.yaml EVENTS.jsonl")
+	fs.BoolVar(&compare, "compare", false, "compare two rules files: OLD.yaml NEW.yaml EVENTS.jsonl...")
 	fs.StringVar(&format, "format", "table", "output: table (for people) or json (for machines)")
 	pos, code, ok := c.parse(args, nil, stdout, stderr)
 	if !ok {
@@ -67,14 +72,14 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	case compare && rulesPath != "":
 		fmt.Fprintln(stderr, "guardian replay: give --rules FILE or --compare OLD NEW, not both")
 		return exitUsage
-	case compare && len(pos) != 3:
-		fmt.Fprintln(stderr, "guardian replay: --compare takes OLD.yaml NEW.yaml EVENTS.jsonl")
+	case compare && len(pos) < 3:
+		fmt.Fprintln(stderr, "guardian replay: --compare takes OLD.yaml NEW.yaml EVENTS.jsonl...")
 		return exitUsage
 	case !compare && rulesPath == "":
 		fmt.Fprintln(stderr, "guardian replay: --rules FILE is required (or --compare OLD.yaml NEW.yaml)")
 		return exitUsage
-	case !compare && len(pos) != 1:
-		fmt.Fprintln(stderr, "guardian replay: want one events file (- for standard input)")
+	case !compare && len(pos) == 0:
+		fmt.Fprintln(stderr, "guardian replay: want one or more events files (- for standard input)")
 		return exitUsage
 	case compare:
 		sets = make([]*rules.Set, 2)
@@ -88,19 +93,32 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 	}
 
-	eventsPath := pos[len(pos)-1]
-	in, size, err := openEvents(eventsPath)
-	if err != nil {
-		fmt.Fprintln(stderr, "guardian replay:", err)
-		return exitFailure
+	eventsPaths := pos
+	if compare {
+		eventsPaths = pos[2:]
 	}
-	defer in.Close()
+	srcs := make([]replay.Source, 0, len(eventsPaths))
+	var size int64
+	for i, path := range eventsPaths {
+		if path == "-" && slices.Contains(eventsPaths[i+1:], "-") {
+			fmt.Fprintln(stderr, "guardian replay: standard input (-) given twice")
+			return exitUsage
+		}
+		in, n, err := openEvents(path)
+		if err != nil {
+			fmt.Fprintln(stderr, "guardian replay:", err)
+			return exitFailure
+		}
+		defer in.Close()
+		srcs = append(srcs, replay.Source{Name: path, R: in})
+		size += n
+	}
 
 	shown, start, last := 0, time.Now(), time.Now()
 	cfg := replay.Config{
 		Malformed: func(e *replay.LineError) {
 			if shown++; shown <= maxMalformedShown {
-				fmt.Fprintf(stderr, "%s:%d: %v\n", eventsPath, e.Line, e.Err)
+				fmt.Fprintln(stderr, e.Error())
 			}
 		},
 		ProgressEvery: 50_000,
@@ -119,18 +137,26 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		},
 	}
 	var out interface{ WriteTable(io.Writer) error }
+	var err error
 	if compare {
-		out, err = replay.Compare(ctx, sets[0], sets[1], in, cfg)
+		out, err = replay.CompareSources(ctx, sets[0], sets[1], srcs, cfg)
 	} else {
-		out, err = replay.Run(ctx, sets[0], in, cfg)
+		out, err = replay.RunSources(ctx, sets[0], srcs, cfg)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "guardian replay:", err)
 		return exitFailure
 	}
 	if shown > maxMalformedShown {
-		fmt.Fprintf(stderr, "%s: %d more malformed lines not shown\n", eventsPath, shown-maxMalformedShown)
+		fmt.Fprintf(stderr, "guardian replay: %d more malformed lines not shown\n", shown-maxMalformedShown)
 	}
+	return printResult(stdout, stderr, "guardian replay", format, out)
+}
+
+// printResult prints out as --format asks: indented JSON, or its table for
+// people. A write that fails is reported on stderr as name's failure.
+func printResult(stdout, stderr io.Writer, name, format string, out interface{ WriteTable(io.Writer) error }) int {
+	var err error
 	if format == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -139,7 +165,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		err = out.WriteTable(stdout)
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "guardian replay:", err)
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return exitFailure
 	}
 	return exitOK

@@ -4,14 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/guardian-sec/guardian/internal/event"
 	"github.com/guardian-sec/guardian/internal/replay"
 	"github.com/guardian-sec/guardian/internal/tokens"
 
@@ -170,10 +174,10 @@ func TestReplayCommandUsage(t *testing.T) {
 		want string
 	}{
 		{"no rules", []string{eventsPath}, exitUsage, "--rules FILE is required"},
-		{"no events", []string{"--rules", rulesPath}, exitUsage, "want one events file"},
-		{"two events", []string{"--rules", rulesPath, eventsPath, eventsPath}, exitUsage, "want one events file"},
+		{"no events", []string{"--rules", rulesPath}, exitUsage, "want one or more events files"},
+		{"standard input twice", []string{"--rules", rulesPath, "-", eventsPath, "-"}, exitUsage, "standard input (-) given twice"},
 		{"rules and compare", []string{"--rules", rulesPath, "--compare", rulesPath, rulesPath, eventsPath}, exitUsage, "not both"},
-		{"compare of two", []string{"--compare", rulesPath, eventsPath}, exitUsage, "--compare takes OLD.yaml NEW.yaml EVENTS.jsonl"},
+		{"compare of two", []string{"--compare", rulesPath, eventsPath}, exitUsage, "--compare takes OLD.yaml NEW.yaml EVENTS.jsonl..."},
 		{"bad format", []string{"--rules", rulesPath, "--format", "xml", eventsPath}, exitUsage, `"xml" is not table or json`},
 		{"unknown flag", []string{"--rule", rulesPath, eventsPath}, exitUsage, "guardian replay: unknown flag --rule"},
 		{"missing events", []string{"--rules", rulesPath, filepath.Join(t.TempDir(), "none.jsonl")}, exitFailure, "no such file"},
@@ -189,10 +193,7 @@ func TestReplayCommandUsage(t *testing.T) {
 
 // TestReplayCommandReadsStandardInput runs the real binary, events piped in.
 func TestReplayCommandReadsStandardInput(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "guardian")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := guardianBinary(t)
 	rulesPath, _ := replayFiles(t)
 	cmd := exec.Command(bin, "replay", "--format", "json", "--rules", rulesPath, "-")
 	cmd.Stdin = strings.NewReader(replayEvents)
@@ -287,5 +288,144 @@ func TestServeWritesADecisionLog(t *testing.T) {
 	}
 	if got.Input.Checks != 3 || got.Input.Reports != 2 || got.Input.Malformed != 0 || got.Reports.Applied != 2 || got.Rules[0].WouldSlow != 1 {
 		t.Fatalf("replay of the decision log = %+v\n%s", got, data)
+	}
+}
+
+// progressOnly reports whether stderr holds nothing but progress lines,
+// which a slow run prints.
+func progressOnly(stderr string) bool {
+	for _, l := range strings.Split(strings.TrimSuffix(stderr, "\n"), "\n") {
+		if l != "" && !regexp.MustCompile(`^guardian replay: \d+ lines .*elapsed$`).MatchString(l) {
+			return false
+		}
+	}
+	return true
+}
+
+// tuningReplayRules have the rules whose counts a replay's own keys could
+// move: a distinct count, a key: secret rule and the global failure rate.
+const tuningReplayRules = `version: 1
+rules:
+  - name: login-ip-distinct-accounts
+    flows: [login]
+    key: ip
+    type: distinct
+    of: account
+    count: failures
+    limit: 20
+    per: 24h
+    ipv4_prefix: 24
+  - name: login-secret-spray
+    flows: [login]
+    key: secret
+    type: rate
+    count: failures
+    limit: 10
+    per: 10m
+    burst: 10
+    action: challenge
+  - name: login-global-failures
+    flows: [login]
+    key: global
+    type: failure_rate
+    limit: 200
+    per: 1m
+    hysteresis: 0s
+`
+
+// tuningEvents writes two instances' logs of a spray: 20 /24s each failing
+// 20 to 27 accounts with one of three passwords, their checks dealt to
+// the instances in turn, each report to the other instance; and between
+// the sprayed checks, users logging in.
+func tuningEvents(t *testing.T) (a, b string) {
+	t.Helper()
+	var logs [2]strings.Builder
+	t0 := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	n := 0
+	for net := range 20 {
+		for acct := range 20 + net%8 {
+			at := t0.Add(time.Duration(n) * 25 * time.Millisecond)
+			id := fmt.Sprintf("s%d", n)
+			fmt.Fprintf(&logs[n%2], `{"ts":%q,"type":"check","id":%q,"flow":"login","account":"u%d-%d","ip":"198.18.%d.%d","secret_fingerprint":"fp-common-%08d"}`+"\n",
+				at.Format(event.TimeLayout), id, net, acct, net, acct+1, acct%3)
+			fmt.Fprintf(&logs[(n+1)%2], `{"ts":%q,"type":"report","id":%q,"outcome":"failure"}`+"\n", at.Add(10*time.Millisecond).Format(event.TimeLayout), id)
+			if n%5 == 0 {
+				at := at.Add(12 * time.Millisecond)
+				fmt.Fprintf(&logs[(n+1)%2], `{"ts":%q,"type":"check","id":"ok%d","flow":"login","account":"user%d","ip":"10.0.%d.1","secret_fingerprint":"fp-user-%08d-right"}`+"\n",
+					at.Format(event.TimeLayout), n, n, n%250, n)
+				fmt.Fprintf(&logs[n%2], `{"ts":%q,"type":"report","id":"ok%d","outcome":"success"}`+"\n", at.Add(5*time.Millisecond).Format(event.TimeLayout), n)
+			}
+			n++
+		}
+	}
+	return logs[0].String(), logs[1].String()
+}
+
+// TestReplayCommandIsDeterministic runs replay 20 times over two
+// instances' logs, as a table, as JSON and as a comparison, and wants the
+// same bytes every time; and the two logs merged give what their events in
+// one file give. The first run is in this process (under the race
+// detector when the tests are), every other a process of its own, so that
+// nothing a process draws once, a hash seed, can vary the output unseen.
+func TestReplayCommandIsDeterministic(t *testing.T) {
+	dir := t.TempDir()
+	rulesPath, oldPath := filepath.Join(dir, "rules.yaml"), filepath.Join(dir, "old.yaml")
+	writeTestFile(t, rulesPath, tuningReplayRules)
+	writeTestFile(t, oldPath, strings.Replace(tuningReplayRules, "limit: 20\n", "limit: 25\n", 1))
+	a, b := tuningEvents(t)
+	aPath, bPath := filepath.Join(dir, "a.jsonl"), filepath.Join(dir, "b.jsonl")
+	writeTestFile(t, aPath, a)
+	writeTestFile(t, bPath, b)
+	variants := [][]string{
+		{"replay", "--rules", rulesPath, aPath, bPath},
+		{"replay", "--format", "json", "--rules", rulesPath, aPath, bPath},
+		{"replay", "--compare", oldPath, rulesPath, aPath, bPath},
+		{"replay", "--compare", "--format", "json", oldPath, rulesPath, aPath, bPath},
+	}
+	first := make([]string, len(variants))
+	bin := guardianBinary(t)
+	for i := range 20 {
+		for j, args := range variants {
+			var code int
+			var out, errOut string
+			if i == 0 {
+				code, out, errOut = runCLI(args...)
+			} else {
+				code, out, errOut = runProcess(t, bin, args...)
+			}
+			if code != exitOK || !progressOnly(errOut) {
+				t.Fatalf("%v: exit %d, stderr %q; want 0 and no more than progress", args, code, errOut)
+			}
+			if i == 0 {
+				first[j] = out
+			} else if out != first[j] {
+				t.Fatalf("%v: run %d differs from run 0:\n%s\n---\n%s", args, i, out, first[j])
+			}
+		}
+	}
+	var s replay.Summary
+	if err := json.Unmarshal([]byte(first[1]), &s); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range s.Rules {
+		if r.WouldSlow+r.WouldBlock+r.WouldChallenge == 0 {
+			t.Errorf("%s never trips: the logs prove nothing about it", r.Rule)
+		}
+	}
+	if s.Input.OutOfOrder != 0 || s.Reports.NoCheck != 0 {
+		t.Errorf("merged input %+v, reports %+v: want every event in order, every report finding its check", s.Input, s.Reports)
+	}
+
+	// The same events in one file, in time order: the same summary.
+	lines := strings.Split(strings.TrimSpace(a+b), "\n")
+	slices.SortStableFunc(lines, func(x, y string) int { return strings.Compare(x[7:31], y[7:31]) })
+	onePath := filepath.Join(dir, "one.jsonl")
+	writeTestFile(t, onePath, strings.Join(lines, "\n")+"\n")
+	code, one, errOut := runCLI("replay", "--format", "json", "--rules", rulesPath, onePath)
+	if code != exitOK {
+		t.Fatalf("one file: exit %d, stderr %q", code, errOut)
+	}
+	if one != first[1] {
+		t.Errorf("two logs merged:\n%s\nwant what one file gives:\n%s", first[1], one)
 	}
 }

@@ -5,6 +5,8 @@
 // logger (JSON by default), at info level, and are told apart by a field:
 //
 //	{"msg": "admin action", "audit": true, "action": "reset", "subject": "ops-alice", "result": "ok", "account": "h-…", "request_id": "…"}
+//	{"msg": "admin action", "audit": true, "action": "reload", "subject": "ops-alice", "result": "ok", "request_id": "…", "rules_added": [], "rules_removed": [],
+//	 "rules_changed": [{"rule": "login-ip-24", "fields": ["mode"], "mode_from": "shadow", "mode_to": "enforce"}], "rules_promoted": ["login-ip-24"], …}
 //	{"msg": "admin action", "audit": true, "action": "revoke", "subject": "ops-alice", "result": "ok", "jti": "…", "request_id": "…"}
 //	{"msg": "hard stop started", "event": "hard_stop_started", "account": "h-…"}
 //	{"msg": "hard stop ended", "event": "hard_stop_ended", "account": "h-…"}
@@ -23,6 +25,7 @@ import (
 
 	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/metrics"
+	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/secret"
 )
 
@@ -79,21 +82,35 @@ func New(cfg Config) *Log {
 }
 
 // Action writes the line of one admin call that changed state, or tried to,
-// and counts it: action is ActionReset or ActionReload, subject the token's
-// subject, result ResultOK or ResultError. account is the account the call
-// named, in clear as the caller sent it, or "" for none; the line carries
-// its pseudonym, and none when it is not a valid account. ctx is the
-// call's: a logger that reads request ids from it (requestid.Handler)
-// adds the call's request_id, so the line and the caller's own logs match.
-func (l *Log) Action(ctx context.Context, action, subject, result, account string) {
+// and counts it: action is ActionReset, ActionReload or ActionRevoke,
+// subject the token's subject, result ResultOK or ResultError. account is
+// the account the call named, in clear as the caller sent it, or "" for
+// none; the line carries its pseudonym, and none when it is not a valid
+// account. extra are further fields of the line (a reload's changes, a
+// revoked token's jti). ctx is the call's: a logger that reads request ids
+// from it (requestid.Handler) adds the call's request_id, so the line and
+// the caller's own logs match.
+func (l *Log) Action(ctx context.Context, action, subject, result, account string, extra ...slog.Attr) {
 	l.metrics.AdminActions.WithLabelValues(action, result).Inc()
-	attrs := []any{"audit", true, "action", action, "subject", subject, "result", result}
+	attrs := []slog.Attr{slog.Bool("audit", true), slog.String("action", action), slog.String("subject", subject), slog.String("result", result)}
 	if account != "" {
 		if s, err := l.hasher.AccountSubject(l.norm, account); err == nil {
-			attrs = append(attrs, "account", l.Pseudonym(s))
+			attrs = append(attrs, slog.String("account", l.Pseudonym(s)))
 		}
 	}
-	l.log.InfoContext(ctx, "admin action", attrs...)
+	l.log.LogAttrs(ctx, slog.LevelInfo, "admin action", append(attrs, extra...)...)
+}
+
+// Reload is Action for a rules reload an admin call asked for, with what
+// the reload changed (rules.Changes.Attrs: rules_added, rules_removed,
+// rules_changed with the names of the changed fields, the mode changes).
+// changes is nil for a reload that was refused.
+func (l *Log) Reload(ctx context.Context, subject, result string, changes *rules.Changes) {
+	var extra []slog.Attr
+	if changes != nil {
+		extra = changes.Attrs()
+	}
+	l.Action(ctx, ActionReload, subject, result, "", extra...)
 }
 
 // Revoke writes the line of a token revocation, or of one refused, and
@@ -102,12 +119,11 @@ func (l *Log) Action(ctx context.Context, action, subject, result, account strin
 // it ("" for none). A jti names a token, never a person, and is logged as
 // it is. ctx is the call's, for its request_id.
 func (l *Log) Revoke(ctx context.Context, subject, result, jti string) {
-	l.metrics.AdminActions.WithLabelValues(ActionRevoke, result).Inc()
-	attrs := []any{"audit", true, "action", ActionRevoke, "subject", subject, "result", result}
+	var extra []slog.Attr
 	if jti != "" {
-		attrs = append(attrs, "jti", jti)
+		extra = append(extra, slog.String("jti", jti))
 	}
-	l.log.InfoContext(ctx, "admin action", attrs...)
+	l.Action(ctx, ActionRevoke, subject, result, "", extra...)
 }
 
 // HardStopStarted writes the line of an account entering a hard stop;

@@ -16,6 +16,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/requestid"
+	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/secret"
 )
 
@@ -34,6 +35,9 @@ func TestLinesAndPseudonyms(t *testing.T) {
 	l.HardStopStarted(subject)
 	l.Action(requestid.With(context.Background(), "req-1"), audit.ActionReset, "ops", audit.ResultOK, " ALICE@example.com")
 	l.Action(context.Background(), audit.ActionReset, "ops", audit.ResultError, "")
+	l.Reload(requestid.With(context.Background(), "req-2"), "ops", audit.ResultOK,
+		&rules.Changes{Added: []string{"new"}, Removed: []string{}, Changed: []rules.RuleChange{}, Settings: []string{}})
+	l.Reload(requestid.With(context.Background(), "req-3"), "ops", audit.ResultError, nil)
 	l.HardStopEnded(subject)
 
 	var lines []map[string]any
@@ -50,6 +54,9 @@ func TestLinesAndPseudonyms(t *testing.T) {
 		{"level": "INFO", "msg": "hard stop started", "event": "hard_stop_started", "account": p},
 		{"level": "INFO", "msg": "admin action", "audit": true, "action": "reset", "subject": "ops", "result": "ok", "account": p, "request_id": "req-1"},
 		{"level": "INFO", "msg": "admin action", "audit": true, "action": "reset", "subject": "ops", "result": "error"},
+		{"level": "INFO", "msg": "admin action", "audit": true, "action": "reload", "subject": "ops", "result": "ok", "request_id": "req-2",
+			"rules_added": []string{"new"}, "rules_removed": []string{}, "rules_changed": []string{}, "rules_promoted": []string{}, "rules_demoted": []string{}, "settings_changed": []string{}},
+		{"level": "INFO", "msg": "admin action", "audit": true, "action": "reload", "subject": "ops", "result": "error", "request_id": "req-3"},
 		{"level": "INFO", "msg": "hard stop ended", "event": "hard_stop_ended", "account": p},
 	}
 	if got, w := mustJSON(t, lines), mustJSON(t, want); got != w {
@@ -58,8 +65,10 @@ func TestLinesAndPseudonyms(t *testing.T) {
 	if strings.Contains(strings.ToLower(buf.String()), "alice") || strings.Contains(buf.String(), subject) {
 		t.Errorf("the account, or its store subject, in the log:\n%s", buf.String())
 	}
-	if got := testutil.ToFloat64(m.AdminActions.WithLabelValues("reset", "ok")); got != 1 {
-		t.Errorf("admin actions reset ok = %v, want 1", got)
+	for _, c := range [][2]string{{"reset", "ok"}, {"reload", "ok"}, {"reload", "error"}} {
+		if got := testutil.ToFloat64(m.AdminActions.WithLabelValues(c[0], c[1])); got != 1 {
+			t.Errorf("admin actions %s %s = %v, want 1", c[0], c[1], got)
+		}
 	}
 	other := audit.New(audit.Config{Key: secret.Generate(), Metrics: m})
 	if other.Pseudonym(subject) == p {

@@ -24,10 +24,20 @@
 //
 // A check's event id is a keyed hash of its attempt id, and a report names
 // the same hash, so the two meet in a replay; a check without an attempt id
-// (slowed or blocked) gets a random id. Only what guardian decided is
-// logged: a request it refused with an error is not, nor is a report it
-// refused. Device tokens are not logged: a replay treats every check as
-// from an untrusted device. A line's ts is when it was logged, to the
+// (slowed or blocked) gets a random id. A report line names its check's
+// event id and the outcome reported, so a replay knows how each attempt
+// went. Only what guardian decided is logged: a request it refused with an
+// error is not, nor is a report it refused. Device tokens are not logged: a
+// replay treats every check as from an untrusted device.
+//
+// A check's secret fingerprint is never logged. Its pseudonym is:
+// "h-" and 32 hex digits of a keyed hash of the guess guardian counts the
+// fingerprint by (itself a keyed hash of the fingerprint, package keys),
+// the same for equal fingerprints whatever the account, so that a replay
+// applies key: secret rules and sees repeated guesses as production did.
+// It lets a reader of the log see which checks guessed the same secret,
+// not test a password: that takes the auth service's fingerprint key and
+// guardian's hash key both. A line's ts is when it was logged, to the
 // millisecond, just after the decision.
 //
 // Lines are buffered in memory and written by a background goroutine every
@@ -195,6 +205,9 @@ func (l *Log) Checked(ctx context.Context, req *engine.CheckRequest, ids *engine
 	}
 	if ids.Recipient != "" {
 		ev.Recipient = l.names.recipient(ids.Recipient)
+	}
+	if req.SecretFingerprint != "" {
+		ev.SecretFingerprint = l.names.secret(req.SecretFingerprint)
 	}
 	l.append(&ev)
 }

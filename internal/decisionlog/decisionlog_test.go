@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -293,6 +294,16 @@ rules:
     type: consecutive_failures
     limit: 4
     mode: shadow
+  - name: per-secret
+    flows: [login]
+    key: secret
+    type: rate
+    count: failures
+    limit: 1
+    per: 1m
+    burst: 3
+    action: challenge
+    mode: shadow
 `
 	te := newEngine(t, shadowRules)
 	var out logtest.Buffer
@@ -303,6 +314,10 @@ rules:
 	accounts := []string{"alice", "ALICE", "bob", "Bob ", "carol"}
 	ips := []string{"192.0.2.1", "192.0.2.77", "192.0.3.1", "2001:db8:1:2::1", "2001:db8:1:2::abcd", "2001:db8:1:3::1", "2001:db8:2::1"}
 	recipients := []string{"+15550100000", "+1 555 010 0000", "Eve@example.com", "eve@EXAMPLE.com"}
+	// A few guessed secrets, sprayed over the accounts and repeated on
+	// each: the replay must count key: secret rules, and the repeated
+	// guesses that spend nothing on the account rules, as production did.
+	fingerprints := []string{"fp-summer2026-aaaaaaaa", "fp-winter2026-bbbbbbbb", "fp-letmein00-cccccccc"}
 	var pending []string
 	steps := []time.Duration{0, time.Millisecond, 50 * time.Millisecond, 300 * time.Millisecond, 2 * time.Second}
 	for i := range 1500 {
@@ -321,8 +336,11 @@ rules:
 			continue
 		}
 		req := engine.CheckRequest{Flow: rules.Login, Account: accounts[i%len(accounts)], IP: ips[i*3%len(ips)]}
-		if i%4 == 1 {
+		switch i % 4 {
+		case 1:
 			req.Flow, req.Recipient = rules.OTPVerify, recipients[i%len(recipients)]
+		case 2, 3:
+			req.SecretFingerprint = fingerprints[i/4%len(fingerprints)]
 		}
 		d, err := e.Check(ctx, req)
 		if err != nil {
@@ -359,6 +377,61 @@ rules:
 	}
 	if got.Reports.Applied != got.Input.Reports || got.Input.OutOfOrder != 0 {
 		t.Errorf("replay input %+v, reports %+v: every report must find its check, in order", got.Input, got.Reports)
+	}
+	for _, fp := range fingerprints {
+		if strings.Contains(out.String(), fp) {
+			t.Errorf("the log holds the fingerprint %q", fp)
+		}
+	}
+}
+
+// TestSecretPseudonyms: the log names a check's fingerprint by a
+// pseudonym, the same for one fingerprint whatever the account, another
+// for another fingerprint or under another key, and never the fingerprint
+// nor the guess the store counts it by.
+func TestSecretPseudonyms(t *testing.T) {
+	otherKey, err := secret.New([]byte("decision-log-test-other-signing-key-9876543210"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logged := func(key secret.Key, reqs ...engine.CheckRequest) []event.Event {
+		var out logtest.Buffer
+		l := decisionlog.New(decisionlog.Config{Out: &out, Key: key, Now: func() time.Time { return t0 }})
+		for _, req := range reqs {
+			l.Check(context.Background(), req, engine.Decision{Action: rules.Allow})
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(out.String(), "fp-") {
+			t.Errorf("the log holds a fingerprint:\n%s", out.String())
+		}
+		return events(t, out.String())
+	}
+	const fpA, fpB = "fp-aaaaaaaaaaaaaaaa", "fp-bbbbbbbbbbbbbbbb"
+	evs := logged(testKey,
+		engine.CheckRequest{Flow: rules.Login, Account: "alice", IP: "192.0.2.1", SecretFingerprint: fpA},
+		engine.CheckRequest{Flow: rules.Login, Account: "bob", IP: "192.0.2.9", SecretFingerprint: fpA},
+		engine.CheckRequest{Flow: rules.Login, Account: "alice", IP: "192.0.2.1", SecretFingerprint: fpB},
+		engine.CheckRequest{Flow: rules.Login, Account: "alice", IP: "192.0.2.1"},
+	)
+	other := logged(otherKey, engine.CheckRequest{Flow: rules.Login, Account: "alice", IP: "192.0.2.1", SecretFingerprint: fpA})
+	guess := strconv.FormatUint(keys.NewGuesser(testKey).Guess(fpA), 16)
+	tests := []struct {
+		name string
+		ok   bool
+	}{
+		{"a pseudonym is h- and 32 hex digits, a valid fingerprint", accountPseudonym.MatchString(evs[0].SecretFingerprint) && engine.CheckFingerprint(evs[0].SecretFingerprint) == nil},
+		{"one fingerprint on two accounts is one pseudonym", evs[0].SecretFingerprint == evs[1].SecretFingerprint},
+		{"another fingerprint is another pseudonym", evs[0].SecretFingerprint != evs[2].SecretFingerprint},
+		{"a check without a fingerprint has none", evs[3].SecretFingerprint == ""},
+		{"another key gives another pseudonym", other[0].SecretFingerprint != evs[0].SecretFingerprint},
+		{"the pseudonym is not the guess the store counts", !strings.Contains(evs[0].SecretFingerprint, guess)},
+	}
+	for _, tt := range tests {
+		if !tt.ok {
+			t.Errorf("%s: not so in %+v", tt.name, evs)
+		}
 	}
 }
 

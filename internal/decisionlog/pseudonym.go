@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"net/netip"
+	"strconv"
 
 	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/secret"
@@ -27,7 +28,8 @@ const recipientDomain = "@log.invalid"
 // ones, and nobody without the key can tell what they stand for. A
 // pseudonyms is safe for concurrent use.
 type pseudonyms struct {
-	hasher *keys.Hasher
+	hasher  *keys.Hasher
+	guesser *keys.Guesser
 	// block is AES-256 under a key of its own; pad4 and pad6 fill the
 	// blocks of the address permutation.
 	block      cipher.Block
@@ -44,7 +46,7 @@ func newPseudonyms(k secret.Key, h *keys.Hasher) *pseudonyms {
 	if h == nil {
 		h = keys.NewHasher(k)
 	}
-	p := &pseudonyms{hasher: h, block: block}
+	p := &pseudonyms{hasher: h, guesser: keys.NewGuesser(k), block: block}
 	pads := k.Derive(padPurpose)
 	copy(p.pad4[:], pads[:aes.BlockSize])
 	copy(p.pad6[:], pads[aes.BlockSize:])
@@ -62,6 +64,19 @@ func (p *pseudonyms) account(norm string) string {
 // normalises it as the recipient it stands for.
 func (p *pseudonyms) recipient(norm string) string {
 	return "h-" + lowerHex(p.hasher.Subject("log-recipient", norm)) + recipientDomain
+}
+
+// secret returns the pseudonym of a check's secret fingerprint: "h-" and 32
+// lowercase hex digits of a keyed hash of the guess the engine counts the
+// fingerprint by (keys.Guesser, itself a keyed hash of the fingerprint). So
+// equal fingerprints have equal pseudonyms, whatever the account, and a
+// replay counts key: secret rules and repeated guesses as production did;
+// but testing a candidate password against a pseudonym takes the auth
+// service's fingerprint key and the hash key both, as testing it against
+// the store does (README, threat model).
+func (p *pseudonyms) secret(fingerprint string) string {
+	g := p.guesser.Guess(fingerprint)
+	return "h-" + lowerHex(p.hasher.Subject("log-secret", strconv.FormatUint(g, 16)))
 }
 
 // event returns the event id of the check behind an attempt id: a report

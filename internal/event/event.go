@@ -63,6 +63,12 @@ type Event struct {
 	IP        string
 	Recipient string
 	Cost      int64
+	// SecretFingerprint is a check's secret_fingerprint, what key: secret
+	// rules and repeated guesses count by. The decision log writes a
+	// pseudonym of it (package decisionlog), never the fingerprint: a
+	// replay counts the pseudonym as production counted the fingerprint,
+	// since equal fingerprints have equal pseudonyms.
+	SecretFingerprint string
 
 	// Outcome is a report's outcome.
 	Outcome rules.Outcome
@@ -88,6 +94,8 @@ type eventJSON struct {
 	Recipient *string `json:"recipient"`
 	Cost      *int64  `json:"cost"`
 	Outcome   *string `json:"outcome"`
+	// SecretFingerprint is checked by the engine, as a request's is.
+	SecretFingerprint *string `json:"secret_fingerprint"`
 	// Written by the decision log, not needed to replay: accepted and
 	// kept, never checked.
 	Decision  *string `json:"decision"`
@@ -97,9 +105,9 @@ type eventJSON struct {
 
 // Parse reads one line of the replay format. It checks the format, the
 // flow and a given cost (rules.CheckFlow, rules.CheckCost); whether a
-// check's ip, account or recipient are valid is for the engine to say
-// (engine.CheckRequest.Validate). Errors wrap ErrMalformed or
-// ErrUnknownType.
+// check's ip, account, recipient or secret_fingerprint are valid is for
+// the engine to say (engine.CheckRequest.Validate). Errors wrap
+// ErrMalformed or ErrUnknownType.
 func Parse(line []byte) (Event, error) {
 	var w eventJSON
 	dec := json.NewDecoder(bytes.NewReader(line))
@@ -166,6 +174,12 @@ func Parse(line []byte) (Event, error) {
 			}
 			ev.Recipient = *w.Recipient
 		}
+		if w.SecretFingerprint != nil {
+			if *w.SecretFingerprint == "" {
+				return ev, fmt.Errorf("%w: secret_fingerprint: must not be empty", ErrMalformed)
+			}
+			ev.SecretFingerprint = *w.SecretFingerprint
+		}
 		if w.Cost != nil {
 			if err := rules.CheckCost(*w.Cost); err != nil {
 				return ev, fmt.Errorf("%w: %v", ErrMalformed, err)
@@ -174,7 +188,7 @@ func Parse(line []byte) (Event, error) {
 		}
 	case Report:
 		ev.Kind = Report
-		if w.Flow != nil || w.Account != nil || w.IP != nil || w.Recipient != nil || w.Cost != nil {
+		if w.Flow != nil || w.Account != nil || w.IP != nil || w.Recipient != nil || w.Cost != nil || w.SecretFingerprint != nil {
 			return ev, fmt.Errorf("%w: a report has only ts, type, id and outcome", ErrMalformed)
 		}
 		if w.Outcome == nil {
@@ -223,8 +237,8 @@ func quote(s string) string {
 
 // AppendJSON appends ev as one line of the replay format, newline
 // included: ts (TimeLayout, UTC), type and id, then a check's flow,
-// account, ip, recipient and cost (each only when set; cost only when not
-// 1), decision and rule (each only when set), or a report's outcome, and
+// account, ip, recipient, secret_fingerprint and cost (each only when set;
+// cost only when not 1), decision and rule (each only when set), or a report's outcome, and
 // last request_id when set.
 func (ev *Event) AppendJSON(b []byte) []byte {
 	b = append(b, `{"ts":"`...)
@@ -246,6 +260,10 @@ func (ev *Event) AppendJSON(b []byte) []byte {
 		if ev.Recipient != "" {
 			b = append(b, `,"recipient":`...)
 			b = appendString(b, ev.Recipient)
+		}
+		if ev.SecretFingerprint != "" {
+			b = append(b, `,"secret_fingerprint":`...)
+			b = appendString(b, ev.SecretFingerprint)
 		}
 		if ev.Cost != 0 && ev.Cost != 1 {
 			b = append(b, `,"cost":`...)

@@ -33,6 +33,9 @@ func TestParse(t *testing.T) {
 			event.Event{Time: t0, Kind: event.Check, ID: "e4", Flow: rules.Login, IP: "192.0.2.1", Decision: rules.Slow, Rule: "login-ip", RequestID: "req-7"}},
 		{`{"ts":"2026-11-29T10:00:00.250Z","type":"report","id":"e4","outcome":"failure","request_id":"req-8"}`,
 			event.Event{Time: t0, Kind: event.Report, ID: "e4", Outcome: engine.Failure, RequestID: "req-8"}},
+		// A check's secret fingerprint (in a decision log, its pseudonym).
+		{`{"ts":"2026-11-29T10:00:00.250Z","type":"check","id":"e5","flow":"login","account":"alice","ip":"192.0.2.1","secret_fingerprint":"h-0123456789abcdef0123456789abcdef"}`,
+			event.Event{Time: t0, Kind: event.Check, ID: "e5", Flow: rules.Login, Account: "alice", IP: "192.0.2.1", SecretFingerprint: "h-0123456789abcdef0123456789abcdef"}},
 	}
 	for _, tt := range tests {
 		got, err := event.Parse([]byte(tt.line))
@@ -82,6 +85,9 @@ func TestParseRefuses(t *testing.T) {
 		{`{` + ts + `,"type":"report","id":"a"}`, event.ErrMalformed, "outcome: required"},
 		{`{` + ts + `,"type":"report","id":"a","outcome":"win"}`, event.ErrMalformed, `outcome: "win" is not success or failure`},
 		{`{` + ts + `,"type":"report","id":"a","outcome":"failure","ip":"192.0.2.1"}`, event.ErrMalformed, "a report has only"},
+		{`{` + ts + `,"type":"report","id":"a","outcome":"failure","secret_fingerprint":"h-0123456789abcdef"}`, event.ErrMalformed, "a report has only"},
+		{`{` + ts + `,"type":"check","id":"a","flow":"login","ip":"192.0.2.1","secret_fingerprint":""}`, event.ErrMalformed, "secret_fingerprint: must not be empty"},
+		{`{` + ts + `,"type":"check","id":"a","flow":"login","ip":"192.0.2.1","secret_fingerprint":7}`, event.ErrMalformed, "secret_fingerprint: got a JSON number"},
 		{`{` + ts + `,"type":"logout","id":"a"}`, event.ErrUnknownType, `"logout"`},
 		{`{` + ts + `,"type":"CHECK","id":"a","flow":"login","ip":"192.0.2.1"}`, event.ErrUnknownType, `"CHECK"`},
 	}
@@ -131,6 +137,8 @@ func TestAppendJSONOmitsDefaults(t *testing.T) {
 			`{"ts":"2026-11-29T10:00:00.250Z","type":"check","id":"a","flow":"login","ip":"192.0.2.1"}`},
 		{event.Event{Time: t0.In(time.FixedZone("CET", 3600)), Kind: event.Report, ID: "a", Outcome: engine.Success},
 			`{"ts":"2026-11-29T10:00:00.250Z","type":"report","id":"a","outcome":"success"}`},
+		{event.Event{Time: t0, Kind: event.Check, ID: "a", Flow: rules.Login, Account: "h-1", IP: "192.0.2.1", SecretFingerprint: "h-0123456789abcdef", Cost: 2},
+			`{"ts":"2026-11-29T10:00:00.250Z","type":"check","id":"a","flow":"login","account":"h-1","ip":"192.0.2.1","secret_fingerprint":"h-0123456789abcdef","cost":2}`},
 	}
 	for _, tt := range tests {
 		if got := strings.TrimSuffix(string(tt.ev.AppendJSON(nil)), "\n"); got != tt.want {
@@ -142,6 +150,7 @@ func TestAppendJSONOmitsDefaults(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"ts":"2026-11-29T10:00:00.250Z","type":"check","id":"e1","flow":"login","account":"alice","ip":"192.0.2.1"}`))
 	f.Add([]byte(`{"ts":"2026-11-29T10:00:00.250Z","type":"report","id":"e1","outcome":"failure"}`))
+	f.Add([]byte(`{"ts":"2026-11-29T10:00:00.250Z","type":"check","id":"e2","flow":"login","ip":"192.0.2.1","secret_fingerprint":"h-0123456789abcdef\u2028"}`))
 	f.Add([]byte(`{"ts":"2026-11-29T10:00:00Z","type":"check","id":"\u0000","flow":"otp_send","ip":"x","recipient":"\ud800","cost":-1}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		ev, err := event.Parse(line)

@@ -10,6 +10,25 @@ import (
 	"math/bits"
 )
 
+// Hash returns a well-mixed 64-bit hash of s, the same in every process:
+// FNV-1a followed by the splitmix64 finaliser. It is not keyed: give it
+// members an attacker cannot choose (guardian's members are keyed hashes
+// already), so that nobody can aim members at one register. Being fixed,
+// it makes an estimate a function of its members alone, run after run.
+func Hash(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	h ^= h >> 31
+	return h
+}
+
 // Register returns the register of 2^p that the 64-bit hash h sets, and
 // its rank: one more than the leading zeros of the hash's other bits. h
 // must be well mixed; p is from 4 to 16.

@@ -252,8 +252,16 @@ func (a *API) getRules(c *gin.Context) {
 }
 
 func (a *API) reloadRules(c *gin.Context) {
+	// What the reload changed, from the rules in force when the call came:
+	// a reload by signal landing in between shows in this line too.
+	before := a.cfg.Engine.Rules()
 	set, err := a.cfg.Reload(c.Request.Context(), subject(c))
-	a.cfg.Audit.Action(c.Request.Context(), audit.ActionReload, subject(c), result(err), "")
+	var changes *rules.Changes
+	if err == nil {
+		ch := rules.Diff(before, set)
+		changes = &ch
+	}
+	a.cfg.Audit.Reload(c.Request.Context(), subject(c), result(err), changes)
 	if err != nil {
 		a.abort(c, err)
 		return

@@ -14,8 +14,8 @@ const (
 // distinct counts the distinct keys a rule limited, in bounded memory: the
 // 64-bit fingerprints of the first exactKeys keys are kept and counted
 // exactly; from then on a HyperLogLog sketch of 16 KiB estimates the count.
-// Fingerprints come from a fixed hash, so a replay is deterministic even
-// when it estimates. The zero value is ready to use.
+// Fingerprints come from a fixed hash (hll.Hash), so a replay is
+// deterministic even when it estimates. The zero value is ready to use.
 type distinct struct {
 	exact map[uint64]struct{}
 	// hll is nil while the count is exact.
@@ -25,7 +25,7 @@ type distinct struct {
 // add counts key, and reports whether it was certainly not seen before:
 // always false once the count is an estimate.
 func (d *distinct) add(key string) bool {
-	h := fingerprint(key)
+	h := hll.Hash(key)
 	if d.hll != nil {
 		d.addHLL(h)
 		return false
@@ -58,20 +58,4 @@ func (d *distinct) count() (n int64, exact bool) {
 		return int64(len(d.exact)), true
 	}
 	return hll.Estimate(d.hll), false
-}
-
-// fingerprint is FNV-1a of key followed by the splitmix64 finaliser, whose
-// well-mixed bits the sketch needs.
-func fingerprint(key string) uint64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(key); i++ {
-		h ^= uint64(key[i])
-		h *= 1099511628211
-	}
-	h ^= h >> 30
-	h *= 0xbf58476d1ce4e5b9
-	h ^= h >> 27
-	h *= 0x94d049bb133111eb
-	h ^= h >> 31
-	return h
 }

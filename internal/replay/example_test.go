@@ -77,6 +77,10 @@ rules:
 	// RULE      MODE    CHECKS  WOULD SLOW  WOULD BLOCK  WOULD CHALLENGE  KEYS HIT
 	// login-ip  shadow  2       1           0            0                1
 	//
+	// BY OUTCOME OF THE ATTEMPT (later_success: the user got in, so the rule would have been friction)
+	// RULE      WOULD  LATER_SUCCESS  FAILURE  UNREPORTED
+	// login-ip  slow   0              1        0
+	//
 	// FIRST KEYS LIMITED
 	// login-ip  2026-11-29T10:00:00.500Z  slow  192.0.2.0/24
 }

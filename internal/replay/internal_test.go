@@ -8,6 +8,7 @@ import (
 )
 
 func TestDistinctIsExactThenEstimates(t *testing.T) {
+	t.Parallel()
 	var d distinct
 	for i := range exactKeys {
 		if !d.add(fmt.Sprintf("key-%d", i)) {

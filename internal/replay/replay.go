@@ -2,8 +2,18 @@
 // events of the replay format (package event, written by guardian's
 // decision log or by hand) go through the real engine on the embedded
 // store, in file order, on a simulated clock that reads each event's own
-// timestamp, so a day of traffic replays in seconds and the same input
-// always gives the same output.
+// timestamp, so a day of traffic replays in seconds. The same rules and
+// events always give the same output, byte for byte: the replay's own state
+// is keyed with a fixed key (stateKey), so even its estimates of distinct
+// counts are the same run after run.
+//
+// Several files (the decision logs of a fleet's instances, one per
+// instance) are merged by timestamp as they are read: a k-way merge of the
+// files, each read once, in order, holding one event per file, so memory
+// grows with the number of files and never with their length. Of the
+// events the files hold for one instant, checks go before reports (a
+// report cannot precede its check, and logs stamp to the millisecond),
+// then in the order the files were given.
 //
 // Run answers "what would each of these rules do to this traffic". It
 // counts every rule on its own, as if it were the only rule: it replays the
@@ -13,6 +23,13 @@
 // never trip because another stops the traffic first still shows what it
 // would catch. What the set decides as a whole, with its rules enforced
 // together, is what Compare reports.
+//
+// Run also splits each rule's would-be decisions by how the attempt went,
+// as the events report it: later_success (the check's attempt was
+// reported a success: a user who got in, whom the rule would have stood in
+// the way of), failure, and unreported (no report within the replay's
+// memory of the check, including every check production itself slowed or
+// blocked, which had no attempt to report).
 //
 // Compare answers "what changes if NEW replaces OLD". It replays both sets
 // side by side, each as written (shadow rules stay shadow), and counts the
@@ -34,7 +51,9 @@
 //     its line number, and counted as malformed. It is never fatal; only a
 //     read error or a cancelled context stops a replay.
 //   - Checks carry no device token, so every check is replayed as from an
-//     untrusted device.
+//     untrusted device. A check's secret_fingerprint (in a decision log,
+//     its pseudonym) is replayed as production received it, so key: secret
+//     rules count it and an account's repeated guesses spend as they did.
 //
 // Memory stays bounded whatever the length of the input: the store forgets
 // keys once they are back to full, reports are matched within the window
@@ -48,6 +67,7 @@ package replay
 
 import (
 	"bufio"
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -90,6 +110,21 @@ const (
 	storeKeys = 1 << 28
 )
 
+// stateKey keys every replay's state: attempt ids, and the subjects keys
+// hash to. It only names state inside one replay, none of which is kept, so
+// it needs no secrecy; it is fixed, derived from a constant, so that the same
+// events hash to the same subjects every run, and what depends on those
+// hashes (distinct-count estimates, which keys share a sketch register) is
+// the same run after run: a replay's output is a function of its rules and
+// events alone.
+var stateKey = func() secret.Key {
+	k, err := secret.New([]byte("guardian replay: the fixed key of a replay's own state, v1"))
+	if err != nil {
+		panic("replay: " + err.Error()) // a constant longer than secret.MinLen
+	}
+	return k
+}()
+
 // ErrRejected reports a check guardian would have answered with a 400 (see
 // engine.CheckRequest.Validate): an unknown flow, an invalid ip, account or
 // recipient, a cost out of range, otp_send without a recipient.
@@ -111,20 +146,36 @@ type Config struct {
 
 // LineError is a line a replay skipped.
 type LineError struct {
-	// Line is the line's number, from 1.
+	// Source is the Name of the Source the line is in.
+	Source string
+	// Line is the line's number in its source, from 1.
 	Line int64
 	Err  error
 }
 
-// Error returns "line N: reason".
-func (e *LineError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.Err) }
+// Error returns "line N: reason", or "SOURCE:N: reason" for a named
+// source.
+func (e *LineError) Error() string {
+	if e.Source != "" {
+		return fmt.Sprintf("%s:%d: %v", e.Source, e.Line, e.Err)
+	}
+	return fmt.Sprintf("line %d: %v", e.Line, e.Err)
+}
+
+// Source is one input of a replay: a file of events, read once to its end.
+type Source struct {
+	// Name names the source in LineError and in read errors, a file's
+	// path; it may be empty.
+	Name string
+	R    io.Reader
+}
 
 // Unwrap returns the reason the line was skipped.
 func (e *LineError) Unwrap() error { return e.Err }
 
 // Progress is how far a replay has read.
 type Progress struct {
-	// Lines and Bytes count what was read so far.
+	// Lines and Bytes count what was read so far, from every source.
 	Lines, Bytes int64
 	// Time is the replay's clock.
 	Time time.Time
@@ -135,25 +186,38 @@ type Progress struct {
 // have done. Malformed lines never make it fail: it fails when r cannot be
 // read or ctx ends.
 func Run(ctx context.Context, set *rules.Set, r io.Reader, cfg Config) (*Summary, error) {
+	return RunSources(ctx, set, []Source{{R: r}}, cfg)
+}
+
+// RunSources is Run over the events of several sources merged by
+// timestamp (see the package documentation).
+func RunSources(ctx context.Context, set *rules.Set, srcs []Source, cfg Config) (*Summary, error) {
 	shadowed := set.InMode(rules.Shadow)
 	d := newDriver(cfg, shadowed)
 	tracks := make(map[string]*track, len(set.Rules))
 	for i := range shadowed.Rules {
 		tracks[shadowed.Rules[i].Name] = &track{rule: &shadowed.Rules[i]}
 	}
-	d.onCheck = func(ids *engine.Identifiers, ds []engine.Decision) {
-		for _, trip := range ds[0].Shadow {
-			t := tracks[trip.Rule]
+	d.onCheck = func(ev *event.Event, ids *engine.Identifiers, ds []engine.Decision, trips []trip) []trip {
+		for _, st := range ds[0].Shadow {
+			t := tracks[st.Rule]
 			if t == nil {
 				continue
 			}
-			key := ids.Key(t.rule).String()
+			trips = append(trips, trip{track: t, action: st.Action})
+			key := keyOf(t.rule, ev, ids)
 			if t.keys.add(key) && len(t.first) < firstKeys {
-				t.first = append(t.first, Hit{Key: key, At: d.clock.now, Decision: trip.Action})
+				t.first = append(t.first, Hit{Key: key, At: d.clock.now, Decision: st.Action})
 			}
 		}
+		return trips
 	}
-	if err := d.run(ctx, r); err != nil {
+	d.onSettle = func(trips []trip, o Outcome) {
+		for _, tr := range trips {
+			tr.track.outcomes.of(o).add(tr.action)
+		}
+	}
+	if err := d.run(ctx, srcs); err != nil {
 		return nil, err
 	}
 
@@ -180,9 +244,20 @@ func Run(ctx context.Context, set *rules.Set, r io.Reader, cfg Config) (*Summary
 			KeysHit:        n,
 			KeysHitExact:   exact,
 			FirstLimited:   first,
+			ByOutcome:      t.outcomes,
 		})
 	}
 	return s, nil
+}
+
+// keyOf is the key rule r counts a check by, as the events name it: the
+// fingerprint's pseudonym for a key: secret rule, whose key the engine
+// derives from the fingerprint itself, ids.Key otherwise.
+func keyOf(r *rules.Rule, ev *event.Event, ids *engine.Identifiers) string {
+	if r.Key == rules.KeySecret {
+		return ev.SecretFingerprint
+	}
+	return ids.Key(r).String()
 }
 
 // Compare replays the events read from r through the sets before and after
@@ -190,6 +265,12 @@ func Run(ctx context.Context, set *rules.Set, r io.Reader, cfg Config) (*Summary
 // differently. Malformed lines never make it fail: it fails when r cannot be
 // read or ctx ends.
 func Compare(ctx context.Context, before, after *rules.Set, r io.Reader, cfg Config) (*Comparison, error) {
+	return CompareSources(ctx, before, after, []Source{{R: r}}, cfg)
+}
+
+// CompareSources is Compare over the events of several sources merged by
+// timestamp (see the package documentation).
+func CompareSources(ctx context.Context, before, after *rules.Set, srcs []Source, cfg Config) (*Comparison, error) {
 	d := newDriver(cfg, before, after)
 	changes := make(map[[2]Verdict]int64)
 	byRule := make(map[string]*RuleChange)
@@ -209,7 +290,7 @@ func Compare(ctx context.Context, before, after *rules.Set, r io.Reader, cfg Con
 		}
 	}
 	var changed int64
-	d.onCheck = func(_ *engine.Identifiers, ds []engine.Decision) {
+	d.onCheck = func(_ *event.Event, _ *engine.Identifiers, ds []engine.Decision, trips []trip) []trip {
 		from := Verdict{Decision: ds[0].Action, Rule: ds[0].Rule}
 		to := Verdict{Decision: ds[1].Action, Rule: ds[1].Rule}
 		if from.Rule != "" {
@@ -219,7 +300,7 @@ func Compare(ctx context.Context, before, after *rules.Set, r io.Reader, cfg Con
 			ruleChange(to.Rule).NewDecided++
 		}
 		if from == to {
-			return
+			return trips
 		}
 		changed++
 		changes[[2]Verdict{from, to}]++
@@ -231,8 +312,9 @@ func Compare(ctx context.Context, before, after *rules.Set, r io.Reader, cfg Con
 				ruleChange(from.Rule).Lost++
 			}
 		}
+		return trips
 	}
-	if err := d.run(ctx, r); err != nil {
+	if err := d.run(ctx, srcs); err != nil {
 		return nil, err
 	}
 	c := &Comparison{
@@ -303,11 +385,26 @@ type driver struct {
 	sims    []*sim
 	pending pending
 	input   Input
-	// onCheck sees each check's identifiers and the decision of every sim.
-	onCheck func(ids *engine.Identifiers, ds []engine.Decision)
+	// lines and bytes count what was read from every source.
+	lines, bytes int64
+	// onCheck sees each check, its identifiers and the decision of every
+	// sim, and returns trips with what the check's outcome must settle
+	// appended.
+	onCheck func(ev *event.Event, ids *engine.Identifiers, ds []engine.Decision, trips []trip) []trip
+	// onSettle, when set, hears the outcome of each check onCheck returned
+	// trips for, once: when its first report comes, or as unreported when
+	// the check is forgotten or the replay ends.
+	onSettle func(trips []trip, o Outcome)
 
 	decisions []engine.Decision
 	ids       []string
+}
+
+// trip is a would-be decision of one rule on one check, waiting for the
+// check's outcome.
+type trip struct {
+	track  *track
+	action rules.Action
 }
 
 func newDriver(cfg Config, sets ...*rules.Set) *driver {
@@ -315,37 +412,136 @@ func newDriver(cfg Config, sets ...*rules.Set) *driver {
 		cfg.ProgressEvery = defaultProgressEvery
 	}
 	d := &driver{cfg: cfg, decisions: make([]engine.Decision, len(sets)), ids: make([]string, len(sets))}
-	// The key only names state inside this replay; none of it is kept.
-	key := secret.Generate()
 	for _, set := range sets {
-		d.sims = append(d.sims, newSim(set, &d.clock, key))
+		d.sims = append(d.sims, newSim(set, &d.clock, stateKey))
 	}
 	d.pending.m = make(map[string]*entry)
+	d.pending.forget = func(e *entry) { d.settle(e, Unreported) }
 	return d
 }
 
-// run replays every line of r.
-func (d *driver) run(ctx context.Context, r io.Reader) error {
-	lr := lineReader{br: bufio.NewReaderSize(r, MaxLine+1)}
-	var checks int64
-	for {
-		line, tooLong, err := lr.next()
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			return fmt.Errorf("replay: line %d: %w", lr.lines, err)
+// stream is one source being read: its next event, read ahead.
+type stream struct {
+	name string
+	// order is the source's position among the sources: events of equal
+	// timestamps are replayed in source order.
+	order int
+	lr    lineReader
+	// head is the next event, read from line headLine; ok is false once
+	// the source is exhausted.
+	head     event.Event
+	headLine int64
+	ok       bool
+}
+
+// streams is a min-heap of the sources with an event ahead, by the time of
+// that event, then checks before reports (logs stamp to the millisecond,
+// and a report logged by one instance in the millisecond its check was
+// logged by another comes after it), then by source order.
+type streams []*stream
+
+func (h streams) Len() int { return len(h) }
+func (h streams) Less(i, j int) bool {
+	if c := h[i].head.Time.Compare(h[j].head.Time); c != 0 {
+		return c < 0
+	}
+	if a, b := h[i].head.Kind == event.Check, h[j].head.Kind == event.Check; a != b {
+		return a
+	}
+	return h[i].order < h[j].order
+}
+func (h streams) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *streams) Push(x any)   { *h = append(*h, x.(*stream)) }
+func (h *streams) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return x
+}
+
+// run replays every event of srcs, merged by timestamp: each source is
+// read line by line, one event ahead, and the earliest event ahead is
+// replayed next.
+func (d *driver) run(ctx context.Context, srcs []Source) error {
+	h := make(streams, 0, len(srcs))
+	for i, src := range srcs {
+		st := &stream{name: src.Name, order: i, lr: lineReader{br: bufio.NewReaderSize(src.R, MaxLine+1)}}
+		if err := d.advance(ctx, st); err != nil {
+			return err
 		}
-		if lr.lines%1024 == 0 {
+		if st.ok {
+			h = append(h, st)
+		}
+	}
+	heap.Init(&h)
+	var checks int64
+	for len(h) > 0 {
+		st := h[0]
+		ev := st.head
+		if ev.Kind == event.Check {
+			if err := d.check(ctx, &ev); errors.Is(err, ErrRejected) {
+				d.skip(st, st.headLine, err)
+			} else if err != nil {
+				return fmt.Errorf("replay: %s: %w", st.where(st.headLine), err)
+			} else if checks++; checks%sweepEvery == 0 {
+				for _, s := range d.sims {
+					s.store.Sweep()
+				}
+			}
+		} else if err := d.report(ctx, &ev); err != nil {
+			return fmt.Errorf("replay: %s: %w", st.where(st.headLine), err)
+		}
+		if err := d.advance(ctx, st); err != nil {
+			return err
+		}
+		if st.ok {
+			heap.Fix(&h, 0)
+		} else {
+			heap.Pop(&h)
+		}
+	}
+	d.pending.forgetAll()
+	d.input.Lines = d.lines
+	if d.lines == 0 || d.lines%d.cfg.ProgressEvery != 0 {
+		d.progress()
+	}
+	return nil
+}
+
+// where names line n of st for an error: "line N" or "NAME:N".
+func (st *stream) where(n int64) string {
+	if st.name != "" {
+		return fmt.Sprintf("%s:%d", st.name, n)
+	}
+	return fmt.Sprintf("line %d", n)
+}
+
+// advance reads st up to its next event, skipping blank and malformed
+// lines, and sets st.ok to whether there is one.
+func (d *driver) advance(ctx context.Context, st *stream) error {
+	for {
+		line, tooLong, err := st.lr.next()
+		if err != nil {
+			st.ok = false
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("replay: %s: %w", st.where(st.lr.lines), err)
+		}
+		d.lines++
+		d.bytes = d.bytes - st.lr.counted + st.lr.bytes
+		st.lr.counted = st.lr.bytes
+		if d.lines%1024 == 0 {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 		}
-		if lr.lines%d.cfg.ProgressEvery == 0 {
-			d.progress(&lr)
+		if d.lines%d.cfg.ProgressEvery == 0 {
+			d.progress()
 		}
 		if tooLong {
-			d.skip(lr.lines, fmt.Errorf("%w: longer than %d bytes", event.ErrMalformed, MaxLine))
+			d.skip(st, st.lr.lines, fmt.Errorf("%w: longer than %d bytes", event.ErrMalformed, MaxLine))
 			continue
 		}
 		if blank(line) {
@@ -353,42 +549,24 @@ func (d *driver) run(ctx context.Context, r io.Reader) error {
 		}
 		ev, err := event.Parse(line)
 		if err != nil {
-			d.skip(lr.lines, err)
+			d.skip(st, st.lr.lines, err)
 			continue
 		}
-		if ev.Kind == event.Check {
-			if err := d.check(ctx, &ev); errors.Is(err, ErrRejected) {
-				d.skip(lr.lines, err)
-				continue
-			} else if err != nil {
-				return fmt.Errorf("replay: line %d: %w", lr.lines, err)
-			}
-			if checks++; checks%sweepEvery == 0 {
-				for _, s := range d.sims {
-					s.store.Sweep()
-				}
-			}
-		} else if err := d.report(ctx, &ev); err != nil {
-			return fmt.Errorf("replay: line %d: %w", lr.lines, err)
-		}
+		st.head, st.headLine, st.ok = ev, st.lr.lines, true
+		return nil
 	}
-	d.input.Lines = lr.lines
-	if lr.lines == 0 || lr.lines%d.cfg.ProgressEvery != 0 {
-		d.progress(&lr)
-	}
-	return nil
 }
 
-func (d *driver) progress(lr *lineReader) {
+func (d *driver) progress() {
 	if d.cfg.Progress != nil {
-		d.cfg.Progress(Progress{Lines: lr.lines, Bytes: lr.bytes, Time: d.clock.now})
+		d.cfg.Progress(Progress{Lines: d.lines, Bytes: d.bytes, Time: d.clock.now})
 	}
 }
 
-func (d *driver) skip(line int64, err error) {
+func (d *driver) skip(st *stream, line int64, err error) {
 	d.input.Malformed++
 	if d.cfg.Malformed != nil {
-		d.cfg.Malformed(&LineError{Line: line, Err: err})
+		d.cfg.Malformed(&LineError{Source: st.name, Line: line, Err: err})
 	}
 }
 
@@ -417,7 +595,7 @@ func (d *driver) tick(t time.Time) {
 // refused (engine.CheckRequest.Validate) is an error wrapping ErrRejected,
 // and leaves no trace, not even on the clock.
 func (d *driver) check(ctx context.Context, ev *event.Event) error {
-	req := engine.CheckRequest{Flow: ev.Flow, Account: ev.Account, IP: ev.IP, Recipient: ev.Recipient, Cost: ev.Cost}
+	req := engine.CheckRequest{Flow: ev.Flow, Account: ev.Account, IP: ev.IP, Recipient: ev.Recipient, Cost: ev.Cost, SecretFingerprint: ev.SecretFingerprint}
 	// The default normalisation, the sims' engines' own: a decision
 	// log's pseudonyms stay themselves under every keys.Options. The check
 	// is normalised once for every sim.
@@ -441,18 +619,26 @@ func (d *driver) check(ctx context.Context, ev *event.Event) error {
 	d.clock.now = prev
 	d.tick(ev.Time)
 	d.input.Checks++
-	d.pending.put(ev.ID, d.ids, d.clock.now)
-	d.onCheck(&ids, d.decisions)
+	e := d.pending.put(ev.ID, d.ids, d.clock.now)
+	e.trips = d.onCheck(ev, &ids, d.decisions, e.trips)
 	return nil
 }
 
-// report replays one report through every sim that allowed its check. An
-// error is the engine failing in a way no input explains.
+// report replays one report through every sim that allowed its check, and
+// settles the check's outcome on its first report. An error is the engine
+// failing in a way no input explains.
 func (d *driver) report(ctx context.Context, ev *event.Event) error {
 	d.tick(ev.Time)
 	d.input.Reports++
 	d.pending.expire(d.clock.now)
 	e := d.pending.m[ev.ID]
+	if e != nil {
+		o := Failure
+		if ev.Outcome == engine.Success {
+			o = LaterSuccess
+		}
+		d.settle(e, o)
+	}
 	for i, s := range d.sims {
 		switch {
 		case e == nil:
@@ -477,6 +663,18 @@ func (d *driver) report(ctx context.Context, ev *event.Event) error {
 	return nil
 }
 
+// settle hands e's trips to onSettle with outcome o, once.
+func (d *driver) settle(e *entry, o Outcome) {
+	if e.settled {
+		return
+	}
+	e.settled = true
+	if d.onSettle != nil && len(e.trips) > 0 {
+		d.onSettle(e.trips, o)
+	}
+	e.trips = nil
+}
+
 // pending maps check ids to their attempt ids for the reports to come, for
 // pendingFor of the replay's clock and at most maxPending checks.
 type pending struct {
@@ -486,20 +684,31 @@ type pending struct {
 	// id).
 	queue []*entry
 	head  int
+	// forget, when set, is called with each entry that goes, whether
+	// forgotten, replaced by a check of the same id, or left at the end.
+	forget func(*entry)
 }
 
 type entry struct {
 	id  string
 	ids []string
 	at  time.Time
+	// trips wait for the check's outcome until settled.
+	trips   []trip
+	settled bool
 }
 
-func (p *pending) put(id string, ids []string, now time.Time) {
+// put makes the entry of a check of id, and returns it.
+func (p *pending) put(id string, ids []string, now time.Time) *entry {
 	e := &entry{id: id, ids: make([]string, len(ids)), at: now}
 	copy(e.ids, ids)
+	if old := p.m[id]; old != nil && p.forget != nil {
+		p.forget(old)
+	}
 	p.m[id] = e
 	p.queue = append(p.queue, e)
 	p.expire(now)
+	return e
 }
 
 // expire forgets the entries older than pendingFor, and the oldest while
@@ -513,6 +722,9 @@ func (p *pending) expire(now time.Time) {
 		if p.m[e.id] == e {
 			delete(p.m, e.id)
 		}
+		if p.forget != nil {
+			p.forget(e)
+		}
 		p.queue[p.head] = nil
 		p.head++
 	}
@@ -524,10 +736,24 @@ func (p *pending) expire(now time.Time) {
 	}
 }
 
+// forgetAll forgets every entry left, as the replay ends.
+func (p *pending) forgetAll() {
+	for _, e := range p.queue[p.head:] {
+		if p.forget != nil {
+			p.forget(e)
+		}
+	}
+	clear(p.queue)
+	p.queue, p.head = p.queue[:0], 0
+	clear(p.m)
+}
+
 // lineReader reads lines of at most MaxLine bytes, counting them.
 type lineReader struct {
 	br           *bufio.Reader
 	lines, bytes int64
+	// counted is how many of bytes the driver has counted.
+	counted int64
 }
 
 // next returns the next line without its line ending. A line longer than
@@ -573,7 +799,8 @@ func blank(line []byte) bool {
 
 // track is what Run keeps of one rule beyond the shadow book's counts.
 type track struct {
-	rule  *rules.Rule
-	keys  distinct
-	first []Hit
+	rule     *rules.Rule
+	keys     distinct
+	first    []Hit
+	outcomes ByOutcome
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +74,7 @@ func mustParse(tb testing.TB, yaml string) *rules.Set {
 func ms(at time.Time, d time.Duration) time.Time { return at.Add(d) }
 
 func TestRunGeneratedDay(t *testing.T) {
+	t.Parallel()
 	var events bytes.Buffer
 	st, err := traffic{users: 500, perSecond: 2000.0 / 86400, attacks: true, seed: 1}.write(&events)
 	if err != nil {
@@ -127,6 +129,12 @@ func TestRunGeneratedDay(t *testing.T) {
 		{Rule: "login-global", Mode: rules.Enforce, Checks: checks, WouldChallenge: bruteChecks - 101 + stuffChecks - 101, KeysHit: 1, KeysHitExact: true,
 			FirstLimited: []replay.Hit{{Key: "global", At: ms(bruteAt, 101*50*time.Millisecond), Decision: rules.Challenge}}},
 	}
+	// Every attack check is reported a failure, and no normal user trips a
+	// rule: each would-be decision is of a failure.
+	for i := range want {
+		w := &want[i]
+		w.ByOutcome.Failure = replay.Counts{WouldSlow: w.WouldSlow, WouldBlock: w.WouldBlock, WouldChallenge: w.WouldChallenge}
+	}
 	if len(got.Rules) != len(want) {
 		t.Fatalf("%d rules in the summary, want %d", len(got.Rules), len(want))
 	}
@@ -147,27 +155,78 @@ func jsonOf(tb testing.TB, v any) string {
 	return string(b)
 }
 
+// tuningRules have every kind of rule whose counts could depend on the
+// replay's own keys: a distinct count near its limit on many networks, a
+// key: secret rule, the global failure rate, beside account and address
+// rates and the hard stop.
+const tuningRules = dayRules + `  - name: login-ip-distinct
+    flows: [login]
+    key: ip
+    ipv4_prefix: 24
+    type: distinct
+    of: account
+    count: failures
+    limit: 20
+    per: 24h
+  - name: login-secret
+    flows: [login]
+    key: secret
+    type: rate
+    count: failures
+    limit: 10
+    per: 10m
+    burst: 10
+    action: challenge
+`
+
+// TestRunIsDeterministic replays one day 20 times, through Run and
+// through Compare, and wants the same bytes every time: as a table and as
+// JSON. The spray puts twelve /24s near the distinct rule's limit, where an
+// estimate keyed differently each run would trip it at another check now
+// and then; it fails one of three passwords on each account, which the
+// secret rule sees, and more than the global rule allows in a minute. The
+// normal users are few (some ninety logins, a tenth after a typo): they
+// trip nothing, and replaying more of them only makes each run longer.
 func TestRunIsDeterministic(t *testing.T) {
+	t.Parallel()
 	var events bytes.Buffer
-	if _, err := (traffic{users: 300, perSecond: 0.05, attacks: true, seed: 2}).write(&events); err != nil {
+	if _, err := (traffic{users: 100, perSecond: 0.001, sprayNets: 12, fingerprints: true, seed: 2}).write(&events); err != nil {
 		t.Fatal(err)
 	}
-	set := mustParse(t, dayRules)
-	outputs := make([]string, 3)
-	for i := range outputs {
+	set, old := mustParse(t, tuningRules), mustParse(t, dayRules)
+	const runs = 20
+	var first [2]string
+	for i := range runs {
 		s, err := replay.Run(context.Background(), set, bytes.NewReader(events.Bytes()), replay.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var b strings.Builder
-		if err := s.WriteTable(&b); err != nil {
+		c, err := replay.Compare(context.Background(), old, set, bytes.NewReader(events.Bytes()), replay.Config{})
+		if err != nil {
 			t.Fatal(err)
 		}
-		outputs[i] = jsonOf(t, s) + "\n" + b.String()
-	}
-	for i := 1; i < len(outputs); i++ {
-		if outputs[i] != outputs[0] {
-			t.Fatalf("run %d differs from run 0:\n%s\n---\n%s", i, outputs[i], outputs[0])
+		if i == 0 {
+			// The day exercises what it is meant to.
+			for _, r := range s.Rules {
+				if tripping := r.Rule == "login-ip-distinct" || r.Rule == "login-secret" || r.Rule == "login-global"; tripping && r.WouldSlow+r.WouldBlock+r.WouldChallenge == 0 {
+					t.Errorf("%s never trips: the day proves nothing about it", r.Rule)
+				}
+			}
+			if c.Changed == 0 {
+				t.Error("compare changed nothing: the day proves nothing about it")
+			}
+		}
+		for j, out := range []interface{ WriteTable(io.Writer) error }{s, c} {
+			var b strings.Builder
+			if err := out.WriteTable(&b); err != nil {
+				t.Fatal(err)
+			}
+			got := jsonOf(t, out) + "\n" + b.String()
+			if i == 0 {
+				first[j] = got
+			} else if got != first[j] {
+				t.Fatalf("run %d differs from run 0:\n%s\n---\n%s", i, got, first[j])
+			}
 		}
 	}
 }
@@ -389,6 +448,7 @@ rules:
 )
 
 func TestCompare(t *testing.T) {
+	t.Parallel()
 	var events bytes.Buffer
 	if _, err := (traffic{users: 200, perSecond: 0.01, attacks: true, seed: 3}).write(&events); err != nil {
 		t.Fatal(err)
@@ -430,6 +490,7 @@ func TestCompare(t *testing.T) {
 }
 
 func TestCompareOfASetWithItselfChangesNothing(t *testing.T) {
+	t.Parallel()
 	var events bytes.Buffer
 	if _, err := (traffic{users: 200, perSecond: 0.01, attacks: true, seed: 4}).write(&events); err != nil {
 		t.Fatal(err)

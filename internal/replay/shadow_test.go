@@ -194,6 +194,7 @@ func applies(r *rules.Rule, req engine.CheckRequest, trusted bool) bool {
 }
 
 func TestShadowRulesNeverChangeADecision(t *testing.T) {
+	t.Parallel()
 	key, err := secret.New([]byte("replay-shadow-property-key-0123456789"))
 	if err != nil {
 		t.Fatal(err)

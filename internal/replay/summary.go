@@ -78,6 +78,78 @@ type RuleSummary struct {
 	// FirstLimited are the first five keys it would have limited, with
 	// when; never nil.
 	FirstLimited []Hit `json:"first_limited"`
+	// ByOutcome splits WouldSlow, WouldBlock and WouldChallenge by how
+	// each check's attempt went: each is the sum of its three parts.
+	ByOutcome ByOutcome `json:"by_outcome"`
+}
+
+// Outcome is how the attempt of a replayed check went, as the events
+// report it.
+type Outcome string
+
+// The outcomes a replay tells apart.
+const (
+	// LaterSuccess: the check's attempt was reported a success. The user
+	// got in, so a rule that would have slowed, blocked or challenged the
+	// check would have stood in a legitimate user's way: friction.
+	LaterSuccess Outcome = "later_success"
+	// Failure: the attempt was reported a failure.
+	Failure Outcome = "failure"
+	// Unreported: no report of the attempt came within 20 minutes of the
+	// replay's clock (twice an attempt id's life), or before the events
+	// ended. A check production slowed or blocked had no attempt to report,
+	// so it is unreported too.
+	Unreported Outcome = "unreported"
+)
+
+// ByOutcome is a rule's would-be decisions, split by Outcome.
+type ByOutcome struct {
+	LaterSuccess Counts `json:"later_success"`
+	Failure      Counts `json:"failure"`
+	Unreported   Counts `json:"unreported"`
+}
+
+// of returns the counts of outcome o.
+func (b *ByOutcome) of(o Outcome) *Counts {
+	switch o {
+	case LaterSuccess:
+		return &b.LaterSuccess
+	case Failure:
+		return &b.Failure
+	}
+	return &b.Unreported
+}
+
+// Counts are would-be decisions of one rule.
+type Counts struct {
+	WouldSlow      uint64 `json:"would_slow"`
+	WouldBlock     uint64 `json:"would_block"`
+	WouldChallenge uint64 `json:"would_challenge"`
+}
+
+// add counts one would-be decision a.
+func (c *Counts) add(a rules.Action) {
+	switch a {
+	case rules.Slow:
+		c.WouldSlow++
+	case rules.Block:
+		c.WouldBlock++
+	case rules.Challenge:
+		c.WouldChallenge++
+	}
+}
+
+// Of returns the count of decision a; 0 for allow.
+func (c *Counts) Of(a rules.Action) uint64 {
+	switch a {
+	case rules.Slow:
+		return c.WouldSlow
+	case rules.Block:
+		return c.WouldBlock
+	case rules.Challenge:
+		return c.WouldChallenge
+	}
+	return 0
 }
 
 // Hit is a key a rule limited, and when it first did.
@@ -188,6 +260,24 @@ func (s *Summary) WriteTable(w io.Writer) error {
 			hit = "~" + hit
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\n", r.Rule, r.Mode, r.Checks, r.WouldSlow, r.WouldBlock, r.WouldChallenge, hit)
+	}
+	tw.Flush()
+	b.WriteString("\nBY OUTCOME OF THE ATTEMPT (later_success: the user got in, so the rule would have been friction)\n")
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RULE\tWOULD\tLATER_SUCCESS\tFAILURE\tUNREPORTED")
+	split := false
+	for _, r := range s.Rules {
+		o := &r.ByOutcome
+		for _, a := range []rules.Action{rules.Slow, rules.Block, rules.Challenge} {
+			if n := o.LaterSuccess.Of(a) + o.Failure.Of(a) + o.Unreported.Of(a); n == 0 {
+				continue
+			}
+			split = true
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\n", r.Rule, a, o.LaterSuccess.Of(a), o.Failure.Of(a), o.Unreported.Of(a))
+		}
+	}
+	if !split {
+		fmt.Fprintln(tw, "(none: no rule would have limited any check)")
 	}
 	tw.Flush()
 	b.WriteString("\nFIRST KEYS LIMITED\n")

@@ -22,6 +22,7 @@ var day = time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
 var (
 	bruteAt = day.Add(3 * time.Hour)
 	stuffAt = day.Add(14 * time.Hour)
+	sprayAt = day.Add(20 * time.Hour)
 	quiet   = 3 * time.Minute
 )
 
@@ -33,6 +34,9 @@ const (
 	// stuffChecks failed logins to as many accounts from four addresses of
 	// one /24, in turn, 10ms apart.
 	stuffChecks = 1000
+	// sprayAccounts accounts fail from each sprayed /24, one failure per
+	// account, 20ms apart, every network in turn.
+	sprayAccounts = 24
 )
 
 // traffic generates a day of replay events: normal users logging in at
@@ -48,6 +52,14 @@ type traffic struct {
 	perSecond float64
 	attacks   bool
 	seed      uint64
+	// sprayNets, when set, adds a low-and-slow spray at 20:00 from that
+	// many /24s, sprayAccounts accounts failing from each: each network
+	// near the 20 accounts a distinct rule challenges at.
+	sprayNets int
+	// fingerprints has every check carry a secret_fingerprint: each user
+	// its own password (and a typo of it), the brute force a new guess
+	// each time, the stuffing one of a few common passwords.
+	fingerprints bool
 }
 
 // trafficStats counts what a traffic wrote.
@@ -84,10 +96,13 @@ func (tr traffic) write(w io.Writer) (trafficStats, error) {
 		batch = batch[:0]
 		return nil
 	}
-	login := func(at time.Time, account, ip string, outcome engine.Outcome, reportAfter time.Duration) {
+	login := func(at time.Time, account, ip, fp string, outcome engine.Outcome, reportAfter time.Duration) {
 		e := id()
+		if !tr.fingerprints {
+			fp = ""
+		}
 		batch = append(batch,
-			event.Event{Time: at, Kind: event.Check, ID: e, Flow: rules.Login, Account: account, IP: ip},
+			event.Event{Time: at, Kind: event.Check, ID: e, Flow: rules.Login, Account: account, IP: ip, SecretFingerprint: fp},
 			event.Event{Time: at.Add(reportAfter), Kind: event.Report, ID: e, Outcome: outcome})
 	}
 
@@ -97,13 +112,19 @@ func (tr traffic) write(w io.Writer) (trafficStats, error) {
 		switch {
 		case tr.attacks && sec.Equal(bruteAt):
 			for i := range bruteChecks {
-				login(sec.Add(time.Duration(i)*50*time.Millisecond), bruteAccount, bruteIP, engine.Failure, 10*time.Millisecond)
+				login(sec.Add(time.Duration(i)*50*time.Millisecond), bruteAccount, bruteIP, fmt.Sprintf("fp-brute-%08d", i), engine.Failure, 10*time.Millisecond)
 			}
 		case tr.attacks && sec.Equal(stuffAt):
 			for i := range stuffChecks {
-				login(sec.Add(time.Duration(i)*10*time.Millisecond), fmt.Sprintf("stuffed-%d@example.net", i), fmt.Sprintf("192.0.2.%d", 1+i%4), engine.Failure, 5*time.Millisecond)
+				login(sec.Add(time.Duration(i)*10*time.Millisecond), fmt.Sprintf("stuffed-%d@example.net", i), fmt.Sprintf("192.0.2.%d", 1+i%4), fmt.Sprintf("fp-common-%08d", i%7), engine.Failure, 5*time.Millisecond)
 			}
-		case tr.attacks && (near(sec, bruteAt) || near(sec, stuffAt)):
+		case tr.sprayNets > 0 && sec.Equal(sprayAt):
+			for i := range tr.sprayNets * sprayAccounts {
+				n, a := i%tr.sprayNets, i/tr.sprayNets
+				login(sec.Add(time.Duration(i)*20*time.Millisecond), fmt.Sprintf("sprayed-%d-%d@example.org", n, a), fmt.Sprintf("198.18.%d.%d", n, 1+a), fmt.Sprintf("fp-common-%08d", a%3), engine.Failure, 5*time.Millisecond)
+			}
+		case tr.attacks && (near(sec, bruteAt) || near(sec, stuffAt)),
+			tr.sprayNets > 0 && sec.After(sprayAt.Add(-quiet)) && sec.Before(sprayAt.Add(time.Duration(tr.sprayNets*sprayAccounts)*20*time.Millisecond+quiet)):
 		default:
 			due += tr.perSecond
 			for ; due >= 1; due-- {
@@ -111,10 +132,10 @@ func (tr traffic) write(w io.Writer) (trafficStats, error) {
 				account, ip := fmt.Sprintf("user%d@example.com", u), userIP(u)
 				at := sec.Add(time.Duration(rng.IntN(800)) * time.Millisecond)
 				if rng.IntN(10) == 0 {
-					login(at, account, ip, engine.Failure, 20*time.Millisecond)
+					login(at, account, ip, fmt.Sprintf("fp-user-%08d-typo", u), engine.Failure, 20*time.Millisecond)
 					at = at.Add(40 * time.Millisecond)
 				}
-				login(at, account, ip, engine.Success, 20*time.Millisecond)
+				login(at, account, ip, fmt.Sprintf("fp-user-%08d-right", u), engine.Success, 20*time.Millisecond)
 			}
 		}
 		if err := emit(); err != nil {

@@ -6,14 +6,18 @@ import (
 	"time"
 )
 
-// Bound is what one enforced rule allows an attacker per key, in the rule's
-// own window and per day: the figure a rule change moves, so that its
-// effect reads before it ships.
+// Bound is what one rule allows an attacker per key, in the rule's own
+// window and per day, once enforced: the figure a rule change moves, so
+// that its effect reads before it ships, and a candidate in shadow mode
+// reads before it is promoted.
 type Bound struct {
 	// Rule is the rule's name.
 	Rule string `json:"rule"`
 	// Key is what the rule counts by.
 	Key Key `json:"key"`
+	// Mode is the rule's mode: a shadow rule decides nothing yet, and
+	// PerDay is what it would bound once promoted.
+	Mode Mode `json:"mode"`
 	// PerDay is, for a rate rule, the most units one key can spend in a
 	// day, burst + floor(24h·limit/per); for a distinct rule the most
 	// distinct accounts one key can count in a day, its limit when per is
@@ -27,7 +31,8 @@ type Bound struct {
 	// row" for consecutive failures, "in " and the rule's per for a
 	// failure rate or a distinct count ("in 1m", "in 1d").
 	Window string `json:"window"`
-	// What says in words what the rule bounds.
+	// What says in words what the rule bounds; for a shadow rule it starts
+	// with shadowWhat.
 	What string `json:"what"`
 }
 
@@ -35,8 +40,21 @@ type Bound struct {
 // "1000 in 1m".
 func (b Bound) String() string { return fmt.Sprintf("%d %s", b.Most, b.Window) }
 
-// Bound returns what r allows per key.
+// shadowWhat starts the words of a shadow rule's bound.
+const shadowWhat = "shadow, deciding nothing until promoted; then "
+
+// Bound returns what r allows per key, once enforced.
 func (r *Rule) Bound() Bound {
+	b := r.bound()
+	b.Mode = r.Mode
+	if r.Mode == Shadow {
+		b.What = shadowWhat + b.What
+	}
+	return b
+}
+
+// bound is Bound as if r were enforced.
+func (r *Rule) bound() Bound {
 	b := Bound{Rule: r.Name, Key: r.Key, PerDay: r.Limit, Most: r.Limit, Window: "in " + FormatDuration(r.Per)}
 	subject := r.subject()
 	switch r.Type {
@@ -66,14 +84,12 @@ func (r *Rule) Bound() Bound {
 	return b
 }
 
-// Explain returns the Bound of every enforced rule of s, in file order.
-// Shadow rules bound nothing, so they are left out.
+// Explain returns the Bound of every rule of s, in file order: shadow
+// rules too, marked so, with what they would bound once promoted.
 func (s *Set) Explain() []Bound {
-	out := []Bound{}
+	out := make([]Bound, 0, len(s.Rules))
 	for i := range s.Rules {
-		if s.Rules[i].Mode == Enforce {
-			out = append(out, s.Rules[i].Bound())
-		}
+		out = append(out, s.Rules[i].Bound())
 	}
 	return out
 }

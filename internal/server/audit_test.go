@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"sync"
@@ -52,6 +53,16 @@ func (l *logBuffer) lines(t *testing.T, key string, value any) []map[string]any 
 	}
 	return out
 }
+
+// trialRule is a rule on trial, in shadow mode.
+const trialRule = `  - name: trial
+    flows: [login]
+    key: ip
+    type: rate
+    limit: 10
+    per: 1m
+    mode: shadow
+`
 
 const hardStopRules = `version: 1
 rules:
@@ -111,7 +122,7 @@ func metric(t *testing.T, in *instance, prefix string) float64 {
 func wantFields(t *testing.T, what string, line map[string]any, want map[string]any) {
 	t.Helper()
 	for k, v := range want {
-		if line[k] != v {
+		if !reflect.DeepEqual(line[k], v) {
 			t.Errorf("%s: %s = %v, want %v (line %v)", what, k, line[k], v, line)
 		}
 	}
@@ -187,25 +198,57 @@ func TestAuditAndHardStopLines(t *testing.T) {
 	wantFields(t, "failed reset", resets[2], map[string]any{"audit": true, "action": "reset", "subject": "ops-alice", "result": "error",
 		"request_id": requestID(t, failed)})
 
-	// Reloads: one refused, one applied.
+	// Reloads: one refused, one applied, one promoting the trial.
 	writeFile(t, in.rulesPath, "version: 1\nrules:\n  - name: Bad\n")
 	refused := in.do(t, "POST", "/v1/rules/reload", in.adminToken, nil)
 	if refused.status != 400 {
 		t.Fatalf("invalid reload: %d %s", refused.status, refused.raw)
 	}
-	writeFile(t, in.rulesPath, hardStopRules+"    action: slow\n")
+	writeFile(t, in.rulesPath, hardStopRules+"    action: slow\n"+trialRule)
 	applied := in.do(t, "POST", "/v1/rules/reload", in.adminToken, nil)
 	if applied.status != 200 {
 		t.Fatalf("reload: %d %s", applied.status, applied.raw)
 	}
-	reloads := logs.lines(t, "action", "reload")
-	if len(reloads) != 2 {
-		t.Fatalf("reload audit lines: %v, want two", reloads)
+	// Then the trial is promoted and the hard stop goes.
+	writeFile(t, in.rulesPath, "version: 1\nrules:\n"+strings.Replace(trialRule, "mode: shadow", "mode: enforce", 1))
+	promotion := in.do(t, "POST", "/v1/rules/reload", in.adminToken, nil)
+	if promotion.status != 200 {
+		t.Fatalf("reload: %d %s", promotion.status, promotion.raw)
 	}
+	reloads := logs.lines(t, "action", "reload")
+	if len(reloads) != 3 {
+		t.Fatalf("reload audit lines: %v, want three", reloads)
+	}
+	none := []any{}
 	wantFields(t, "refused reload", reloads[0], map[string]any{"audit": true, "action": "reload", "subject": "ops-alice", "result": "error",
 		"request_id": requestID(t, refused)})
-	wantFields(t, "reload", reloads[1], map[string]any{"audit": true, "action": "reload", "subject": "ops-alice", "result": "ok",
-		"request_id": requestID(t, applied)})
+	changed := map[string]any{"audit": true, "action": "reload", "subject": "ops-alice", "result": "ok", "request_id": requestID(t, applied),
+		"rules_added": []any{"trial"}, "rules_removed": none, "rules_promoted": none, "rules_demoted": none, "settings_changed": none,
+		"rules_changed": []any{map[string]any{"rule": "hard-stop", "fields": []any{"action"}}}}
+	wantFields(t, "reload", reloads[1], changed)
+	promoted := map[string]any{"audit": true, "action": "reload", "subject": "ops-alice", "result": "ok", "request_id": requestID(t, promotion),
+		"rules_added": none, "rules_removed": []any{"hard-stop"}, "rules_promoted": []any{"trial"}, "rules_demoted": none, "settings_changed": none,
+		"rules_changed": []any{map[string]any{"rule": "trial", "fields": []any{"mode"}, "mode_from": "shadow", "mode_to": "enforce"}}}
+	wantFields(t, "promotion", reloads[2], promoted)
+	// The instance's own line of each reload says the same, with the same
+	// request id. (The file's
+	// watcher may reload each file once more, finding nothing changed.)
+	var reloaded []map[string]any
+	for _, l := range logs.lines(t, "by", "ops-alice") {
+		if l["msg"] == "rules reloaded" {
+			reloaded = append(reloaded, l)
+		}
+	}
+	if len(reloaded) != 2 {
+		t.Fatalf("rules reloaded lines: %v, want two", reloaded)
+	}
+	for i, want := range []map[string]any{changed, promoted} {
+		for _, k := range []string{"request_id", "rules_added", "rules_removed", "rules_changed", "rules_promoted", "rules_demoted", "settings_changed"} {
+			if !reflect.DeepEqual(reloaded[i][k], want[k]) {
+				t.Errorf("rules reloaded line %d: %s = %v, want %v", i, k, reloaded[i][k], want[k])
+			}
+		}
+	}
 
 	for _, c := range []struct {
 		series string
@@ -213,7 +256,7 @@ func TestAuditAndHardStopLines(t *testing.T) {
 	}{
 		{`guardian_admin_actions_total{action="reset",result="ok"}`, 2},
 		{`guardian_admin_actions_total{action="reset",result="error"}`, 1},
-		{`guardian_admin_actions_total{action="reload",result="ok"}`, 1},
+		{`guardian_admin_actions_total{action="reload",result="ok"}`, 2},
 		{`guardian_admin_actions_total{action="reload",result="error"}`, 1},
 	} {
 		if got := metric(t, in, c.series); got != c.want {

@@ -238,7 +238,7 @@ func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 // on a registry of its own, its shadow book, and its one Hasher of the hash
 // key, which the engine, the audit trail and the decision log share.
 func newServer(cfg Config) *Server {
-	s := &Server{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry(), shadow: shadow.NewBook(), hasher: keys.NewHasher(cfg.HashKey)}
+	s := &Server{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry(), shadow: newBook(cfg), hasher: keys.NewHasher(cfg.HashKey)}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -246,6 +246,12 @@ func newServer(cfg Config) *Server {
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.metrics = metrics.New(s.registry)
 	return s
+}
+
+// newBook returns the instance's shadow book on its clock, cfg.Now: a
+// promoted rule's last tallies stay in GET /v1/shadow for 24 hours of it.
+func newBook(cfg Config) *shadow.Book {
+	return shadow.NewBook().WithClock(cfg.Now)
 }
 
 // joinFleet builds what the instance shares with its fleet through sh: its
@@ -588,13 +594,21 @@ func (s *Server) reload(ctx context.Context, by string) (*rules.Set, error) {
 		s.log.WarnContext(ctx, "rules reload refused, previous rules kept", "by", by, "err", err, "hash", s.holder.Load().Hash())
 		return nil, err
 	}
+	changes := rules.Diff(s.holder.Load(), set)
 	s.applyRules(set)
 	if s.invalidate != nil {
 		s.invalidate()
 	}
 	s.metrics.RulesReloads.WithLabelValues("ok").Inc()
-	s.log.InfoContext(ctx, "rules reloaded", "by", by, "source", set.Source, "rule_count", len(set.Rules), "hash", set.Hash())
+	s.logReloaded(ctx, by, set, &changes)
 	return set, nil
+}
+
+// logReloaded writes the line of a reload by who asked, by, that put set in
+// force, with what it changed (rules.Changes.Attrs).
+func (s *Server) logReloaded(ctx context.Context, by string, set *rules.Set, changes *rules.Changes) {
+	attrs := append([]slog.Attr{slog.String("by", by), slog.String("source", set.Source), slog.Int("rule_count", len(set.Rules)), slog.String("hash", set.Hash())}, changes.Attrs()...)
+	s.log.LogAttrs(ctx, slog.LevelInfo, "rules reloaded", attrs...)
 }
 
 // rulesPoll is how often a watched file (rules, signing keys, TLS) is read

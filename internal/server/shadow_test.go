@@ -8,6 +8,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/guardian-sec/guardian/internal/server"
+	"github.com/guardian-sec/guardian/internal/store/memstore"
+	"github.com/guardian-sec/guardian/internal/testclock"
 )
 
 // promotionRules has rule watch in shadow mode beside a loose enforced rule;
@@ -102,9 +107,53 @@ func TestPromotionKeepsTheShadowState(t *testing.T) {
 	if other.status != http.StatusOK {
 		t.Fatalf("another address: status %d, want 200", other.status)
 	}
-	if _, listed := shadowReport(t, in)["watch"]; listed {
-		t.Fatal("GET /v1/shadow still lists watch after its promotion")
+	// GET /v1/shadow keeps watch's last shadow tallies, marked promoted.
+	rep = shadowReport(t, in)["watch"]
+	if num(rep["evaluated"]) != 4 || num(rep["would_slow"]) != 1 || str(rep["promoted_at"]) == "" {
+		t.Fatalf("GET /v1/shadow watch after its promotion = %v, want its 4 evaluations, 1 would slow, and promoted_at", rep)
 	}
+}
+
+// TestPromotedTalliesLastADay promotes a shadow rule on a test clock: GET
+// /v1/shadow shows its last tallies with promoted_at through later reloads,
+// for 24 hours after the promotion, and never counts on.
+func TestPromotedTalliesLastADay(t *testing.T) {
+	clock := testclock.New(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
+	in := startConfig(t, promotionRules, server.Config{Now: clock.Now, Store: memstore.New(memstore.Config{Now: clock.Now})})
+	req := map[string]any{"flow": "login", "account": "mallory", "ip": "203.0.113.50"}
+	for range 5 {
+		in.check(t, req)
+	}
+	clock.Advance(time.Hour)
+	promotedAt := clock.Now()
+	writeFile(t, in.rulesPath, promote(promotionRules))
+	if r := in.do(t, http.MethodPost, "/v1/rules/reload", in.adminToken, nil); r.status != http.StatusOK {
+		t.Fatalf("reload: %d %s", r.status, r.raw)
+	}
+	for range 3 {
+		in.check(t, req)
+	}
+	want := func(when string, listed bool) {
+		t.Helper()
+		rep, ok := shadowReport(t, in)["watch"]
+		if ok != listed {
+			t.Fatalf("%s: watch listed %v (%v), want %v", when, ok, rep, listed)
+		}
+		if listed && (num(rep["evaluated"]) != 5 || num(rep["would_slow"]) != 2 || str(rep["promoted_at"]) != promotedAt.Format(time.RFC3339)) {
+			t.Fatalf("%s: watch = %v, want 5 evaluated, 2 would slow, promoted_at %s", when, rep, promotedAt.Format(time.RFC3339))
+		}
+	}
+	want("after the promotion", true)
+	// A later reload that changes the promoted rule keeps the tallies.
+	clock.Advance(12 * time.Hour)
+	writeFile(t, in.rulesPath, strings.Replace(promote(promotionRules), "burst: 3", "burst: 4", 1))
+	if r := in.do(t, http.MethodPost, "/v1/rules/reload", in.adminToken, nil); r.status != http.StatusOK {
+		t.Fatalf("reload: %d %s", r.status, r.raw)
+	}
+	clock.Set(promotedAt.Add(24*time.Hour - time.Second))
+	want("a second short of 24 hours", true)
+	clock.Set(promotedAt.Add(24 * time.Hour))
+	want("24 hours on", false)
 }
 
 // TestShadowReportCountsWhatTheChecksSaid sends random traffic through the

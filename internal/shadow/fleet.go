@@ -184,21 +184,25 @@ func (f *Fleet) Flush(ctx context.Context) error {
 	return nil
 }
 
-// Report returns the fleet's counts of every shadow rule in force, sorted by
-// rule name: the other instances' as they last wrote them, this instance's
-// as they are now. Since is the earliest any instance loaded the rule's
+// Report returns the fleet's counts of every shadow rule in force, and of
+// every rule promoted from shadow within PromotedFor (with PromotedAt: when
+// this instance loaded the promotion), sorted by rule name: the other
+// instances' as they last wrote them, this instance's as they are now. Since is the earliest any instance loaded the rule's
 // definition. On the embedded store, or when the store does not answer
 // within Timeout, it returns this instance's counts alone and partial.
 func (f *Fleet) Report(ctx context.Context) (rep []RuleReport, partial bool) {
-	local := f.cfg.Book.tallies.Load()
+	local, promoted := f.cfg.Book.tallies.Load(), f.cfg.Book.promotions()
 	if f.cfg.Shared == nil {
 		return f.cfg.Book.Report(), true
 	}
-	defs := make([]string, 0, len(*local))
+	defs := make([]string, 0, len(*local)+len(promoted))
 	for _, t := range *local {
 		if t.def != "" {
 			defs = append(defs, t.def)
 		}
+	}
+	for _, p := range promoted {
+		defs = append(defs, p.t.def)
 	}
 	var stored []Tally
 	if len(defs) > 0 {
@@ -217,10 +221,18 @@ func (f *Fleet) Report(ctx context.Context) (rep []RuleReport, partial bool) {
 			byDef[t.Def] = append(byDef[t.Def], t)
 		}
 	}
-	rep = make([]RuleReport, 0, len(*local))
+	rep = make([]RuleReport, 0, len(*local)+len(promoted))
 	for name, t := range *local {
 		own := t.snapshot(f.cfg.Instance, sketchCapacity)
 		rep = append(rep, merge(name, append(byDef[t.def], own)))
+	}
+	// A promoted rule's last tallies: this instance's, and those the others
+	// wrote of the same definition, which stop when they load the promotion.
+	for name, p := range promoted {
+		own := p.t.snapshot(f.cfg.Instance, sketchCapacity)
+		rr := merge(name, append(byDef[p.t.def], own))
+		rr.PromotedAt = p.at
+		rep = append(rep, rr)
 	}
 	slices.SortFunc(rep, func(x, y RuleReport) int { return cmp.Compare(x.Rule, y.Rule) })
 	return rep, false
@@ -252,14 +264,19 @@ func merge(rule string, ts []Tally) RuleReport {
 }
 
 // tallied returns the tallies of every tracked definition as instance's,
-// with up to top keys each.
+// with up to top keys each, and those of the rules promoted within
+// PromotedFor: their last counts reach the store, and stay there while the
+// promotion is reported.
 func (b *Book) tallied(instance string, top int) []Tally {
-	m := *b.tallies.Load()
-	out := make([]Tally, 0, len(m))
+	m, promoted := *b.tallies.Load(), b.promotions()
+	out := make([]Tally, 0, len(m)+len(promoted))
 	for _, t := range m {
 		if t.def != "" {
 			out = append(out, t.snapshot(instance, top))
 		}
+	}
+	for _, p := range promoted {
+		out = append(out, p.t.snapshot(instance, top))
 	}
 	return out
 }

@@ -256,3 +256,113 @@ func TestMergeBoundsTopKeys(t *testing.T) {
 		t.Errorf("got %v, want z 30 then k00..k08 at 13", got)
 	}
 }
+
+// enforcedSet is shadowSet with ip-strict promoted to enforce.
+func enforcedSet(t *testing.T, limit int, at time.Time) *rules.Set {
+	t.Helper()
+	set, err := rules.Parse("rules.yaml", []byte(fmt.Sprintf(`version: 1
+rules:
+  - {name: ip-strict, flows: [login], key: ip, type: rate, limit: %d, per: 1m}
+  - {name: enforced, flows: [login], key: ip, type: rate, limit: 100, per: 1m}
+`, limit)), at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
+func TestBookKeepsAPromotedRulesTallies(t *testing.T) {
+	clock := tf0
+	b := NewBook().WithClock(func() time.Time { return clock })
+	b.Track(shadowSet(t, 1, tf0))
+	for _, k := range []string{"k1", "k1", "k2"} {
+		b.Record("ip-strict", rules.Slow, k)
+	}
+	b.Record("ip-strict", "", "k3")
+	want := RuleReport{Rule: "ip-strict", Evaluated: 4, WouldSlow: 3, Since: tf0, TopKeys: []KeyCount{{"k1", 2}, {"k2", 1}}}
+
+	promotedAt := tf0.Add(time.Hour)
+	clock = promotedAt
+	b.Track(enforcedSet(t, 1, promotedAt))
+	// The enforced rule is recorded no more: its tally stopped.
+	b.Record("ip-strict", rules.Slow, "k9")
+	want.PromotedAt = promotedAt
+	if got := b.Report(); fmt.Sprint(got) != fmt.Sprint([]RuleReport{want}) {
+		t.Fatalf("after the promotion: %+v\nwant %+v", got, []RuleReport{want})
+	}
+	// Another reload keeps it, retuned or not, until 24 hours after the
+	// promotion.
+	clock = promotedAt.Add(23 * time.Hour)
+	b.Track(enforcedSet(t, 2, clock))
+	if got := b.Report(); fmt.Sprint(got) != fmt.Sprint([]RuleReport{want}) {
+		t.Fatalf("23 hours on: %+v\nwant %+v", got, []RuleReport{want})
+	}
+	clock = promotedAt.Add(PromotedFor)
+	if got := b.Report(); len(got) != 0 {
+		t.Fatalf("24 hours on: %+v, want nothing", got)
+	}
+	b.Track(enforcedSet(t, 2, clock))
+	if n := len(*b.promoted.Load()); n != 0 {
+		t.Errorf("%d promotions kept past their 24 hours, want none", n)
+	}
+}
+
+func TestBookPromotionUndoneOrRemoved(t *testing.T) {
+	clock := tf0
+	b := NewBook().WithClock(func() time.Time { return clock })
+	b.Track(shadowSet(t, 1, tf0))
+	b.Record("ip-strict", rules.Block, "k1")
+	b.Track(enforcedSet(t, 1, tf0.Add(time.Minute)))
+	// Back in shadow as it was: it counts on from its last tally.
+	b.Track(shadowSet(t, 1, tf0.Add(2*time.Minute)))
+	b.Record("ip-strict", rules.Block, "k1")
+	want := []RuleReport{{Rule: "ip-strict", Evaluated: 2, WouldBlock: 2, Since: tf0, TopKeys: []KeyCount{{"k1", 2}}}}
+	if got := b.Report(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("back in shadow: %+v\nwant %+v", got, want)
+	}
+	// Promoted, then removed: nothing left to show.
+	b.Track(enforcedSet(t, 1, tf0.Add(3*time.Minute)))
+	removed, err := rules.Parse("rules.yaml", []byte("version: 1\nrules:\n  - {name: enforced, flows: [login], key: ip, type: rate, limit: 100, per: 1m}\n"), tf0.Add(4*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Track(removed)
+	if got := b.Report(); len(got) != 0 {
+		t.Fatalf("promoted then removed: %+v, want nothing", got)
+	}
+}
+
+// TestFleetReportsAPromotedRule: the fleet's tallies of a promoted rule are
+// its last ones on every instance, this instance's and the others' as they
+// last wrote them, while the promotion is reported.
+func TestFleetReportsAPromotedRule(t *testing.T) {
+	sh := newMemShared()
+	a := newMember("a", sh, shadowSet(t, 1, tf0))
+	b := newMember("b", sh, shadowSet(t, 1, tf0))
+	a.book.Record("ip-strict", rules.Slow, "k1")
+	b.book.Record("ip-strict", rules.Slow, "k1")
+	b.book.Record("ip-strict", rules.Slow, "k2")
+	if err := b.fleet.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	promotedAt := tf0.Add(time.Hour)
+	for _, m := range []member{a, b} {
+		m.book.WithClock(func() time.Time { return promotedAt.Add(time.Minute) })
+	}
+	// a's last trip is not written yet when it promotes the rule.
+	a.book.Track(enforcedSet(t, 1, promotedAt))
+	b.book.Track(enforcedSet(t, 1, promotedAt.Add(2*time.Second)))
+	want := RuleReport{Rule: "ip-strict", Evaluated: 3, WouldSlow: 3, Since: tf0, TopKeys: []KeyCount{{"k1", 2}, {"k2", 1}}, PromotedAt: promotedAt}
+	got, partial := report(t, a.fleet)
+	if partial || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("a reports %+v\nwant       %+v", got, want)
+	}
+	// a writes its last tally once promoted; b then sees the fleet's too.
+	if err := a.fleet.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want.PromotedAt = promotedAt.Add(2 * time.Second)
+	if got, _ := report(t, b.fleet); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("b reports %+v\nwant       %+v", got, want)
+	}
+}

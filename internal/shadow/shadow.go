@@ -6,6 +6,7 @@ package shadow
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,9 @@ import (
 )
 
 const (
+	// PromotedFor is how long a rule promoted from shadow to enforce keeps
+	// its last shadow tallies in the report.
+	PromotedFor = 24 * time.Hour
 	// sketchCapacity is the number of top-key counters kept per rule.
 	sketchCapacity = 64
 	// reportedKeys is how many top keys a RuleReport lists, as the contract
@@ -29,15 +33,32 @@ const (
 // changed). Events of other rules are dropped, so a check still finishing
 // on a replaced rule set cannot bring a removed rule back into the report.
 //
+// A rule that Track sees go from shadow to enforce keeps its last tally, no
+// longer counting, for PromotedFor after the promotion, reported with
+// PromotedAt: what the rule did while on trial stays readable after it
+// ships. Put back in shadow with the same definition, it counts on from
+// there.
+//
 // Record is lock-free apart from the top-keys counters of a rule that
 // tripped, and allocates nothing once those counters have held a key of
 // each length. A Book is safe for concurrent use; use NewBook.
 type Book struct {
-	// mu serialises Sync and Reset, which replace tallies as a whole.
+	// mu serialises Sync, Track and Reset, which replace tallies as a
+	// whole.
 	mu sync.Mutex
 	// tallies maps a rule name to its tally. The map is never modified once
 	// stored: writers store a copy.
 	tallies atomic.Pointer[map[string]*tally]
+	// promoted maps a promoted rule's name to its last tally, likewise.
+	promoted atomic.Pointer[map[string]promotion]
+	// now tells when a promotion is over (default time.Now).
+	now func() time.Time
+}
+
+// promotion is the last tally of a rule promoted at at.
+type promotion struct {
+	t  *tally
+	at time.Time
 }
 
 // tally is one rule's counts since it was loaded.
@@ -77,12 +98,24 @@ type RuleReport struct {
 	// in Report, anywhere in the fleet in Fleet.Report. Zero for a rule
 	// named by Sync.
 	Since time.Time `json:"since,omitzero"`
+	// PromotedAt is set on a rule promoted to enforce within PromotedFor:
+	// when this instance loaded the promotion (the rule set's LoadedAt,
+	// to the second). Its counts stopped then.
+	PromotedAt time.Time `json:"promoted_at,omitzero"`
 }
 
 // NewBook returns a Book that tracks no rules yet.
 func NewBook() *Book {
-	b := &Book{}
+	b := &Book{now: time.Now}
 	b.tallies.Store(&map[string]*tally{})
+	b.promoted.Store(&map[string]promotion{})
+	return b
+}
+
+// WithClock makes now the clock that tells when a promotion's PromotedFor
+// is over, and returns b. Call it before b is used.
+func (b *Book) WithClock(now func() time.Time) *Book {
+	b.now = now
 	return b
 }
 
@@ -136,16 +169,21 @@ func (b *Book) Sync(rules []string) {
 // Track makes the Book track exactly the shadow rules of set, each by its
 // definition (rules.Rule.Hash): a rule whose definition the Book already
 // tracks keeps its counts, whatever its position in the file; a new rule,
-// or one whose definition changed, starts at zero, since set.LoadedAt.
+// or one whose definition changed, starts at zero, since set.LoadedAt. A
+// tracked rule that set enforces is promoted: its tally stops and stays
+// reported for PromotedFor from set.LoadedAt, while set keeps it enforced.
 // Call it with every newly loaded rule set.
 func (b *Book) Track(set *rules.Set) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	old := *b.tallies.Load()
-	next := make(map[string]*tally)
+	at := set.LoadedAt.UTC().Truncate(time.Second)
+	old, oldPromoted := *b.tallies.Load(), *b.promoted.Load()
+	next, promoted := make(map[string]*tally), make(map[string]promotion)
+	enforced := map[string]bool{}
 	for i := range set.Rules {
 		r := &set.Rules[i]
 		if r.Mode != rules.Shadow {
+			enforced[r.Name] = true
 			continue
 		}
 		def := r.Hash()
@@ -153,11 +191,39 @@ func (b *Book) Track(set *rules.Set) {
 			next[r.Name] = t
 			continue
 		}
+		if p, ok := oldPromoted[r.Name]; ok && p.t.def == def {
+			// Back in shadow as it was: it counts on.
+			next[r.Name] = p.t
+			continue
+		}
 		t := newTally()
-		t.def, t.since = def, set.LoadedAt.UTC().Truncate(time.Second)
+		t.def, t.since = def, at
 		next[r.Name] = t
 	}
+	for name, t := range old {
+		if enforced[name] && t.def != "" {
+			promoted[name] = promotion{t: t, at: at}
+		}
+	}
+	for name, p := range oldPromoted {
+		if _, now := promoted[name]; !now && enforced[name] && at.Sub(p.at) < PromotedFor {
+			promoted[name] = p
+		}
+	}
 	b.tallies.Store(&next)
+	b.promoted.Store(&promoted)
+}
+
+// promotions returns the promotions not yet over.
+func (b *Book) promotions() map[string]promotion {
+	now := b.now()
+	live := map[string]promotion{}
+	for name, p := range *b.promoted.Load() {
+		if now.Sub(p.at) < PromotedFor {
+			live[name] = p
+		}
+	}
+	return live
 }
 
 // Reset starts rule's tally afresh, and tracks rule if it was not tracked.
@@ -172,27 +238,43 @@ func (b *Book) Reset(rule string) {
 	}
 	next[rule] = newTally()
 	b.tallies.Store(&next)
+	if _, ok := (*b.promoted.Load())[rule]; ok {
+		promoted := maps.Clone(*b.promoted.Load())
+		delete(promoted, rule)
+		b.promoted.Store(&promoted)
+	}
 }
 
-// Report returns the counts of every tracked rule, sorted by rule name.
-// A report taken while checks run is not a snapshot, but the would-be
-// counts never add up to more than Evaluated: Record counts the evaluation
-// first and Report reads it last.
+// Report returns the counts of every tracked rule, and of every rule
+// promoted within PromotedFor, sorted by rule name. A report taken while
+// checks run is not a snapshot, but the would-be counts never add up to
+// more than Evaluated: Record counts the evaluation first and Report reads
+// it last.
 func (b *Book) Report() []RuleReport {
-	m := *b.tallies.Load()
-	out := make([]RuleReport, 0, len(m))
+	m, promoted := *b.tallies.Load(), b.promotions()
+	out := make([]RuleReport, 0, len(m)+len(promoted))
 	for r, t := range m {
-		rr := RuleReport{
-			Rule:           r,
-			WouldSlow:      t.slow.Load(),
-			WouldBlock:     t.block.Load(),
-			WouldChallenge: t.challenge.Load(),
-			TopKeys:        t.top.Top(reportedKeys),
-			Since:          t.since,
-		}
-		rr.Evaluated = t.evaluated.Load()
+		out = append(out, t.report(r))
+	}
+	for r, p := range promoted {
+		rr := p.t.report(r)
+		rr.PromotedAt = p.at
 		out = append(out, rr)
 	}
 	slices.SortFunc(out, func(x, y RuleReport) int { return cmp.Compare(x.Rule, y.Rule) })
 	return out
+}
+
+// report returns t as the report of rule.
+func (t *tally) report(rule string) RuleReport {
+	rr := RuleReport{
+		Rule:           rule,
+		WouldSlow:      t.slow.Load(),
+		WouldBlock:     t.block.Load(),
+		WouldChallenge: t.challenge.Load(),
+		TopKeys:        t.top.Top(reportedKeys),
+		Since:          t.since,
+	}
+	rr.Evaluated = t.evaluated.Load()
+	return rr
 }

@@ -193,8 +193,15 @@ func TestConsoleInABrowser(t *testing.T) {
 	wait("two instances in the fleet", `document.querySelectorAll("#fleet tbody tr").length === 2`)
 	wait("both instances' store ok", `document.getElementById("n-degraded").textContent === "0 of 2"`)
 	wait("rules consistent", `document.getElementById("n-consistent").textContent === "yes"`)
-	// The rules with what each bounds: 5 + 1440 a day per account.
-	wait("the rules with their bounds", `[...document.querySelectorAll("#rules tbody tr")].some(r => r.textContent.includes("login-account") && r.textContent.includes("1,445"))`)
+	// The rules with what each bounds in its own window: 5 + 1440 a day per
+	// account, 3 failures in a row, and the shadow rule's 1 + 24 a day
+	// once promoted.
+	for _, b := range []struct{ rule, bound string }{
+		{"login-account", "1,445 a day"}, {"login-hard-stop", "3 in a row"}, {"login-ip-strict", "25 a day"},
+	} {
+		wait("the bound of "+b.rule, fmt.Sprintf(`[...document.querySelectorAll("#rules tbody tr")].some(r => r.textContent.includes(%q) && r.textContent.includes(%q))`, b.rule, b.bound))
+	}
+	wait("the shadow rule marked so", `[...document.querySelectorAll("#rules tbody tr")].some(r => r.textContent.includes("login-ip-strict") && r.textContent.includes("shadow, deciding nothing until promoted"))`)
 
 	// The shadow rule's trips, from both instances.
 	// Every instance sums the fleet's within 5 s.

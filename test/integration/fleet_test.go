@@ -204,3 +204,51 @@ func TestShadowAcrossInstances(t *testing.T) {
 		return shadowRule(t, c)["evaluated"] == 1.0
 	})
 }
+
+// TestPromotedRuleAcrossInstances trips a shadow rule on A and B, then
+// promotes it on A and later on B: GET /v1/shadow on each keeps the fleet's
+// last shadow tallies of the rule, marked promoted_at, and a check after the
+// promotion counts in them no more.
+func TestPromotedRuleAcrossInstances(t *testing.T) {
+	redis := redistest.Start(t)
+	fleet := startFleet(t, 2, fleetConfig{redisURL: redis.URL(), rulesYAML: fmt.Sprintf(shadowRules, 1)})
+	a, b := fleet[0], fleet[1]
+	for _, in := range []*instance{a, a, b, b} {
+		if r := in.check(t, map[string]any{"flow": "login", "ip": "198.51.100.1"}); r.status != 200 {
+			t.Fatalf("check: %d %s", r.status, r.raw)
+		}
+	}
+	waitFor(t, "A's and B's checks summed on A", 5*time.Second, func() bool {
+		r := shadowRule(t, a)
+		return r["evaluated"] == 4.0 && r["would_slow"] == 3.0
+	})
+	promoted := strings.Replace(fmt.Sprintf(shadowRules, 1), "mode: shadow", "mode: enforce", 1)
+	if err := os.WriteFile(a.rulesPath, []byte(promoted), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := a.must(t, "POST", "/v1/rules/reload", adminToken, nil); r.status != 200 {
+		t.Fatalf("reload on A: %d %s", r.status, r.raw)
+	}
+	r := shadowRule(t, a)
+	at, err := time.Parse(time.RFC3339, fmt.Sprint(r["promoted_at"]))
+	if err != nil || time.Since(at) > time.Minute || r["evaluated"] != 4.0 || r["would_slow"] != 3.0 {
+		t.Fatalf("A after its promotion: %v, want the fleet's 4 evaluations, 3 would slow, promoted_at now (%v)", r, err)
+	}
+	// B has not reloaded yet: the rule is in shadow there, and counting.
+	if r := shadowRule(t, b); r["promoted_at"] != nil {
+		t.Fatalf("B before it reloads: %v, want ip-shadow in shadow", r)
+	}
+	if r := b.must(t, "POST", "/v1/rules/reload", adminToken, nil); r.status != 200 {
+		t.Fatalf("reload on B: %d %s", r.status, r.raw)
+	}
+	// Enforced now: this check is slowed, and counts in no shadow tally.
+	if r := b.check(t, map[string]any{"flow": "login", "ip": "198.51.100.1"}); r.status != 429 {
+		t.Fatalf("check after the promotion: %d %s, want 429 by ip-shadow", r.status, r.raw)
+	}
+	for _, in := range []*instance{a, b} {
+		waitFor(t, "the promoted rule's last tallies on every instance", 5*time.Second, func() bool {
+			r := shadowRule(t, in)
+			return r["promoted_at"] != nil && r["evaluated"] == 4.0 && r["would_slow"] == 3.0
+		})
+	}
+}

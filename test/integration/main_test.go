@@ -61,6 +61,9 @@ type fleetConfig struct {
 	redis redisstore.Options
 	// decisionLog, when set, receives every instance's decision log.
 	decisionLog io.Writer
+	// decisionLogs, when set, gives instance i a decision log of its own,
+	// decisionLogs[i], in place of decisionLog.
+	decisionLogs []io.Writer
 	// keyFile returns instance i's signing key file (default none: every
 	// instance signs with signingKey).
 	keyFile func(i int) string
@@ -104,6 +107,9 @@ func startFleet(t *testing.T, n int, cfg fleetConfig) []*instance {
 			sc.Now = cfg.now(i)
 		}
 		sc.DecisionLog = cfg.decisionLog
+		if cfg.decisionLogs != nil {
+			sc.DecisionLog = cfg.decisionLogs[i]
+		}
 		if cfg.keyFile != nil {
 			sc.SigningKeyFile = cfg.keyFile(i)
 		}

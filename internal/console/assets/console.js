@@ -150,7 +150,7 @@
         el("td", {}, r.type),
         el("td", {}, el("span", { class: "badge " + (r.mode === "shadow" ? "shadow" : "") }, r.mode)),
         el("td", { class: "num" }, b ? b.bound.toLocaleString("en") + " " + b.window : "–"),
-        el("td", {}, b ? b.what : "shadow: decides nothing"),
+        el("td", {}, b ? b.what : "–"),
       );
     }));
   }
@@ -163,7 +163,7 @@
       total += r.would_slow + r.would_block + r.would_challenge;
       return el("tr", { "data-rule": r.rule },
         el("td", {}, el("code", {}, r.rule)),
-        el("td", {}, r.since ? ago(r.since) : "–"),
+        el("td", {}, r.promoted_at ? "promoted " + ago(r.promoted_at) : (r.since ? ago(r.since) : "–")),
         el("td", { class: "num" }, r.evaluated),
         el("td", { class: "num would-slow" }, r.would_slow),
         el("td", { class: "num would-block" }, r.would_block),

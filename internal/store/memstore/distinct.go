@@ -1,8 +1,6 @@
 package memstore
 
 import (
-	"hash/maphash"
-
 	"github.com/guardian-sec/guardian/internal/hll"
 	"github.com/guardian-sec/guardian/internal/store"
 )
@@ -122,7 +120,11 @@ func (s *Store) spendDistinct(op *store.Op, l store.Distinct, ev *eval, e entry)
 	if next.window[slot] != ev.dist.w {
 		next.window[slot], next.slots[slot] = ev.dist.w, nil
 	}
-	next.slots[slot] = next.slots[slot].add(maphash.String(s.seed, op.Member))
+	// A fixed hash: members are keyed hashes already, and an estimate that
+	// depends on its members alone is the same in every process, so a
+	// replay of the same events counts the same (and Redis's PFADD hashes
+	// with a fixed seed too).
+	next.slots[slot] = next.slots[slot].add(hll.Hash(op.Member))
 	newest := max(ev.dist.newest, ev.dist.w)
 	return entry{exp: (newest + store.DistinctSlots) * step, dist: next}
 }
