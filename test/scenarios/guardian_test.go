@@ -82,7 +82,7 @@ func start(t *testing.T, rulesYAML string) *guardian {
 	// Service tokens outlive every clock advance a scenario makes.
 	svc := tokens.NewService(signingKey)
 	issue := func(scope tokens.Scope) string {
-		tok, err := svc.Issue(scope, "scenario", 400*day, t0)
+		tok, err := svc.Issue(scope, "scenario", 365*day, t0)
 		if err != nil {
 			t.Fatal(err)
 		}
