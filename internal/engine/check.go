@@ -244,12 +244,15 @@ func (e *Engine) decideRule(en *plan.Entry, rs *store.Result, q *Quota, d *Decis
 	}
 	if r.Mode == rules.Shadow {
 		var tripped rules.Action
+		var key string
 		if !rs.Allowed {
-			tripped = action
+			tripped, key = action, e.hasher.SubjectPseudonym(en.Subject)
 			d.Shadow = append(d.Shadow, ShadowTrip{Rule: r.Name, Action: action, RetryAfter: retry})
 			e.metrics.RuleTrips.WithLabelValues(r.Name, string(rules.Shadow), string(action)).Inc()
 		}
-		e.shadow.Record(r.Name, tripped, en.Subject)
+		// Top keys are pseudonyms: a key: account rule's is the
+		// account's, as audit lines and the console name it.
+		e.shadow.Record(r.Name, tripped, key)
 		return
 	}
 	if r.Type != rules.Distinct {
