@@ -104,7 +104,7 @@ rules:
 
 var (
 	secretPseudonym = regexp.MustCompile(`^h-[0-9a-f]{32}$`)
-	eventID          = regexp.MustCompile(`^[A-Za-z0-9_-]{22}$`)
+	eventID         = regexp.MustCompile(`^[A-Za-z0-9_-]{22}$`)
 )
 
 func TestLogWritesChecksAndReportsAsReplayEvents(t *testing.T) {
