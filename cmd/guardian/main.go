@@ -51,11 +51,12 @@ Usage:
   guardian replay --compare OLD NEW EVENTS...   what NEW would decide differently from OLD
   guardian simulate [--rules FILE]              what rules do to built-in attacks, and cost users
   guardian breached build --out FILE [INPUT…]   a breached-password filter for serve --breached
+  guardian pseudonym [--kind KIND] VALUE        the pseudonym logs and the console name VALUE by
   guardian version                              print the version
 
 Run 'guardian COMMAND --help' for a command's flags. The flags of serve, and
-the signing key flags token shares with it, also read GUARDIAN_<FLAG> from the
-environment (--redis-url: GUARDIAN_REDIS_URL); a flag given on the command
+the key flags token and pseudonym share with it, also read GUARDIAN_<FLAG> from
+the environment (--redis-url: GUARDIAN_REDIS_URL); a flag given on the command
 line wins. No other command reads the environment.
 `
 
@@ -87,6 +88,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return simulateCmd(ctx, args, stdout, stderr)
 	case "breached":
 		return breachedCmd(ctx, args, stdout, stderr)
+	case "pseudonym":
+		return pseudonymCmd(args, getenv, stdout, stderr)
 	case "version":
 		return versionCmd(args, stdout, stderr)
 	}

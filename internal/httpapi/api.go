@@ -78,6 +78,9 @@ type Config struct {
 	// Breached holds the breached-password filter in use, if any (nil:
 	// none ever is).
 	Breached *breached.Holder
+
+	// Pseudonyms answers POST /v1/pseudonyms.
+	Pseudonyms Pseudonymizer
 }
 
 // Revoker revokes service tokens fleet-wide. *revocation.List implements
@@ -135,6 +138,8 @@ func New(cfg Config) *API {
 	admin.GET("/shadow", a.getShadow)
 	admin.GET("/fleet", a.getFleet)
 	admin.GET("/accounts/status", a.accountStatus)
+	admin.POST("/accounts/status", a.postAccountStatus)
+	admin.POST("/pseudonyms", a.pseudonym)
 	admin.POST("/accounts/reset", a.accountReset)
 	admin.POST("/tokens/revoke", a.revokeToken)
 

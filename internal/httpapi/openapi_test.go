@@ -457,6 +457,9 @@ func newTestAPI(tb testing.TB, fake *fakeDecider, edit func(*Config)) *testAPI {
 		Reload:       func(context.Context, string) (*rules.Set, error) { return fake.set, nil },
 		StoreHealthy: func() bool { return true },
 		Gatherer:     prometheus.NewRegistry(),
+		Pseudonyms: func(kind, value string) (string, error) {
+			return keys.NewHasher(secret.Generate()).PseudonymOf(nil, kind, value)
+		},
 	}
 	if edit != nil {
 		edit(&cfg)
@@ -558,7 +561,7 @@ func TestSpecSecurityMatchesHandlers(t *testing.T) {
 // states, and checks each against the contract.
 func TestHandlerAnswersMatchSpec(t *testing.T) {
 	c := loadContract(t)
-	subject := keys.NewHasher(secret.Generate()).Subject("ip", "203.0.113.0/24")
+	subject := keys.NewHasher(secret.Generate()).Pseudonym(keys.PseudonymNetwork, "203.0.113.0/24")
 	custom, err := rules.Parse("rules.yaml", []byte(`version: 1
 rules:
   - name: ip-rate
@@ -770,6 +773,47 @@ rules:
 			name:   "status without account",
 			method: "GET", path: "/v1/accounts/status", admin: true,
 			wantStatus: 400, wantCode: "missing_field",
+		},
+		{
+			name:   "status in the body",
+			fake:   fakeDecider{status: engine.AccountStatus{ConsecutiveFailures: 3}},
+			method: "POST", path: "/v1/accounts/status", body: `{"account": "alice@example.com"}`, admin: true,
+			wantStatus: 200,
+		},
+		{
+			name:   "status in the body without account",
+			method: "POST", path: "/v1/accounts/status", body: `{}`, admin: true,
+			wantStatus: 400, wantCode: "missing_field",
+		},
+		{
+			name:   "pseudonym of an account",
+			method: "POST", path: "/v1/pseudonyms", body: `{"account": "Alice@example.com"}`, admin: true,
+			wantStatus: 200,
+		},
+		{
+			name:   "pseudonym of a network",
+			method: "POST", path: "/v1/pseudonyms", body: `{"network": "198.51.100.7/24"}`, admin: true,
+			wantStatus: 200,
+		},
+		{
+			name:   "pseudonym of nothing",
+			method: "POST", path: "/v1/pseudonyms", body: `{}`, admin: true,
+			wantStatus: 400, wantCode: "missing_field",
+		},
+		{
+			name:   "pseudonym of two identifiers",
+			method: "POST", path: "/v1/pseudonyms", body: `{"account": "a", "network": "192.0.2.1"}`, admin: true,
+			wantStatus: 400, wantCode: "invalid_field",
+		},
+		{
+			name:   "pseudonym of a bad network",
+			method: "POST", path: "/v1/pseudonyms", body: `{"network": "192.0.2.0/40"}`, admin: true,
+			wantStatus: 400, wantCode: "invalid_field",
+		},
+		{
+			name:   "pseudonym of a bad recipient",
+			method: "POST", path: "/v1/pseudonyms", body: `{"recipient": "12"}`, admin: true,
+			wantStatus: 400, wantCode: "invalid_recipient",
 		},
 		{
 			name:   "reset",

@@ -157,6 +157,10 @@ func TestAuditAndHardStopLines(t *testing.T) {
 		t.Fatalf("hard_stop_started account %q, want a pseudonym h-…", account)
 	}
 	wantFields(t, "hard_stop_started", started[0], map[string]any{"event": "hard_stop_started", "account": account})
+	// The pseudonym POST /v1/pseudonyms gives the account is the lines'.
+	if p := in.do(t, "POST", "/v1/pseudonyms", in.adminToken, map[string]any{"account": "alice@EXAMPLE.com"}); p.status != 200 || str(p.body["pseudonym"]) != account {
+		t.Errorf("POST /v1/pseudonyms: %d %s, want the pseudonym %q of the audit lines", p.status, p.raw, account)
+	}
 	if r := in.check(t, login); str(r.body["decision"]) != "block" {
 		t.Fatalf("check after the hard stop: %s, want block", r.raw)
 	}

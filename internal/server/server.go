@@ -339,9 +339,16 @@ func (s *Server) newAPI(trail *audit.Log, storeHealthy func() bool, tracer trace
 		Metrics:      s.metrics,
 		Tracer:       tracer,
 		Breached:     &s.breached.holder,
+		Pseudonyms:   s.pseudonym,
 		Logger:       s.log,
 		Now:          cfg.Now,
 	})
+}
+
+// pseudonym returns the pseudonym of an identifier of kind, normalised as
+// the instance normalises checks, under its hash key.
+func (s *Server) pseudonym(kind, value string) (string, error) {
+	return s.hasher.PseudonymOf(s.cfg.Normalizer, kind, value)
 }
 
 // withDefaults returns cfg with its defaults filled in.

@@ -168,7 +168,7 @@
         el("td", { class: "num would-slow" }, r.would_slow),
         el("td", { class: "num would-block" }, r.would_block),
         el("td", { class: "num would-challenge" }, r.would_challenge),
-        el("td", {}, ...(r.top_keys || []).slice(0, 5).flatMap((k) => [el("span", { class: "hash" }, k.key.slice(0, 10) + "… " + k.hits), " "])),
+        el("td", {}, ...(r.top_keys || []).slice(0, 5).flatMap((k) => [el("span", { class: "hash" }, k.key + " " + k.hits), " "])),
       );
     }));
     samples.push({ t: Date.now(), total: total });
@@ -217,9 +217,14 @@
   let shownAccount = "";
 
   async function showStatus(account) {
-    const st = await api("v1/accounts/status?account=" + encodeURIComponent(account));
+    // In a body, never the URL: an account must not reach an access log.
+    const [st, ps] = await Promise.all([
+      api("v1/accounts/status", { account: account }),
+      api("v1/pseudonyms", { account: account }),
+    ]);
     shownAccount = account;
     const facts = [
+      ["pseudonym", ps.pseudonym],
       ["hard stop", st.blocked ? "BLOCKED until reset" : "no"],
       ["consecutive failures", st.consecutive_failures],
       ["next allowed in", duration(st.next_allowed_ms)],
