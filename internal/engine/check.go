@@ -128,6 +128,7 @@ func (e *Engine) Decide(ctx context.Context, req *CheckRequest, ids *Identifiers
 	if d.Action == "" {
 		d.Action = rules.Allow
 	}
+	e.tally.Decided(d.Action, d.Rule)
 	e.metrics.Decisions.WithLabelValues(string(req.Flow), string(d.Action)).Inc()
 	e.metrics.CheckDuration.WithLabelValues(string(req.Flow)).Observe(time.Since(start).Seconds())
 	return d, nil
@@ -172,6 +173,7 @@ func (e *Engine) globalRule(r *rules.Rule, exempt bool, d *Decision) {
 		}
 		return
 	}
+	e.tally.Global(r.Name, inForce)
 	if e.aggregate.Degraded() {
 		// The fleet's rate is an estimate from this instance's own count.
 		d.Degraded = true
@@ -267,6 +269,7 @@ func (e *Engine) decideRule(en *plan.Entry, rs *store.Result, q *Quota, d *Decis
 	}
 	if !rs.Allowed {
 		e.metrics.RuleTrips.WithLabelValues(r.Name, string(rules.Enforce), string(action)).Inc()
+		e.tally.Tripped(r.Name, action, en.Subject)
 		raise(d, action, r.Name, retry)
 	}
 }

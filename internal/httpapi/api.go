@@ -81,6 +81,8 @@ type Config struct {
 
 	// Pseudonyms answers POST /v1/pseudonyms.
 	Pseudonyms Pseudonymizer
+	// Incident answers GET /v1/incident.
+	Incident IncidentViewer
 }
 
 // Revoker revokes service tokens fleet-wide. *revocation.List implements
@@ -137,6 +139,7 @@ func New(cfg Config) *API {
 	admin.POST("/rules/reload", a.reloadRules)
 	admin.GET("/shadow", a.getShadow)
 	admin.GET("/fleet", a.getFleet)
+	admin.GET("/incident", a.getIncident)
 	admin.GET("/accounts/status", a.accountStatus)
 	admin.POST("/accounts/status", a.postAccountStatus)
 	admin.POST("/pseudonyms", a.pseudonym)

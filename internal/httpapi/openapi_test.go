@@ -24,6 +24,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/audit"
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/fleet"
+	"github.com/guardian-sec/guardian/internal/incident"
 	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/revocation"
@@ -457,6 +458,7 @@ func newTestAPI(tb testing.TB, fake *fakeDecider, edit func(*Config)) *testAPI {
 		Reload:       func(context.Context, string) (*rules.Set, error) { return fake.set, nil },
 		StoreHealthy: func() bool { return true },
 		Gatherer:     prometheus.NewRegistry(),
+		Incident: incident.NewFleet(incident.FleetConfig{Book: incident.NewBook(incident.BookConfig{}), Instance: "a", Name: keys.NewHasher(secret.Generate()).SubjectPseudonym}),
 		Pseudonyms: func(kind, value string) (string, error) {
 			return keys.NewHasher(secret.Generate()).PseudonymOf(nil, kind, value)
 		},
@@ -750,6 +752,20 @@ rules:
 				cfg.Shadow = shadow.NewFleet(shadow.FleetConfig{Book: b})
 			},
 			method: "GET", path: "/v1/shadow", admin: true,
+			wantStatus: 200,
+		},
+		{
+			name: "incident in an attack",
+			edit: func(cfg *Config) {
+				b := incident.NewBook(incident.BookConfig{})
+				b.Decided(rules.Allow, "")
+				b.Decided(rules.Slow, "login-ip")
+				b.Tripped("login-ip", rules.Slow, subject)
+				b.HardStopStarted(subject)
+				b.Global("login-global", true)
+				cfg.Incident = incident.NewFleet(incident.FleetConfig{Book: b, Instance: "a", Name: keys.NewHasher(secret.Generate()).SubjectPseudonym})
+			},
+			method: "GET", path: "/v1/incident", admin: true,
 			wantStatus: 200,
 		},
 		{

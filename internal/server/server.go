@@ -30,6 +30,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/filewatch"
 	"github.com/guardian-sec/guardian/internal/fleet"
 	"github.com/guardian-sec/guardian/internal/httpapi"
+	"github.com/guardian-sec/guardian/internal/incident"
 	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/requestid"
@@ -145,6 +146,10 @@ type Server struct {
 	tallies  *shadow.Fleet
 	agg      *aggregate.Aggregate
 	fleet    *fleet.Fleet
+	// incidents counts this instance's enforced decisions; incidentFleet
+	// shares them and sums the fleet's (GET /v1/incident).
+	incidents     *incident.Book
+	incidentFleet *incident.Fleet
 	beat     *beat
 	// hasher is the instance's one Hasher of the hash key.
 	hasher *keys.Hasher
@@ -238,7 +243,8 @@ func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 // on a registry of its own, its shadow book, and its one Hasher of the hash
 // key, which the engine, the audit trail and the decision log share.
 func newServer(cfg Config) *Server {
-	s := &Server{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry(), shadow: newBook(cfg), hasher: keys.NewHasher(cfg.HashKey)}
+	s := &Server{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry(), shadow: newBook(cfg), hasher: keys.NewHasher(cfg.HashKey),
+		incidents: incident.NewBook(incident.BookConfig{Now: cfg.Now})}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -272,7 +278,8 @@ func (s *Server) joinFleet(storeHealthy func() bool, sh shared) {
 	})
 	s.tallies = shadow.NewFleet(shadow.FleetConfig{Book: s.shadow, Shared: sh.shadow, Instance: s.fleet.ID(), Logger: s.log})
 	s.revoked = revocation.New(revocation.Config{Shared: sh.revoked, Now: cfg.Now, Logger: s.log})
-	s.beat = newBeat(beatEvery, beatTimeout, s.fleet, s.tallies, s.revoked)
+	s.incidentFleet = incident.NewFleet(incident.FleetConfig{Book: s.incidents, Shared: sh.incident, Instance: s.fleet.ID(), Name: s.hasher.SubjectPseudonym, Now: cfg.Now, Logger: s.log})
+	s.beat = newBeat(beatEvery, beatTimeout, s.fleet, s.tallies, s.revoked, s.incidentFleet)
 	s.agg = aggregate.New(aggregate.Config{
 		Now:       cfg.Now,
 		Shared:    sh.agg,
@@ -317,7 +324,8 @@ func (s *Server) newEngine(st store.Store, trail *audit.Log) *engine.Engine {
 		Shadow:       s.shadow,
 		Metrics:      s.metrics,
 		Now:          cfg.Now,
-		Events:       trail,
+		Events:       events{trail, s.incidents},
+		Tally:        s.incidents,
 		Logger:       s.log,
 	})
 }
@@ -340,6 +348,7 @@ func (s *Server) newAPI(trail *audit.Log, storeHealthy func() bool, tracer trace
 		Tracer:       tracer,
 		Breached:     &s.breached.holder,
 		Pseudonyms:   s.pseudonym,
+		Incident:     s.incidentFleet,
 		Logger:       s.log,
 		Now:          cfg.Now,
 	})
@@ -372,10 +381,11 @@ func withDefaults(cfg Config) Config {
 // failure counts of the global rate, heartbeats, shadow tallies and
 // revoked tokens. Each is nil on an instance that shares nothing.
 type shared struct {
-	agg     aggregate.Shared
-	fleet   fleet.Shared
-	shadow  shadow.Shared
-	revoked revocation.Shared
+	agg      aggregate.Shared
+	fleet    fleet.Shared
+	shadow   shadow.Shared
+	revoked  revocation.Shared
+	incident incident.Shared
 }
 
 // openStore returns the instance's store, what /readyz asks of its health,
@@ -420,7 +430,7 @@ func (s *Server) openStore(m *metrics.Metrics) (store.Store, func() bool, shared
 	s.invalidate = fc.Invalidate
 	// Resets anywhere in the fleet reach this instance's memory.
 	s.closers = append(s.closers, primary.Listen(fc.Forgotten, fc.Listening))
-	return fc, fc.Healthy, shared{agg: redisagg.New(client), fleet: redisagg.NewFleet(client), shadow: redisagg.NewShadow(client), revoked: redisagg.NewRevocations(client)}, nil
+	return fc, fc.Healthy, shared{agg: redisagg.New(client), fleet: redisagg.NewFleet(client), shadow: redisagg.NewShadow(client), revoked: redisagg.NewRevocations(client), incident: redisagg.NewIncident(client)}, nil
 }
 
 // decider is what the HTTP API decides with: the engine, through the
@@ -692,4 +702,5 @@ func (s *Server) trackGlobal(set *rules.Set) {
 		}
 	}
 	s.agg.Forget(global)
+	s.incidents.Forget(global)
 }

@@ -35,6 +35,7 @@ func TestRedis(t *testing.T) {
 		{"every_key_expires", testEveryKeyExpires},
 		{"heartbeats", testHeartbeats},
 		{"shadow_tallies", testShadowTallies},
+		{"incident_snapshots", testIncidentSnapshots},
 		{"revocations", testRevocations},
 		// Last: it pauses the container.
 		{"paused", testPaused},
