@@ -458,7 +458,7 @@ func newTestAPI(tb testing.TB, fake *fakeDecider, edit func(*Config)) *testAPI {
 		Reload:       func(context.Context, string) (*rules.Set, error) { return fake.set, nil },
 		StoreHealthy: func() bool { return true },
 		Gatherer:     prometheus.NewRegistry(),
-		Incident: incident.NewFleet(incident.FleetConfig{Book: incident.NewBook(incident.BookConfig{}), Instance: "a", Name: keys.NewHasher(secret.Generate()).SubjectPseudonym}),
+		Incident:     incident.NewFleet(incident.FleetConfig{Book: incident.NewBook(incident.BookConfig{}), Instance: "a", Name: keys.NewHasher(secret.Generate()).SubjectPseudonym}),
 		Pseudonyms: func(kind, value string) (string, error) {
 			return keys.NewHasher(secret.Generate()).PseudonymOf(nil, kind, value)
 		},

@@ -48,7 +48,9 @@ func (s *Snapshot) sort() {
 	for i := range s.Buckets {
 		slices.SortFunc(s.Buckets[i].Counts, func(x, y Count) int { return cmp.Or(cmp.Compare(x.Rule, y.Rule), cmp.Compare(x.Decision, y.Decision)) })
 	}
-	slices.SortFunc(s.Top, func(x, y TopKeys) int { return cmp.Or(cmp.Compare(x.Rule, y.Rule), cmp.Compare(x.Decision, y.Decision)) })
+	slices.SortFunc(s.Top, func(x, y TopKeys) int {
+		return cmp.Or(cmp.Compare(x.Rule, y.Rule), cmp.Compare(x.Decision, y.Decision))
+	})
 	slices.SortFunc(s.HardStops, func(x, y HardStop) int { return y.StartedAt.Compare(x.StartedAt) })
 	slices.SortFunc(s.Global, func(x, y Global) int { return cmp.Compare(x.Rule, y.Rule) })
 }
@@ -250,7 +252,9 @@ func topKeys(snaps []Snapshot, name func(string) string) []TopKeys {
 		}
 		out = append(out, TopKeys{Rule: c.rule, Decision: c.decision, Keys: keys})
 	}
-	slices.SortFunc(out, func(x, y TopKeys) int { return cmp.Or(cmp.Compare(x.Rule, y.Rule), cmp.Compare(x.Decision, y.Decision)) })
+	slices.SortFunc(out, func(x, y TopKeys) int {
+		return cmp.Or(cmp.Compare(x.Rule, y.Rule), cmp.Compare(x.Decision, y.Decision))
+	})
 	return out
 }
 
@@ -280,7 +284,9 @@ func hardStops(snaps []Snapshot, now time.Time, name func(string) string) []Hard
 	for s, h := range by {
 		out = append(out, HardStopView{Account: name(s), StartedAt: h.StartedAt, EndedAt: h.EndedAt})
 	}
-	slices.SortFunc(out, func(x, y HardStopView) int { return cmp.Or(y.StartedAt.Compare(x.StartedAt), cmp.Compare(x.Account, y.Account)) })
+	slices.SortFunc(out, func(x, y HardStopView) int {
+		return cmp.Or(y.StartedAt.Compare(x.StartedAt), cmp.Compare(x.Account, y.Account))
+	})
 	return out
 }
 

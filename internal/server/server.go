@@ -150,7 +150,7 @@ type Server struct {
 	// shares them and sums the fleet's (GET /v1/incident).
 	incidents     *incident.Book
 	incidentFleet *incident.Fleet
-	beat     *beat
+	beat          *beat
 	// hasher is the instance's one Hasher of the hash key.
 	hasher *keys.Hasher
 	engine *engine.Engine
