@@ -450,6 +450,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	fs.StringVar(&cfg.AdminAddr, "admin-addr", "", "serve the admin API and the console on a listener of their own at this `address` (the main one then answers 404 for them); empty: on --addr")
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "PEM certificate (its chain after it) to serve TLS with on every listener but --pprof's, with --tls-key-file; read again on SIGHUP and whenever it changes")
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key-file", "", "PEM key of --tls-cert-file")
+	fs.Var((*urlList)(&cfg.WebhookURLs), "webhook-url", "send guardian's events (hard stops, resets, the global challenge, the fallback, reloads, list changes) to this `URL` as signed JSON POSTs (Standard Webhooks); repeat it for several receivers (GUARDIAN_WEBHOOK_URL holds one)")
+	fs.StringVar(&cfg.WebhookSecretFile, "webhook-secret-file", "", "`file` holding the webhooks' signing secret, whsec_ and base64 (required with --webhook-url)")
 	pos, code, ok := c.parse(args, getenv, stdout, stderr)
 	if !ok {
 		return code
@@ -536,6 +538,17 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		fmt.Fprintf(stderr, "\n  development token (scope admin, also valid for check, 24h):\n  %s\n\n", tok)
 	}
 	return serveUntilSignalled(ctx, srv, log)
+}
+
+// urlList is a repeatable flag of URLs.
+type urlList []string
+
+func (u *urlList) String() string { return strings.Join(*u, " ") }
+
+// Set adds one URL.
+func (u *urlList) Set(v string) error {
+	*u = append(*u, v)
+	return nil
 }
 
 // normalizer builds the key normaliser of --account-fold and

@@ -83,6 +83,9 @@ type Config struct {
 	Pseudonyms Pseudonymizer
 	// Incident answers GET /v1/incident.
 	Incident IncidentViewer
+	// OnReset, when set, hears every account an admin call reset, in
+	// clear as the call named it (the webhooks' account_reset).
+	OnReset func(ctx context.Context, account string)
 }
 
 // Revoker revokes service tokens fleet-wide. *revocation.List implements

@@ -367,5 +367,11 @@ func (a *API) reset(c *gin.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return account, a.cfg.Engine.Reset(c.Request.Context(), account)
+	if err := a.cfg.Engine.Reset(c.Request.Context(), account); err != nil {
+		return account, err
+	}
+	if a.cfg.OnReset != nil {
+		a.cfg.OnReset(c.Request.Context(), account)
+	}
+	return account, nil
 }

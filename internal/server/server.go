@@ -43,6 +43,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/store/redisstore"
 	"github.com/guardian-sec/guardian/internal/tokens"
 	"github.com/guardian-sec/guardian/internal/tracing"
+	"github.com/guardian-sec/guardian/internal/webhook"
 )
 
 // Config is everything an instance is built from.
@@ -130,6 +131,11 @@ type Config struct {
 	// read them again, for new connections; a pair that does not load is
 	// refused, logged, and the pair in force stays.
 	TLSCertFile, TLSKeyFile string
+	// WebhookURLs, when set, receive guardian's events (package webhook),
+	// signed with the secret of WebhookSecretFile ("whsec_" and base64, as
+	// the Standard Webhooks specification writes it), which they require.
+	WebhookURLs       []string
+	WebhookSecretFile string
 }
 
 // memoryEvery is how often the Redis memory ratio is read.
@@ -150,7 +156,9 @@ type Server struct {
 	// shares them and sums the fleet's (GET /v1/incident).
 	incidents     *incident.Book
 	incidentFleet *incident.Fleet
-	beat          *beat
+	// hooks sends events to the webhooks; nil without any.
+	hooks *webhook.Notifier
+	beat  *beat
 	// hasher is the instance's one Hasher of the hash key.
 	hasher *keys.Hasher
 	engine *engine.Engine
@@ -208,6 +216,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.joinFleet(storeHealthy, sh)
+	if err := s.newHooks(sh.claims); err != nil {
+		return nil, err
+	}
 	trail := audit.New(audit.Config{Hasher: s.hasher, Metrics: s.metrics, Normalizer: s.cfg.Normalizer, Logger: s.log})
 	st, tracer, err := s.traced(st)
 	if err != nil {
@@ -243,8 +254,8 @@ func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 // on a registry of its own, its shadow book, and its one Hasher of the hash
 // key, which the engine, the audit trail and the decision log share.
 func newServer(cfg Config) *Server {
-	s := &Server{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry(), shadow: newBook(cfg), hasher: keys.NewHasher(cfg.HashKey),
-		incidents: incident.NewBook(incident.BookConfig{Now: cfg.Now})}
+	s := &Server{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry(), shadow: newBook(cfg), hasher: keys.NewHasher(cfg.HashKey)}
+	s.incidents = incident.NewBook(incident.BookConfig{Now: cfg.Now, Changed: s.globalChanged})
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -324,7 +335,7 @@ func (s *Server) newEngine(st store.Store, trail *audit.Log) *engine.Engine {
 		Shadow:       s.shadow,
 		Metrics:      s.metrics,
 		Now:          cfg.Now,
-		Events:       events{trail, s.incidents},
+		Events:       events{trail, s.incidents, hookEvents{s}},
 		Tally:        s.incidents,
 		Logger:       s.log,
 	})
@@ -349,6 +360,7 @@ func (s *Server) newAPI(trail *audit.Log, storeHealthy func() bool, tracer trace
 		Breached:     &s.breached.holder,
 		Pseudonyms:   s.pseudonym,
 		Incident:     s.incidentFleet,
+		OnReset:      s.accountReset,
 		Logger:       s.log,
 		Now:          cfg.Now,
 	})
@@ -386,6 +398,7 @@ type shared struct {
 	shadow   shadow.Shared
 	revoked  revocation.Shared
 	incident incident.Shared
+	claims   webhook.Claimer
 }
 
 // openStore returns the instance's store, what /readyz asks of its health,
@@ -426,11 +439,12 @@ func (s *Server) openStore(m *metrics.Metrics) (store.Store, func() bool, shared
 		FleetSize: s.cfg.FleetSize,
 		Metrics:   m,
 		Logger:    s.log,
+		Changed:   s.fallbackChanged,
 	})
 	s.invalidate = fc.Invalidate
 	// Resets anywhere in the fleet reach this instance's memory.
 	s.closers = append(s.closers, primary.Listen(fc.Forgotten, fc.Listening))
-	return fc, fc.Healthy, shared{agg: redisagg.New(client), fleet: redisagg.NewFleet(client), shadow: redisagg.NewShadow(client), revoked: redisagg.NewRevocations(client), incident: redisagg.NewIncident(client)}, nil
+	return fc, fc.Healthy, shared{agg: redisagg.New(client), fleet: redisagg.NewFleet(client), shadow: redisagg.NewShadow(client), revoked: redisagg.NewRevocations(client), incident: redisagg.NewIncident(client), claims: redisagg.NewClaims(client)}, nil
 }
 
 // decider is what the HTTP API decides with: the engine, through the
@@ -483,6 +497,9 @@ func (s *Server) Start() error {
 		return err
 	}
 	s.done = make(chan struct{})
+	if s.hooks != nil {
+		s.hooks.Start()
+	}
 	s.agg.Start()
 	s.beat.start()
 	s.startWatching()
@@ -586,6 +603,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for _, c := range s.closers {
 		_ = c()
 	}
+	if s.hooks != nil {
+		err = errors.Join(err, s.hooks.Close(ctx))
+	}
 	s.log.Info("guardian stopped")
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
@@ -618,6 +638,7 @@ func (s *Server) reload(ctx context.Context, by string) (*rules.Set, error) {
 	}
 	s.metrics.RulesReloads.WithLabelValues("ok").Inc()
 	s.logReloaded(ctx, by, set, &changes)
+	s.rulesReloaded(set, by)
 	return set, nil
 }
 

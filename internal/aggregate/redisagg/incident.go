@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/guardian-sec/guardian/internal/incident"
+	"github.com/guardian-sec/guardian/internal/webhook"
 )
 
 // IncidentKey is the key of the fleet's incident snapshots: one hash,
@@ -55,4 +56,30 @@ func (s *Incident) Get(ctx context.Context) (map[string][]byte, error) {
 		out[k] = []byte(v)
 	}
 	return out, nil
+}
+
+// ClaimPrefix starts the keys of webhook events claimed fleet-wide. A
+// claim names an event by its type and a rule's name or a rules hash,
+// never an account.
+const ClaimPrefix = "guardian:v1:{webhook}:claim:"
+
+// Claims is a webhook.Claimer on Redis: a claim is one SET NX PX. It
+// holds no state and is safe for concurrent use.
+type Claims struct {
+	c redis.UniversalClient
+}
+
+var _ webhook.Claimer = (*Claims)(nil)
+
+// NewClaims returns Claims on c, which the caller keeps and closes.
+func NewClaims(c redis.UniversalClient) *Claims { return &Claims{c: c} }
+
+// Claim sets the claim of name for ttl unless it is set, and reports
+// whether this call set it.
+func (s *Claims) Claim(ctx context.Context, name string, ttl time.Duration) (bool, error) {
+	ok, err := s.c.SetNX(ctx, ClaimPrefix+name, "1", ttl).Result()
+	if err != nil {
+		return false, fmt.Errorf("redisagg: webhook claim: %w", err)
+	}
+	return ok, nil
 }

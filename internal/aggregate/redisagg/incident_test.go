@@ -31,3 +31,19 @@ func testIncidentSnapshots(t *testing.T, r *redisEnv) {
 		t.Errorf("a snapshot without an instance: got %v, want ErrBadBatch", err)
 	}
 }
+
+func testWebhookClaims(t *testing.T, r *redisEnv) {
+	ctx := context.Background()
+	c := redisagg.NewClaims(r.guardian)
+	for i, want := range []bool{true, false, false} {
+		if got, err := c.Claim(ctx, "rules_reloaded:3f9a", time.Minute); err != nil || got != want {
+			t.Errorf("claim %d: %v, %v; want %v", i, got, err, want)
+		}
+	}
+	if got, err := c.Claim(ctx, "rules_reloaded:other", time.Minute); err != nil || !got {
+		t.Errorf("another name: %v, %v; want claimed", got, err)
+	}
+	if d := r.plain.PTTL(ctx, redisagg.ClaimPrefix+"rules_reloaded:3f9a").Val(); d <= 0 || d > time.Minute {
+		t.Errorf("PTTL = %v, want in (0, 1m]", d)
+	}
+}

@@ -36,6 +36,7 @@ func TestRedis(t *testing.T) {
 		{"heartbeats", testHeartbeats},
 		{"shadow_tallies", testShadowTallies},
 		{"incident_snapshots", testIncidentSnapshots},
+		{"webhook_claims", testWebhookClaims},
 		{"revocations", testRevocations},
 		// Last: it pauses the container.
 		{"paused", testPaused},
