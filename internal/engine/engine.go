@@ -46,6 +46,9 @@ var (
 	ErrInvalidField = errors.New("engine: invalid field")
 	// ErrAlreadyReported reports an attempt id that was reported before.
 	ErrAlreadyReported = errors.New("engine: attempt already reported")
+	// ErrOtherTenant reports an attempt id of a check of another tenant
+	// than the report's: a tenant settles only its own checks.
+	ErrOtherTenant = errors.New("engine: attempt of another tenant")
 )
 
 // fits refuses a cost that an enforced rate rule r could never allow: more
@@ -108,14 +111,15 @@ type Config struct {
 }
 
 // Events hears the lifecycle of accounts' hard stops. account is the
-// account's subject (a keyed hash), never the account in clear. Calls come
-// from the request that caused them and must not block.
+// account's subject (a keyed hash), never the account in clear, and tenant
+// the account's tenant, "" for the default tenant. Calls come from the
+// request that caused them and must not block.
 type Events interface {
 	// HardStopStarted: a failure report took the account's blocking
 	// consecutive-failure count to its limit.
-	HardStopStarted(account string)
+	HardStopStarted(tenant, account string)
 	// HardStopEnded: a reset lifted the account's block.
-	HardStopEnded(account string)
+	HardStopEnded(tenant, account string)
 }
 
 // Engine decides checks and records reports. It is safe for concurrent use.

@@ -206,9 +206,10 @@ func (a *API) recover(c *gin.Context) {
 // detach runs the request on a context its caller cannot cancel: a caller
 // that goes away mid-request is no store failure on any store, the embedded
 // one included, and what it asked for is decided to the end, each store
-// call bounded by the store's own deadline.
+// call bounded by the store's own deadline. The context is a callContext,
+// which authorize fills with the caller's claims.
 func detach(c *gin.Context) {
-	c.Request = c.Request.WithContext(context.WithoutCancel(c.Request.Context()))
+	c.Request = c.Request.WithContext(&callContext{Context: context.WithoutCancel(c.Request.Context())})
 	c.Next()
 }
 

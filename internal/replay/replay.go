@@ -79,6 +79,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/aggregate"
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/event"
+	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/secret"
@@ -605,6 +606,7 @@ func (d *driver) check(ctx context.Context, ev *event.Event) error {
 	}
 	prev := d.clock.now
 	d.clock.now, _ = d.at(ev.Time)
+	ctx = keys.WithTenant(ctx, ev.Tenant)
 	for i, s := range d.sims {
 		dec, err := s.eng.Decide(ctx, &req, &ids)
 		if err != nil {
@@ -620,6 +622,7 @@ func (d *driver) check(ctx context.Context, ev *event.Event) error {
 	d.tick(ev.Time)
 	d.input.Checks++
 	e := d.pending.put(ev.ID, d.ids, d.clock.now)
+	e.tenant = ev.Tenant
 	e.trips = d.onCheck(ev, &ids, d.decisions, e.trips)
 	return nil
 }
@@ -648,7 +651,7 @@ func (d *driver) report(ctx context.Context, ev *event.Event) error {
 			s.reports.NotAllowed++
 			continue
 		}
-		_, err := s.eng.Report(ctx, e.ids[i], ev.Outcome)
+		_, err := s.eng.Report(keys.WithTenant(ctx, e.tenant), e.ids[i], ev.Outcome)
 		switch {
 		case err == nil:
 			s.reports.Applied++
@@ -693,6 +696,8 @@ type entry struct {
 	id  string
 	ids []string
 	at  time.Time
+	// tenant is the check's, which its report is made in.
+	tenant string
 	// trips wait for the check's outcome until settled.
 	trips   []trip
 	settled bool
