@@ -88,6 +88,30 @@ func TestTenantSubjects(t *testing.T) {
 	}
 }
 
+// TestDefaultTenantKeepsTheLayout: the subjects of the default tenant are
+// those guardian wrote before tenants, so an upgrade finds every counted
+// state where it was: HMAC-SHA256 under HKDF(key, "guardian", "guardian
+// keys v1") of the length-prefixed kind and parts, cut to 16 bytes,
+// worked out here apart from the code.
+func TestDefaultTenantKeepsTheLayout(t *testing.T) {
+	h := NewHasher(testKey(t, 1)).Tenant("")
+	for _, c := range []struct {
+		k    Key
+		want string
+	}{
+		{AccountKey("alice@example.com"), "iidwyHgVORvBaBGc9OwPGA"},
+		{Key{Kind: KindIP, Net: netip.MustParsePrefix("203.0.113.0/24")}, "KOqgfAUe_ayC90NNRLhEfQ"},
+	} {
+		if got := h.KeySubject(c.k); got != c.want {
+			t.Errorf("default tenant's %s subject = %q, want %q as before tenants", c.k.Kind, got, c.want)
+		}
+	}
+	// A tenant's ip subject is the shared one too.
+	if got := NewHasher(testKey(t, 1)).Tenant("acme").KeySubject(Key{Kind: KindIP, Net: netip.MustParsePrefix("203.0.113.0/24")}); got != "KOqgfAUe_ayC90NNRLhEfQ" {
+		t.Errorf("tenant acme's ip subject = %q, want the shared one", got)
+	}
+}
+
 func TestTenantContext(t *testing.T) {
 	ctx := context.Background()
 	if got := TenantOf(ctx); got != "" {
