@@ -585,8 +585,11 @@ Prints one service token, signed with the signing key serve uses (the first
 of the key file): the token alone, one line on stdout. Scope check calls
 /v1/check and /v1/report; scope admin also calls the admin API. Each token
 has a jti of its own, what POST /v1/tokens/revoke names it by: --print-jti
-writes it, with the expiry, to stderr. The key flags read the same
-environment variables as serve's; the others read none.
+writes it, with the expiry, to stderr. --tenant makes a tenant's token:
+its checks, reports, status, resets, lists and pseudonyms see that tenant's
+accounts, recipients and secrets alone (address and global rules are every
+tenant's); a token without one sees the default tenant. The key flags read
+the same environment variables as serve's; the others read none.
 `
 
 const tokenSigningKeyUsage = "the signing key serve uses, at least 32 bytes (required: this or --signing-key-file)"
@@ -595,7 +598,7 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	c := newCommand("guardian token", tokenHelp)
 	fs := c.fs
 	var keys keyFlags
-	var scope, subject string
+	var scope, subject, tenant string
 	var ttl time.Duration
 	var printJTI bool
 	keys.register(c, "signing-key", tokenSigningKeyUsage)
@@ -603,6 +606,7 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	fs.StringVar(&scope, "scope", "", "token scope: check or admin (required)")
 	fs.DurationVar(&ttl, "ttl", 720*time.Hour, "how long the token is valid, at most 8760h; guardian warns once 10% of it (at most 72h) is left")
 	fs.StringVar(&subject, "subject", "guardian-cli", "who the token is for (shown in admin audit logs)")
+	fs.StringVar(&tenant, "tenant", "", "the tenant whose accounts the token sees: 1 to 32 of a-z, 0-9 and '-', not first or last (default: the default tenant)")
 	fs.BoolVar(&printJTI, "print-jti", false, "also write \"jti=ID expires_at=RFC3339\" to stderr: what POST /v1/tokens/revoke takes")
 	pos, code, ok := c.parse(args, getenv, stdout, stderr)
 	if !ok {
@@ -621,6 +625,12 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		c.fail(stderr, "--ttl must be positive and at most 8760h")
 		return exitUsage
 	}
+	if given(fs, "tenant") {
+		if err := checkTenant(tenant); err != nil {
+			c.fail(stderr, "--tenant: %v", err)
+			return exitUsage
+		}
+	}
 	signing, ok, err := keys.loadAll()
 	if err != nil {
 		c.fail(stderr, "%v", err)
@@ -632,7 +642,7 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	}
 	svc := tokens.NewService(signing[0])
 	now := time.Now()
-	tok, err := svc.Issue(sc, subject, ttl, now)
+	tok, err := svc.IssueTenant(sc, subject, tenant, ttl, now)
 	if err == nil && printJTI {
 		var cl tokens.Claims
 		if cl, err = svc.Verify(tok, now); err == nil {
@@ -645,6 +655,22 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	}
 	fmt.Fprintln(stdout, tok)
 	return exitOK
+}
+
+// given reports whether the flag name was set on the command line.
+func given(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// checkTenant checks a tenant's name (keys.CheckTenant), its error without
+// the package's prefix.
+func checkTenant(name string) error {
+	if err := keys.CheckTenant(name); err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), keys.ErrInvalidTenant.Error()+": "))
+	}
+	return nil
 }
 
 const rulesHelp = `Usage: guardian rules check FILE
