@@ -131,12 +131,12 @@ func New(cfg Config) *API {
 	admin := adminRouter.Group("/v1", a.authorize(tokens.ScopeAdmin))
 	admin.GET("/rules", a.getRules)
 	admin.GET("/rules/explain", a.explainRules)
-	admin.POST("/rules/reload", a.reloadRules)
+	admin.POST("/rules/reload", a.deploymentWide, a.reloadRules)
 	admin.GET("/shadow", a.getShadow)
 	admin.GET("/fleet", a.getFleet)
 	admin.GET("/accounts/status", a.accountStatus)
 	admin.POST("/accounts/reset", a.accountReset)
-	admin.POST("/tokens/revoke", a.revokeToken)
+	admin.POST("/tokens/revoke", a.deploymentWide, a.revokeToken)
 
 	a.router = r
 	return a

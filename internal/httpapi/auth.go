@@ -76,6 +76,17 @@ func (a *API) authorize(need tokens.Scope) gin.HandlerFunc {
 	}
 }
 
+// deploymentWide refuses, 403, a tenant's token on a call that changes
+// what every tenant gets (a rules reload, a token revocation): only a
+// token of the default tenant, the deployment's own, makes those.
+func (a *API) deploymentWide(c *gin.Context) {
+	if cl, _ := claimsOf(c); cl.Tenant != "" {
+		a.abort(c, newError(http.StatusForbidden, "forbidden", "a token of tenant "+cl.Tenant+" cannot make this call: it changes what every tenant gets, and takes a token without a tenant"))
+		return
+	}
+	c.Next()
+}
+
 // bearer returns the token of an Authorization header of the Bearer
 // scheme. The scheme is matched in any case ("bearer", "BEARER"), as
 // RFC 9110 has it, and spaces around the token are dropped.
