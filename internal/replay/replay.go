@@ -54,6 +54,8 @@
 //     untrusted device. A check's secret_fingerprint (in a decision log,
 //     its pseudonym) is replayed as production received it, so key: secret
 //     rules count it and an account's repeated guesses spend as they did.
+//   - A check of a tenant (tenant in the event) counts in that tenant, as
+//     production counted it (package keys), and its report settles there.
 //
 // Memory stays bounded whatever the length of the input: the store forgets
 // keys once they are back to full, reports are matched within the window

@@ -403,6 +403,42 @@ rules:
 	}
 }
 
+// TestRunKeepsTenantsApart: one account name in two tenants is two
+// accounts in a replay as in production, and a report settles its check in
+// the check's tenant: bob in tenant a, his unit given back, then bob in
+// tenant b and bob of the default tenant each have theirs.
+func TestRunKeepsTenantsApart(t *testing.T) {
+	const one = `version: 1
+rules:
+  - name: fail
+    flows: [login]
+    key: account
+    type: rate
+    count: failures
+    limit: 1
+    per: 1h
+    burst: 1
+`
+	lines := []string{
+		`{"ts":"2026-11-29T10:00:00.000Z","type":"check","id":"a","flow":"login","account":"bob","ip":"192.0.2.1","tenant":"a"}`,
+		`{"ts":"2026-11-29T10:00:01.000Z","type":"report","id":"a","outcome":"success"}`,
+		`{"ts":"2026-11-29T10:00:02.000Z","type":"check","id":"b","flow":"login","account":"bob","ip":"192.0.2.1","tenant":"a"}`,
+		`{"ts":"2026-11-29T10:00:03.000Z","type":"check","id":"c","flow":"login","account":"bob","ip":"192.0.2.1","tenant":"b"}`,
+		`{"ts":"2026-11-29T10:00:04.000Z","type":"check","id":"d","flow":"login","account":"bob","ip":"192.0.2.1"}`,
+		`{"ts":"2026-11-29T10:00:05.000Z","type":"check","id":"e","flow":"login","account":"bob","ip":"192.0.2.1","tenant":"b"}`,
+	}
+	got, err := replay.Run(context.Background(), mustParse(t, one), strings.NewReader(strings.Join(lines, "\n")+"\n"), replay.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (replay.ReportStats{Applied: 1}); got.Reports != want {
+		t.Errorf("reports = %+v, want %+v: the report settles in its check's tenant", got.Reports, want)
+	}
+	if r := got.Rules[0]; r.Checks != 5 || r.WouldSlow != 1 {
+		t.Errorf("fail = %+v, want 5 checks, 1 would slow (tenant b's second)", r)
+	}
+}
+
 // The compare scenario: the stuffing burst alone, under a per-address rule
 // (OLD), then with a /24 rule enforced beside it (NEW).
 const (
