@@ -40,15 +40,7 @@ func TestLinesAndPseudonyms(t *testing.T) {
 	l.Reload(requestid.With(context.Background(), "req-3"), "ops", audit.ResultError, nil)
 	l.HardStopEnded("", subject)
 
-	var lines []map[string]any
-	for _, s := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
-		var v map[string]any
-		if err := json.Unmarshal([]byte(s), &v); err != nil {
-			t.Fatal(err)
-		}
-		delete(v, "time")
-		lines = append(lines, v)
-	}
+	lines := logLines(t, &buf)
 	p := l.Pseudonym(subject)
 	want := []map[string]any{
 		{"level": "INFO", "msg": "hard stop started", "event": "hard_stop_started", "account": p},
@@ -95,15 +87,7 @@ func TestTenantLines(t *testing.T) {
 	l.Action(keys.WithTenant(context.Background(), "acme"), audit.ActionReset, "acme-ops", audit.ResultOK, "Alice@example.com")
 	l.Action(context.Background(), audit.ActionReset, "ops", audit.ResultOK, "alice@example.com")
 
-	var lines []map[string]any
-	for _, s := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
-		var v map[string]any
-		if err := json.Unmarshal([]byte(s), &v); err != nil {
-			t.Fatal(err)
-		}
-		delete(v, "time")
-		lines = append(lines, v)
-	}
+	lines := logLines(t, &buf)
 	pa, p0 := l.Pseudonym(inAcme), l.Pseudonym(plain)
 	want := []map[string]any{
 		{"level": "INFO", "msg": "hard stop started", "event": "hard_stop_started", "tenant": "acme", "account": pa},
@@ -116,6 +100,21 @@ func TestTenantLines(t *testing.T) {
 	if pa == p0 {
 		t.Errorf("one account name in two tenants has one pseudonym %q", pa)
 	}
+}
+
+// logLines decodes the JSON lines in buf, without their time.
+func logLines(t *testing.T, buf *bytes.Buffer) []map[string]any {
+	t.Helper()
+	var lines []map[string]any
+	for _, s := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(s), &v); err != nil {
+			t.Fatal(err)
+		}
+		delete(v, "time")
+		lines = append(lines, v)
+	}
+	return lines
 }
 
 func mustJSON(t *testing.T, v any) string {

@@ -364,10 +364,9 @@ func TestRunBadInput(t *testing.T) {
 	}
 }
 
-func TestRunReportsFindTheirChecks(t *testing.T) {
-	// A failures rule that allows one failure back to back: a success
-	// report gives its check's unit back, a failure keeps it.
-	const failures = `version: 1
+// oneFailure is a failures rule that allows one failure back to back: a
+// success report gives its check's unit back, a failure keeps it.
+const oneFailure = `version: 1
 rules:
   - name: fail
     flows: [login]
@@ -378,6 +377,8 @@ rules:
     per: 1h
     burst: 1
 `
+
+func TestRunReportsFindTheirChecks(t *testing.T) {
 	lines := []string{
 		`{"ts":"2026-11-29T10:00:00.000Z","type":"check","id":"a","flow":"login","account":"bob","ip":"192.0.2.1"}`,
 		`{"ts":"2026-11-29T10:00:01.000Z","type":"report","id":"a","outcome":"success"}`,
@@ -388,7 +389,7 @@ rules:
 		`{"ts":"2026-11-29T10:11:02.000Z","type":"report","id":"c","outcome":"failure"}`,
 		`{"ts":"2026-11-29T11:00:00.000Z","type":"report","id":"a","outcome":"failure"}`,
 	}
-	got, err := replay.Run(context.Background(), mustParse(t, failures), strings.NewReader(strings.Join(lines, "\n")+"\n"), replay.Config{})
+	got, err := replay.Run(context.Background(), mustParse(t, oneFailure), strings.NewReader(strings.Join(lines, "\n")+"\n"), replay.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,17 +409,6 @@ rules:
 // the check's tenant: bob in tenant a, his unit given back, then bob in
 // tenant b and bob of the default tenant each have theirs.
 func TestRunKeepsTenantsApart(t *testing.T) {
-	const one = `version: 1
-rules:
-  - name: fail
-    flows: [login]
-    key: account
-    type: rate
-    count: failures
-    limit: 1
-    per: 1h
-    burst: 1
-`
 	lines := []string{
 		`{"ts":"2026-11-29T10:00:00.000Z","type":"check","id":"a","flow":"login","account":"bob","ip":"192.0.2.1","tenant":"a"}`,
 		`{"ts":"2026-11-29T10:00:01.000Z","type":"report","id":"a","outcome":"success"}`,
@@ -427,7 +417,7 @@ rules:
 		`{"ts":"2026-11-29T10:00:04.000Z","type":"check","id":"d","flow":"login","account":"bob","ip":"192.0.2.1"}`,
 		`{"ts":"2026-11-29T10:00:05.000Z","type":"check","id":"e","flow":"login","account":"bob","ip":"192.0.2.1","tenant":"b"}`,
 	}
-	got, err := replay.Run(context.Background(), mustParse(t, one), strings.NewReader(strings.Join(lines, "\n")+"\n"), replay.Config{})
+	got, err := replay.Run(context.Background(), mustParse(t, oneFailure), strings.NewReader(strings.Join(lines, "\n")+"\n"), replay.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
