@@ -421,7 +421,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	fs := c.fs
 	var cfg server.Config
 	var keys, previousKey, hashKey keyFlags
-	var logFormat, logLevel, decisionLog, accountFold, region string
+	var logFormat, logLevel, decisionLog, accountFold, region, tenantMetrics string
 	fs.StringVar(&cfg.Addr, "addr", ":8080", "listen `address`")
 	fs.StringVar(&cfg.RulesPath, "rules", "", "rules `file` (YAML); empty: the built-in default rules")
 	fs.StringVar(&cfg.RedisURL, "redis-url", "", "the security store: redis://host:port/db, rediss://…, or host:port,host:port,… for Redis Cluster; empty: embedded in-memory store (one instance only)")
@@ -447,6 +447,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	fs.StringVar(&cfg.AdminAddr, "admin-addr", "", "serve the admin API and the console on a listener of their own at this `address` (the main one then answers 404 for them); empty: on --addr")
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "PEM certificate (its chain after it) to serve TLS with on every listener but --pprof's, with --tls-key-file; read again on SIGHUP and whenever it changes")
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key-file", "", "PEM key of --tls-cert-file")
+	fs.StringVar(&tenantMetrics, "tenant-metrics", "", "comma-separated `tenants` (at most 64) that guardian_tenant_decisions_total counts under their own name; every other tenant counts as _other")
 	pos, code, ok := c.parse(args, getenv, stdout, stderr)
 	if !ok {
 		return code
@@ -474,6 +475,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	if cfg.Normalizer, err = normalizer(accountFold, region); err != nil {
 		c.fail(stderr, "%v", err)
+		return exitUsage
+	}
+	if cfg.TenantMetrics, err = tenantList(tenantMetrics); err != nil {
+		c.fail(stderr, "--tenant-metrics: %v", err)
 		return exitUsage
 	}
 	signing, haveKey, err := keys.loadAll()
@@ -655,6 +660,28 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	}
 	fmt.Fprintln(stdout, tok)
 	return exitOK
+}
+
+// maxTenantMetrics bounds --tenant-metrics, and so the tenant label's
+// values.
+const maxTenantMetrics = 64
+
+// tenantList parses --tenant-metrics: tenants' names separated by commas,
+// each valid (checkTenant), at most maxTenantMetrics; "" is none.
+func tenantList(s string) ([]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	names := strings.Split(s, ",")
+	if len(names) > maxTenantMetrics {
+		return nil, fmt.Errorf("%d tenants, at most %d", len(names), maxTenantMetrics)
+	}
+	for _, n := range names {
+		if err := checkTenant(n); err != nil {
+			return nil, err
+		}
+	}
+	return names, nil
 }
 
 // given reports whether the flag name was set on the command line.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/plan"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/store"
@@ -132,6 +133,12 @@ func (e *Engine) Decide(ctx context.Context, req *CheckRequest, ids *Identifiers
 		d.Action = rules.Allow
 	}
 	e.metrics.Decisions.WithLabelValues(string(req.Flow), string(d.Action)).Inc()
+	if t := s.h.TenantName(); t != "" {
+		if !e.tenants[t] {
+			t = metrics.OtherTenants
+		}
+		e.metrics.TenantDecisions.WithLabelValues(t, string(d.Action)).Inc()
+	}
 	e.metrics.CheckDuration.WithLabelValues(string(req.Flow)).Observe(time.Since(start).Seconds())
 	return d, nil
 }

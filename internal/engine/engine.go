@@ -103,6 +103,11 @@ type Config struct {
 	// Now is the engine's clock for attempt ids and device tokens
 	// (default time.Now). Limits run on the store's own clock.
 	Now func() time.Time
+	// TenantMetrics names the tenants whose checks
+	// guardian_tenant_decisions_total counts under their own name; the
+	// checks of every other tenant count as metrics.OtherTenants, so the
+	// label stays bounded by this list.
+	TenantMetrics []string
 	// Events, when set, hears accounts enter and leave a hard stop.
 	Events Events
 	// Logger receives what the engine logs: a report it could not settle
@@ -138,6 +143,9 @@ type Engine struct {
 	events    Events
 	log       *slog.Logger
 	history   *history
+	// tenants are the tenants counted under their own name
+	// (Config.TenantMetrics).
+	tenants map[string]bool
 	// guesses is the limit of every account's memory of guesses, boxed
 	// once.
 	guesses store.Limit
@@ -178,6 +186,10 @@ func New(cfg Config) *Engine {
 	e.guesses = store.Guesses{Max: rememberedGuesses, Hold: min(guessHold, hold)}
 	if e.log == nil {
 		e.log = slog.Default()
+	}
+	e.tenants = make(map[string]bool, len(cfg.TenantMetrics))
+	for _, t := range cfg.TenantMetrics {
+		e.tenants[t] = true
 	}
 	if e.hasher == nil {
 		e.hasher = keys.NewHasher(hashKey)

@@ -8,9 +8,16 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/keys"
+	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/rules"
+	"github.com/guardian-sec/guardian/internal/secret"
+	"github.com/guardian-sec/guardian/internal/store/memstore"
+	"github.com/guardian-sec/guardian/internal/testclock"
 )
 
 // tenantRules give each account a budget of 4 unconfirmed checks, a hard
@@ -265,5 +272,41 @@ func TestTenantsHaveTheirOwnGuesses(t *testing.T) {
 func TestSharedKindsAreTheRulesKeys(t *testing.T) {
 	if string(rules.KeyIP) != keys.KindIP || string(rules.KeyGlobal) != keys.KindGlobal {
 		t.Errorf("keys shares kinds %q and %q, the rules name them %q and %q", keys.KindIP, keys.KindGlobal, rules.KeyIP, rules.KeyGlobal)
+	}
+}
+
+// TestTenantDecisionsMetric: a tenant's check counts under its name when
+// TenantMetrics lists it, as _other otherwise, and a default-tenant check
+// not at all.
+func TestTenantDecisionsMetric(t *testing.T) {
+	set, err := rules.Parse("test.yaml", []byte(budgetRules), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var holder rules.Holder
+	holder.Store(set)
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	key, err := secret.New([]byte("engine-test-signing-key-0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := testclock.New(t0)
+	eng := engine.New(engine.Config{Rules: &holder, Store: memstore.New(memstore.Config{Now: clock.Now}), Key: key, Metrics: m, Now: clock.Now, TenantMetrics: []string{"shop"}})
+	for _, name := range []string{"shop", "shop", "bank", "club", ""} {
+		if _, err := eng.Check(in(name), engine.CheckRequest{Flow: rules.Login, Account: "alice", IP: "192.0.2.1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		tenant string
+		want   float64
+	}{{"shop", 2}, {metrics.OtherTenants, 2}} {
+		if got := testutil.ToFloat64(m.TenantDecisions.WithLabelValues(c.tenant, "allow")); got != c.want {
+			t.Errorf("tenant %q: %v allowed, want %v", c.tenant, got, c.want)
+		}
+	}
+	if n := testutil.CollectAndCount(m.TenantDecisions); n != 2 {
+		t.Errorf("%d series of guardian_tenant_decisions_total, want 2 (shop and _other)", n)
 	}
 }
