@@ -20,19 +20,19 @@ import (
 	"github.com/guardian-sec/guardian/internal/testclock"
 )
 
-// tenantRules give each account a budget of 4 unconfirmed checks, a hard
-// stop at 3 consecutive failures, and each /24 a budget of 10 checks, what
-// a spray across tenants spends together.
+// tenantRules give each account a budget of 20 unconfirmed checks, a hard
+// stop at 3 consecutive failures to log in, and each /24 a budget of 10
+// logins, what a spray across tenants spends together.
 const tenantRules = `version: 1
 rules:
   - name: account
-    flows: [login]
+    flows: [login, password_reset]
     key: account
     type: rate
     count: failures
     limit: 1
     per: 1h
-    burst: 4
+    burst: 20
   - name: stop
     flows: [login]
     key: account
@@ -46,19 +46,6 @@ rules:
     limit: 1
     per: 1h
     burst: 10
-`
-
-// budgetRules give each account a budget of 20 unconfirmed checks.
-const budgetRules = `version: 1
-rules:
-  - name: account
-    flows: [login]
-    key: account
-    type: rate
-    count: failures
-    limit: 1
-    per: 1h
-    burst: 20
 `
 
 // in returns a context of the tenant name ("" the default).
@@ -76,9 +63,10 @@ func (h *harness) checkIn(tb testing.TB, ctx context.Context, req engine.CheckRe
 
 // TestTenantsHaveTheirOwnBudgets: one account name in two tenants and the
 // default tenant is three accounts, each with its whole budget, spent
-// concurrently: 50 callers each, exactly 20 allowed in each.
+// concurrently by password resets: 50 callers each, exactly 20 allowed in
+// each.
 func TestTenantsHaveTheirOwnBudgets(t *testing.T) {
-	h := newHarness(t, budgetRules)
+	h := newHarness(t, tenantRules)
 	tenants := []string{"", "a", "b"}
 	var allowed [3]atomic.Int64
 	var wg sync.WaitGroup
@@ -87,7 +75,7 @@ func TestTenantsHaveTheirOwnBudgets(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				req := engine.CheckRequest{Flow: rules.Login, Account: "Alice@example.com", IP: fmt.Sprintf("10.%d.%d.1", i, j)}
+				req := engine.CheckRequest{Flow: rules.PasswordReset, Account: "Alice@example.com", IP: fmt.Sprintf("10.%d.%d.1", i, j)}
 				d, err := h.eng.Check(in(name), req)
 				if err != nil {
 					t.Error(err)
@@ -188,15 +176,15 @@ func TestReportOfAnotherTenantsAttempt(t *testing.T) {
 			t.Errorf("report in tenant %q of tenant a's attempt: %v, want ErrOtherTenant", keys.TenantOf(other), err)
 		}
 	}
-	if st, err := h.eng.Status(a, "alice@example.com"); err != nil || st.Limits[0].Remaining != 3 {
-		t.Errorf("tenant a's account after refused reports: %+v, %v; want 3 of 4 left, nothing given back", st, err)
+	if st, err := h.eng.Status(a, "alice@example.com"); err != nil || st.Limits[0].Remaining != 19 {
+		t.Errorf("tenant a's account after refused reports: %+v, %v; want 19 of 20 left, nothing given back", st, err)
 	}
 	res, err := h.eng.Report(a, d.AttemptID, engine.Success)
 	if err != nil {
 		t.Fatalf("tenant a's own report: %v", err)
 	}
-	if st, err := h.eng.Status(a, "alice@example.com"); err != nil || st.Limits[0].Remaining != 4 {
-		t.Errorf("tenant a's account after its success: %+v, %v; want 4 of 4", st, err)
+	if st, err := h.eng.Status(a, "alice@example.com"); err != nil || st.Limits[0].Remaining != 20 {
+		t.Errorf("tenant a's account after its success: %+v, %v; want 20 of 20", st, err)
 	}
 	// The device token is tenant a's alice's: in tenant b the same name on
 	// it is an untrusted check.
@@ -279,7 +267,7 @@ func TestSharedKindsAreTheRulesKeys(t *testing.T) {
 // TenantMetrics lists it, as _other otherwise, and a default-tenant check
 // not at all.
 func TestTenantDecisionsMetric(t *testing.T) {
-	set, err := rules.Parse("test.yaml", []byte(budgetRules), t0)
+	set, err := rules.Parse("test.yaml", []byte(tenantRules), t0)
 	if err != nil {
 		t.Fatal(err)
 	}
