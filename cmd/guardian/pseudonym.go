@@ -22,8 +22,9 @@ func pseudonymCmd(args []string, getenv func(string) string, stdout, stderr io.W
 	c := newCommand("guardian pseudonym", pseudonymHelp)
 	fs := c.fs
 	var signing, hashKey keyFlags
-	var kind, accountFold, region string
+	var kind, tenant, accountFold, region string
 	fs.StringVar(&kind, "kind", keys.PseudonymAccount, "what VALUE is: account, recipient (a phone number or an e-mail address) or network (an address or a CIDR prefix)")
+	fs.StringVar(&tenant, "tenant", "", "the tenant whose account or recipient VALUE is (a token's --tenant); empty: the default tenant. Networks are every tenant's")
 	signing.register(c, "signing-key", "the signing key serve uses, when it has no --hash-key of its own")
 	hashKey.register(c, "hash-key", "the hash key serve uses, if it has one")
 	fs.StringVar(&accountFold, "account-fold", "", "serve's --account-fold")
@@ -42,10 +43,14 @@ func pseudonymCmd(args []string, getenv func(string) string, stdout, stderr io.W
 		return exitUsage
 	}
 	h, err := pseudonymHasher(&signing, &hashKey)
+	if err == nil && tenant != "" {
+		err = keys.CheckTenant(tenant)
+	}
 	if err != nil {
 		c.fail(stderr, "%v", err)
 		return exitUsage
 	}
+	h = h.Tenant(tenant)
 	p, err := h.PseudonymOf(norm, kind, pos[0])
 	if err != nil {
 		fmt.Fprintln(stderr, "guardian pseudonym:", err)

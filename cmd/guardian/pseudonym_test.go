@@ -22,6 +22,7 @@ func TestPseudonymCommand(t *testing.T) {
 		{[]string{"pseudonym", "--signing-key", testSigningKey, "--hash-key", hashText, "alice@example.com"}, keys.NewHasher(hash).Pseudonym(keys.PseudonymAccount, "alice@example.com")},
 		{[]string{"pseudonym", "--signing-key", testSigningKey, "--kind", "network", "198.51.100.9/24"}, keys.NewHasher(signing).Pseudonym(keys.PseudonymNetwork, "198.51.100.0/24")},
 		{[]string{"pseudonym", "--signing-key", testSigningKey, "--kind", "recipient", "+1 555 010 0000"}, keys.NewHasher(signing).Pseudonym(keys.PseudonymRecipient, "+15550100000")},
+		{[]string{"pseudonym", "--signing-key", testSigningKey, "--tenant", "acme", "alice"}, keys.NewHasher(signing).Tenant("acme").Pseudonym(keys.PseudonymAccount, "alice")},
 	}
 	for _, tt := range tests {
 		code, out, errOut := runCLI(tt.args...)
@@ -34,6 +35,7 @@ func TestPseudonymCommand(t *testing.T) {
 		{"pseudonym", "--signing-key", testSigningKey},
 		{"pseudonym", "--signing-key", testSigningKey, "--kind", "device", "x"},
 		{"pseudonym", "--signing-key", testSigningKey, "--kind", "network", "300.1.1.1"},
+		{"pseudonym", "--signing-key", testSigningKey, "--tenant", "Not A Tenant", "alice"},
 	} {
 		if code, out, _ := runCLI(args...); code != exitUsage || out != "" {
 			t.Errorf("%v: exit %d, stdout %q; want %d and nothing", args, code, out, exitUsage)

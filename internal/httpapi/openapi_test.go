@@ -459,7 +459,7 @@ func newTestAPI(tb testing.TB, fake *fakeDecider, edit func(*Config)) *testAPI {
 		StoreHealthy: func() bool { return true },
 		Gatherer:     prometheus.NewRegistry(),
 		Incident:     incident.NewFleet(incident.FleetConfig{Book: incident.NewBook(incident.BookConfig{}), Instance: "a", Name: keys.NewHasher(secret.Generate()).SubjectPseudonym}),
-		Pseudonyms: func(kind, value string) (string, error) {
+		Pseudonyms: func(_ context.Context, kind, value string) (string, error) {
 			return keys.NewHasher(secret.Generate()).PseudonymOf(nil, kind, value)
 		},
 	}
@@ -761,7 +761,7 @@ rules:
 				b.Decided(rules.Allow, "")
 				b.Decided(rules.Slow, "login-ip")
 				b.Tripped("login-ip", rules.Slow, subject)
-				b.HardStopStarted(subject)
+				b.HardStopStarted("", subject)
 				b.Global("login-global", true)
 				cfg.Incident = incident.NewFleet(incident.FleetConfig{Book: b, Instance: "a", Name: keys.NewHasher(secret.Generate()).SubjectPseudonym})
 			},

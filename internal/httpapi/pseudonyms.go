@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
 
@@ -10,9 +11,10 @@ import (
 )
 
 // Pseudonymizer gives an identifier its pseudonym (keys.Hasher.PseudonymOf
-// under the instance's hash key and normaliser): kind is
-// keys.PseudonymAccount, PseudonymRecipient or PseudonymNetwork.
-type Pseudonymizer func(kind, value string) (string, error)
+// under the instance's hash key and normaliser) in the tenant of ctx
+// (keys.TenantOf): kind is keys.PseudonymAccount, PseudonymRecipient or
+// PseudonymNetwork.
+type Pseudonymizer func(ctx context.Context, kind, value string) (string, error)
 
 // pseudonymRequest is the body of POST /v1/pseudonyms: exactly one
 // identifier.
@@ -56,7 +58,7 @@ func (a *API) pseudonym(c *gin.Context) {
 		a.abort(c, err)
 		return
 	}
-	p, err := a.cfg.Pseudonyms(kind, value)
+	p, err := a.cfg.Pseudonyms(c.Request.Context(), kind, value)
 	if err != nil {
 		a.abort(c, pseudonymError(kind, err))
 		return

@@ -55,7 +55,9 @@ type bucket struct {
 // HardStop is an account's hard stop: its subject, when it started and,
 // once reset, when it ended.
 type HardStop struct {
-	Subject   string     `json:"subject"`
+	Subject string `json:"subject"`
+	// Tenant is the account's tenant, "" for the default one.
+	Tenant    string     `json:"tenant,omitempty"`
 	StartedAt time.Time  `json:"started_at"`
 	EndedAt   *time.Time `json:"ended_at,omitempty"`
 }
@@ -182,12 +184,12 @@ func (b *Book) Forget(keep []string) {
 	}
 }
 
-// HardStopStarted records the account whose subject is given entering a
-// hard stop.
-func (b *Book) HardStopStarted(subject string) {
+// HardStopStarted records the account of tenant whose subject is given
+// entering a hard stop.
+func (b *Book) HardStopStarted(tenant, subject string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.stops[subject] = HardStop{Subject: subject, StartedAt: b.now().UTC()}
+	b.stops[subject] = HardStop{Subject: subject, Tenant: tenant, StartedAt: b.now().UTC()}
 	if len(b.stops) > maxHardStops {
 		b.dropOldestStop()
 	}
@@ -207,8 +209,8 @@ func (b *Book) dropOldestStop() {
 }
 
 // HardStopEnded records the account whose subject is given leaving its
-// hard stop (a reset).
-func (b *Book) HardStopEnded(subject string) {
+// hard stop (a reset); a subject names its tenant already.
+func (b *Book) HardStopEnded(_, subject string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	h, ok := b.stops[subject]

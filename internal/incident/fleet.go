@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/guardian-sec/guardian/internal/keys"
 )
 
 const (
@@ -107,8 +110,18 @@ func (f *Fleet) Ride(ctx context.Context, final bool) {
 // View returns the incident view: the fleet's figures, this instance's
 // as they are now. On the embedded store it is this instance's, the
 // whole fleet; while the store cannot be read within Timeout, this
-// instance's alone, marked unavailable.
+// instance's alone, marked unavailable. A call in a tenant's context
+// (keys.TenantOf) lists that tenant's hard stops alone.
 func (f *Fleet) View(ctx context.Context) View {
+	v := f.view(ctx)
+	if t := keys.TenantOf(ctx); t != "" {
+		v.HardStops = slices.DeleteFunc(v.HardStops, func(h HardStopView) bool { return h.Tenant != t })
+	}
+	return v
+}
+
+// view is View for every tenant.
+func (f *Fleet) view(ctx context.Context) View {
 	now := f.cfg.Now()
 	self := f.cfg.Book.Snapshot(f.cfg.Instance)
 	if f.cfg.Shared == nil {

@@ -73,7 +73,7 @@ func TestViewSumsTheFleet(t *testing.T) {
 		b.Decided(rules.Allow, "")
 	}
 	b.Tripped("login-ip", rules.Slow, "k1")
-	a.HardStopStarted("acct")
+	a.HardStopStarted("", "acct")
 	b.Global("login-global", true)
 	a.Global("login-global", false)
 	clk.Set(t0)
@@ -112,8 +112,8 @@ func TestViewSumsTheFleet(t *testing.T) {
 	}
 
 	// A reset on b ends the hard stop a saw start.
-	b.HardStopEnded("acct")
-	a.HardStopEnded("acct")
+	b.HardStopEnded("", "acct")
+	a.HardStopEnded("", "acct")
 	clk.Advance(time.Second)
 	fa.Ride(context.Background(), true)
 	if v := fb.View(context.Background()); len(v.HardStops) != 1 || v.HardStops[0].EndedAt == nil {

@@ -118,7 +118,9 @@ type Point struct {
 
 // HardStopView is a hard stop as the view shows it.
 type HardStopView struct {
-	Account   string     `json:"account"`
+	Account string `json:"account"`
+	// Tenant is the account's tenant, absent for the default one.
+	Tenant    string     `json:"tenant,omitempty"`
 	StartedAt time.Time  `json:"started_at"`
 	EndedAt   *time.Time `json:"ended_at"`
 }
@@ -282,7 +284,7 @@ func hardStops(snaps []Snapshot, now time.Time, name func(string) string) []Hard
 	}
 	out := make([]HardStopView, 0, len(by))
 	for s, h := range by {
-		out = append(out, HardStopView{Account: name(s), StartedAt: h.StartedAt, EndedAt: h.EndedAt})
+		out = append(out, HardStopView{Account: name(s), Tenant: h.Tenant, StartedAt: h.StartedAt, EndedAt: h.EndedAt})
 	}
 	slices.SortFunc(out, func(x, y HardStopView) int {
 		return cmp.Or(y.StartedAt.Compare(x.StartedAt), cmp.Compare(x.Account, y.Account))

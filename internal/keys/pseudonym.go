@@ -30,14 +30,18 @@ const pseudonymLen = 2 + SubjectLen
 // account's (AccountKey), a recipient's (kind "recipient"), a network's (a
 // prefix or an address, as key: ip rules count it). So what guardian knows
 // by the subject alone (a hard stop, a rule's top key) gets the same name.
+// A tenant's Hasher gives accounts and recipients pseudonyms of the
+// tenant's own, since their subjects are; networks are every tenant's, as
+// key: ip rules are (tenant.go).
 func (h *Hasher) Pseudonym(kind, norm string) string {
 	return h.SubjectPseudonym(h.KeySubject(pseudonymKey(kind, norm)))
 }
 
 // SubjectPseudonym returns the pseudonym of a hashed subject (KeySubject):
-// "h-" and SubjectLen characters of base64url.
+// "h-" and SubjectLen characters of base64url. A subject already names its
+// tenant, so every tenant's Hasher gives it the same pseudonym.
 func (h *Hasher) SubjectPseudonym(subject string) string {
-	return "h-" + h.Subject("pseudonym", subject)
+	return "h-" + h.Tenant("").Subject("pseudonym", subject)
 }
 
 // pseudonymKey returns the key whose subject names an identifier of kind:

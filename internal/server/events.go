@@ -9,15 +9,15 @@ type events []engine.Events
 var _ engine.Events = events(nil)
 
 // HardStopStarted tells every listener.
-func (ev events) HardStopStarted(account string) {
+func (ev events) HardStopStarted(tenant, account string) {
 	for _, e := range ev {
-		e.HardStopStarted(account)
+		e.HardStopStarted(tenant, account)
 	}
 }
 
 // HardStopEnded tells every listener.
-func (ev events) HardStopEnded(account string) {
+func (ev events) HardStopEnded(tenant, account string) {
 	for _, e := range ev {
-		e.HardStopEnded(account)
+		e.HardStopEnded(tenant, account)
 	}
 }

@@ -125,6 +125,10 @@ type Config struct {
 	// main listener then answers 404 for them. Empty: one listener serves
 	// everything.
 	AdminAddr string
+	// TenantMetrics names the tenants guardian_tenant_decisions_total
+	// counts under their own name (--tenant-metrics); every other tenant
+	// counts as one.
+	TenantMetrics []string
 	// TLSCertFile and TLSKeyFile, when set (both or neither), are a PEM
 	// certificate (its chain after it) and its key: every listener but
 	// pprof's serves TLS with them. Hangup and a change of either file
@@ -322,22 +326,23 @@ func (s *Server) traced(st store.Store) (store.Store, trace.Tracer, error) {
 func (s *Server) newEngine(st store.Store, trail *audit.Log) *engine.Engine {
 	cfg := s.cfg
 	return engine.New(engine.Config{
-		Rules:        &s.holder,
-		Store:        st,
-		Key:          cfg.SigningKey,
-		PreviousKeys: cfg.PreviousSigningKeys,
-		Keys:         s.keys,
-		HashKey:      cfg.HashKey,
-		Hasher:       s.hasher,
-		Normalizer:   cfg.Normalizer,
-		AttemptTTL:   cfg.AttemptTTL,
-		Aggregate:    s.agg,
-		Shadow:       s.shadow,
-		Metrics:      s.metrics,
-		Now:          cfg.Now,
-		Events:       events{trail, s.incidents, hookEvents{s}},
-		Tally:        s.incidents,
-		Logger:       s.log,
+		Rules:         &s.holder,
+		Store:         st,
+		Key:           cfg.SigningKey,
+		PreviousKeys:  cfg.PreviousSigningKeys,
+		Keys:          s.keys,
+		HashKey:       cfg.HashKey,
+		Hasher:        s.hasher,
+		Normalizer:    cfg.Normalizer,
+		AttemptTTL:    cfg.AttemptTTL,
+		Aggregate:     s.agg,
+		Shadow:        s.shadow,
+		Metrics:       s.metrics,
+		Now:           cfg.Now,
+		Events:        events{trail, s.incidents, hookEvents{s}},
+		Tally:         s.incidents,
+		Logger:        s.log,
+		TenantMetrics: cfg.TenantMetrics,
 	})
 }
 
@@ -367,9 +372,10 @@ func (s *Server) newAPI(trail *audit.Log, storeHealthy func() bool, tracer trace
 }
 
 // pseudonym returns the pseudonym of an identifier of kind, normalised as
-// the instance normalises checks, under its hash key.
-func (s *Server) pseudonym(kind, value string) (string, error) {
-	return s.hasher.PseudonymOf(s.cfg.Normalizer, kind, value)
+// the instance normalises checks, under its hash key, in the tenant of ctx
+// (keys.TenantOf).
+func (s *Server) pseudonym(ctx context.Context, kind, value string) (string, error) {
+	return s.hasher.Tenant(keys.TenantOf(ctx)).PseudonymOf(s.cfg.Normalizer, kind, value)
 }
 
 // withDefaults returns cfg with its defaults filled in.

@@ -70,23 +70,34 @@ func (s *Server) ListChanged(list, action, id, name string) {
 type hookEvents struct{ s *Server }
 
 // HardStopStarted sends hard_stop_started.
-func (h hookEvents) HardStopStarted(account string) {
-	h.s.notify(webhook.Event{Type: webhook.HardStopStarted, Data: map[string]string{"account": h.s.hasher.SubjectPseudonym(account)}})
+func (h hookEvents) HardStopStarted(tenant, account string) {
+	h.s.notify(webhook.Event{Type: webhook.HardStopStarted, Data: accountData(tenant, h.s.hasher.SubjectPseudonym(account))})
 }
 
 // HardStopEnded sends hard_stop_ended.
-func (h hookEvents) HardStopEnded(account string) {
-	h.s.notify(webhook.Event{Type: webhook.HardStopEnded, Data: map[string]string{"account": h.s.hasher.SubjectPseudonym(account)}})
+func (h hookEvents) HardStopEnded(tenant, account string) {
+	h.s.notify(webhook.Event{Type: webhook.HardStopEnded, Data: accountData(tenant, h.s.hasher.SubjectPseudonym(account))})
+}
+
+// accountData is the data of an account's event: its pseudonym, and its
+// tenant unless it is the default one.
+func accountData(tenant, pseudonym string) map[string]string {
+	d := map[string]string{"account": pseudonym}
+	if tenant != "" {
+		d["tenant"] = tenant
+	}
+	return d
 }
 
 // accountReset sends account_reset for the account an admin call reset,
-// named by its pseudonym.
-func (s *Server) accountReset(_ context.Context, account string) {
-	p, err := s.hasher.PseudonymOf(s.cfg.Normalizer, keys.PseudonymAccount, account)
+// named by its pseudonym in the call's tenant.
+func (s *Server) accountReset(ctx context.Context, account string) {
+	tenant := keys.TenantOf(ctx)
+	p, err := s.hasher.Tenant(tenant).PseudonymOf(s.cfg.Normalizer, keys.PseudonymAccount, account)
 	if err != nil {
 		return
 	}
-	s.notify(webhook.Event{Type: webhook.AccountReset, Data: map[string]string{"account": p}})
+	s.notify(webhook.Event{Type: webhook.AccountReset, Data: accountData(tenant, p)})
 }
 
 // globalChanged sends global_challenge_started or _ended. Every instance
