@@ -265,15 +265,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	if got := eval(`document.getElementById("confirm-account").textContent`); got != "victim@example.com" {
 		t.Fatalf("the confirmation names %q", got)
 	}
-	shot, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Fatal(err)
-	}
-	shotPath := filepath.Join(artefactDir(t), "console.png")
-	if err := os.WriteFile(shotPath, shot, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshot: %s", shotPath)
+	screenshot(t, tab, "console.png")
 	if st := fleet[1].must(t, "POST", "/v1/accounts/status", adminToken, map[string]any{"account": "victim@example.com"}); st.body["blocked"] != true {
 		t.Fatalf("the account was reset before the confirmation: %v", st.body)
 	}
@@ -294,15 +286,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	wait("no claim of consistent rules", `document.getElementById("n-consistent").textContent === "unknown"`)
 	wait("the instances unavailable", `document.getElementById("n-instances").textContent === "unavailable"`)
 	wait("the incident view of this instance alone", `document.getElementById("incident-scope").textContent.startsWith("this instance alone") && document.querySelectorAll("#incident-instances tbody tr").length === 1`)
-	outage, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Fatal(err)
-	}
-	outagePath := filepath.Join(artefactDir(t), "console-outage.png")
-	if err := os.WriteFile(outagePath, outage, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshot of the outage: %s", outagePath)
+	screenshot(t, tab, "console-outage.png")
 	redis.Unpause(t)
 	wait("the fleet view back", `document.getElementById("outage").hidden && document.getElementById("n-consistent").textContent === "yes"`)
 
@@ -354,6 +338,21 @@ func TestConsoleInABrowser(t *testing.T) {
 	if n := eval(`String(sessionStorage.length)`); n != "0" {
 		t.Errorf("sessionStorage holds %s items after forgetting the token", n)
 	}
+}
+
+// screenshot writes the whole page of tab to name in the artefact
+// directory.
+func screenshot(t *testing.T, tab context.Context, name string) {
+	t.Helper()
+	shot, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(artefactDir(t), name)
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
 }
 
 // shadowCount is a shadow rule's would_block in a GET /v1/shadow body.
