@@ -285,6 +285,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	wait("the outage banner", `!document.getElementById("outage").hidden`)
 	wait("no claim of consistent rules", `document.getElementById("n-consistent").textContent === "unknown"`)
 	wait("the instances unavailable", `document.getElementById("n-instances").textContent === "unavailable"`)
+	wait("the shadow trips of this instance", `document.getElementById("trips-scope").textContent.endsWith("(this instance)")`)
 	wait("the incident view of this instance alone", `document.getElementById("incident-scope").textContent.startsWith("this instance alone") && document.querySelectorAll("#incident-instances tbody tr").length === 1`)
 	screenshot(t, tab, "console-outage.png")
 	redis.Unpause(t)

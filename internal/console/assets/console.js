@@ -12,6 +12,7 @@
   const $ = (id) => document.getElementById(id);
   let timer = null;
   let samples = []; // {t, total}: every shadow rule's trips, fleet-wide
+  let samplesPartial = null; // whether samples are this instance's alone
 
   function token() { return sessionStorage.getItem(TOKEN_KEY); }
 
@@ -237,6 +238,13 @@
 
   function renderShadow(rep) {
     const list = rep.rules || [];
+    // The fleet's counts and this instance's alone are not one series: a
+    // change of basis (the store lost or back) starts the chart afresh, so
+    // no stale total stands beside a fresh one.
+    const partial = !!rep.partial;
+    if (partial !== samplesPartial) samples = [];
+    samplesPartial = partial;
+    $("trips-scope").textContent = partial ? "shadow trips, last 5 min (this instance)" : "shadow trips, last 5 min";
     $("shadow-empty").hidden = list.length > 0;
     let total = 0;
     rows($("shadow").tBodies[0], list.map((r) => {
