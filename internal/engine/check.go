@@ -105,7 +105,12 @@ func (e *Engine) Normalise(req *CheckRequest) (Identifiers, error) { return req.
 func (e *Engine) Decide(ctx context.Context, req *CheckRequest, ids *Identifiers) (Decision, error) {
 	start, now := time.Now(), e.now()
 	rs := e.ruleSet(now)
+	m, denied := e.listed(ids, now)
+	if denied {
+		return e.denied(req.Flow, m.RetryAfter, start), nil
+	}
 	s := e.resolve(req, ids, rs.set.Familiar, now)
+	s.skip = m.Exempt
 	p := plan.Get()
 	defer p.Release()
 	if err := e.build(p, rs, req.Flow, req.cost(), &s, false); err != nil {

@@ -102,6 +102,9 @@ type Config struct {
 	Now func() time.Time
 	// Events, when set, hears accounts enter and leave a hard stop.
 	Events Events
+	// Lists, when set, are the deny and allow lists every check is
+	// matched against before its plan is built (lists.go).
+	Lists Lists
 	// Logger receives what the engine logs: a report it could not settle
 	// (default slog.Default()).
 	Logger *slog.Logger
@@ -132,6 +135,7 @@ type Engine struct {
 	metrics   *metrics.Metrics
 	now       func() time.Time
 	events    Events
+	lists     Lists
 	log       *slog.Logger
 	history   *history
 	// guesses is the limit of every account's memory of guesses, boxed
@@ -165,6 +169,7 @@ func New(cfg Config) *Engine {
 		metrics:   cfg.Metrics,
 		now:       now,
 		events:    cfg.Events,
+		lists:     cfg.Lists,
 		log:       cfg.Logger,
 	}
 	// What only unreported checks counted is kept for twice the attempt
