@@ -267,4 +267,3 @@ func TestNoAccountInStore(t *testing.T) {
 		}
 	}
 }
-
