@@ -34,8 +34,13 @@ const (
 	ActionReset  = "reset"
 	ActionReload = "reload"
 	ActionRevoke = "revoke"
-	ResultOK     = "ok"
-	ResultError  = "error"
+	// ActionListAdd and ActionListDelete are changes of the deny and
+	// allow lists; their lines name the entry's list, id, and network or
+	// account pseudonym.
+	ActionListAdd    = "list_add"
+	ActionListDelete = "list_delete"
+	ResultOK         = "ok"
+	ResultError      = "error"
 )
 
 // pseudonymKind keeps audit pseudonyms apart from every other hash of a
