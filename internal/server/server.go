@@ -159,7 +159,7 @@ type Server struct {
 	revoked    *revocation.List
 	// lists are the deny and allow lists (lists.go).
 	lists *lists.List
-	tls        *certfile.Pair
+	tls   *certfile.Pair
 	// admin serves the admin API apart (Config.AdminAddr); nil otherwise.
 	admin     *http.Server
 	adminLn   net.Listener
