@@ -40,20 +40,30 @@ rules:
 // listHarness is an engine under listRules with lists on its own store.
 func listHarness(t *testing.T) (*engine.Engine, *lists.List, *countingStore, *metrics.Metrics) {
 	t.Helper()
+	var l *lists.List
+	eng, st, m := listEngine(t, func(holder *rules.Holder, h *keys.Hasher, clock *testclock.Clock) engine.Lists {
+		l = lists.New(lists.Config{Store: memstore.New(memstore.Config{Now: clock.Now}), Rules: holder.Load, Hasher: h, Now: clock.Now})
+		return l
+	})
+	return eng, l, st, m
+}
+
+// listEngine is an engine under listRules whose lists newLists makes.
+func listEngine(t *testing.T, newLists func(*rules.Holder, *keys.Hasher, *testclock.Clock) engine.Lists) (*engine.Engine, *countingStore, *metrics.Metrics) {
+	t.Helper()
 	set, err := rules.Parse("test.yaml", []byte(listRules), t0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var holder rules.Holder
+	holder := new(rules.Holder)
 	holder.Store(set)
 	clock := testclock.New(t0)
 	st := &countingStore{Store: memstore.New(memstore.Config{Now: clock.Now})}
 	key := secret.Generate()
 	h := keys.NewHasher(key)
-	l := lists.New(lists.Config{Store: memstore.New(memstore.Config{Now: clock.Now}), Rules: holder.Load, Hasher: h, Now: clock.Now})
 	m := metrics.New(prometheus.NewRegistry())
-	eng := engine.New(engine.Config{Rules: &holder, Store: st, Key: key, Hasher: h, Metrics: m, Now: clock.Now, Lists: l})
-	return eng, l, st, m
+	eng := engine.New(engine.Config{Rules: holder, Store: st, Key: key, Hasher: h, Metrics: m, Now: clock.Now, Lists: newLists(holder, h, clock)})
+	return eng, st, m
 }
 
 func TestDenyListBlocksBeforeAnyRule(t *testing.T) {
@@ -139,15 +149,9 @@ func (f fixedLists) Match(_ netip.Addr, _ string, _ time.Time) lists.Match {
 }
 
 func TestAllowListNeverSkipsAnAccountRule(t *testing.T) {
-	set, err := rules.Parse("test.yaml", []byte(listRules), t0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var holder rules.Holder
-	holder.Store(set)
-	clock := testclock.New(t0)
-	eng := engine.New(engine.Config{Rules: &holder, Store: memstore.New(memstore.Config{Now: clock.Now}), Key: secret.Generate(), Now: clock.Now,
-		Lists: fixedLists{exempt: []string{"login-account", "login-ip"}}})
+	eng, _, _ := listEngine(t, func(*rules.Holder, *keys.Hasher, *testclock.Clock) engine.Lists {
+		return fixedLists{exempt: []string{"login-account", "login-ip"}}
+	})
 	for i := range 4 {
 		d, err := eng.Check(context.Background(), engine.CheckRequest{Flow: rules.Login, Account: "z", IP: "203.0.113.9"})
 		if err != nil {
