@@ -101,7 +101,10 @@ func (e *Engine) Normalise(req *CheckRequest) (Identifiers, error) { return req.
 // Decide decides req, whose identifiers ids are req normalised by the
 // engine (Normalise), as Check does: the check's plan (build) is evaluated
 // in one store call, its results folded into the decision, and an allowed
-// or challenged check sealed into an attempt id for its report.
+// or challenged check sealed into an attempt id for its report. The deny
+// and allow lists (Config.Lists) come first: a check a deny entry matches
+// is blocked before any rule is evaluated, and one an allow entry matches
+// skips the rules it exempts.
 func (e *Engine) Decide(ctx context.Context, req *CheckRequest, ids *Identifiers) (Decision, error) {
 	start, now := time.Now(), e.now()
 	rs := e.ruleSet(now)
