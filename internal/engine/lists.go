@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"net/netip"
 	"slices"
 	"time"
@@ -10,21 +11,22 @@ import (
 )
 
 // Lists says what the deny and allow lists make of a check from ip of the
-// normalised account (package lists): *lists.List implements it. A check
-// asks it once, before its plan is built, from memory.
+// normalised account in the tenant ctx carries (package lists):
+// *lists.List implements it. A check asks it once, before its plan is
+// built, from memory.
 type Lists interface {
-	Match(ip netip.Addr, account string, now time.Time) lists.Match
+	Match(ctx context.Context, ip netip.Addr, account string, now time.Time) lists.Match
 }
 
 var _ Lists = (*lists.List)(nil)
 
 // listed returns what the engine's lists say of a check with identifiers
-// ids at now, and whether a deny entry blocks it.
-func (e *Engine) listed(ids *Identifiers, now time.Time) (lists.Match, bool) {
+// ids in the tenant of ctx at now, and whether a deny entry blocks it.
+func (e *Engine) listed(ctx context.Context, ids *Identifiers, now time.Time) (lists.Match, bool) {
 	if e.lists == nil {
 		return lists.Match{}, false
 	}
-	m := e.lists.Match(ids.IP, ids.Account, now)
+	m := e.lists.Match(ctx, ids.IP, ids.Account, now)
 	return m, m.Denied
 }
 

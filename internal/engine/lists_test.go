@@ -144,7 +144,7 @@ func TestAllowListSkipsOnlyExemptableRules(t *testing.T) {
 // list made before a reload changed a rule's key would say.
 type fixedLists struct{ exempt []string }
 
-func (f fixedLists) Match(_ netip.Addr, _ string, _ time.Time) lists.Match {
+func (f fixedLists) Match(context.Context, netip.Addr, string, time.Time) lists.Match {
 	return lists.Match{Exempt: f.exempt}
 }
 

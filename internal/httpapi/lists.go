@@ -17,7 +17,7 @@ import (
 type Lister interface {
 	Add(ctx context.Context, spec lists.Spec, subject string) (lists.Entry, error)
 	Delete(ctx context.Context, id string) (lists.Entry, error)
-	Entries(now time.Time) (deny, allow []lists.Entry)
+	Entries(ctx context.Context, now time.Time) (deny, allow []lists.Entry)
 }
 
 // denyRequest is the body of POST /v1/lists/deny.
@@ -144,7 +144,7 @@ func (a *API) auditList(c *gin.Context, action, list string, e *lists.Entry, err
 }
 
 func (a *API) getLists(c *gin.Context) {
-	deny, allow := a.cfg.Lists.Entries(a.now())
+	deny, allow := a.cfg.Lists.Entries(c.Request.Context(), a.now())
 	c.JSON(http.StatusOK, gin.H{"deny": shownEntries(deny), "allow": shownEntries(allow)})
 }
 

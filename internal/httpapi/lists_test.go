@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -16,6 +17,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/secret"
+	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
 // listsAPI is a test API whose audit lines go to the returned buffer and
@@ -126,4 +128,47 @@ func FuzzListRequest(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestListsOfATenant: a tenant's token makes and sees account entries of
+// its own tenant, and is refused network entries (403), which apply to
+// every tenant.
+func TestListsOfATenant(t *testing.T) {
+	c := loadContract(t)
+	api, _, _ := listsAPI(t)
+	tok, err := api.cfg.Tokens.IssueTenant(tokens.ScopeAdmin, "acme-ops", "acme", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		method, path, body, bearer string
+		wantStatus                 int
+		wantCode                   string
+	}{
+		{"POST", "/v1/lists/deny", `{"network": "198.51.100.0/24", "ttl": "1h"}`, tok, 403, "forbidden"},
+		{"POST", "/v1/lists/allow", `{"network": "203.0.113.0/24", "exempt": ["login-ip"]}`, tok, 403, "forbidden"},
+		{"POST", "/v1/lists/deny", `{"account": "victim", "ttl": "1h"}`, tok, 201, ""},
+		{"POST", "/v1/lists/deny", `{"network": "192.0.2.0/24", "ttl": "1h"}`, api.admin, 201, ""},
+	} {
+		req, rec := api.do(tt.method, tt.path, tt.body, tt.bearer)
+		if rec.Code != tt.wantStatus || errorCode(rec.Body.Bytes()) != tt.wantCode {
+			t.Errorf("%s %s %s = %d %s, want %d %q", tt.method, tt.path, tt.body, rec.Code, rec.Body.Bytes(), tt.wantStatus, tt.wantCode)
+		}
+		c.checkAnswer(t, req, rec)
+	}
+	count := func(bearer string) int {
+		t.Helper()
+		_, rec := api.do("GET", "/v1/lists", "", bearer)
+		var out struct{ Deny []any }
+		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+			t.Fatal(err)
+		}
+		return len(out.Deny)
+	}
+	if got, want := count(tok), 2; got != want {
+		t.Errorf("the tenant sees %d deny entries, want %d: its account's and the network's", got, want)
+	}
+	if got, want := count(api.admin), 1; got != want {
+		t.Errorf("the default tenant sees %d deny entries, want %d: the network's", got, want)
+	}
 }

@@ -68,8 +68,12 @@ type Entry struct {
 	// Prefix for an account entry.
 	Network netip.Prefix `json:"network,omitzero"`
 	// Account is the pseudonym of the account a deny entry matches, ""
-	// for a network entry.
+	// for a network entry, and Tenant the account's tenant, "" for the
+	// default tenant's: a pseudonym is its tenant's (keys.Hasher.Tenant),
+	// so an entry matches its own tenant's checks alone. Network entries
+	// apply to every tenant.
 	Account string `json:"account,omitempty"`
+	Tenant  string `json:"tenant,omitempty"`
 	// Exempt are the rules an allow entry's checks skip.
 	Exempt []string `json:"exempt,omitempty"`
 	// Reason is the operator's why.

@@ -39,6 +39,10 @@ var (
 	// ErrStatic reports a DELETE of a static entry, which only its rules
 	// file removes.
 	ErrStatic = errors.New("lists: a static entry")
+	// ErrShared reports a tenant's call on a network entry: network
+	// entries apply to every tenant, as address rules do, so only a call
+	// without a tenant makes or removes one.
+	ErrShared = errors.New("lists: a network entry applies to every tenant")
 )
 
 // Config configures a List. Store, Rules and Hasher are required.
@@ -114,29 +118,36 @@ func New(cfg Config) *List {
 }
 
 // Match returns what the lists say of a check from ip (the zero Addr for
-// none) of the normalised account ("" for none), at now. It hashes the
-// account into its pseudonym only when an entry names an account, and
-// costs a map lookup per prefix length in use otherwise.
-func (l *List) Match(ip netip.Addr, account string, now time.Time) Match {
+// none) of the normalised account ("" for none) in the tenant ctx carries
+// (keys.TenantOf), at now. It hashes the account into its tenant's
+// pseudonym only when an entry names an account, so an account entry
+// matches the checks of its own tenant alone, and costs a map lookup per
+// prefix length in use otherwise.
+func (l *List) Match(ctx context.Context, ip netip.Addr, account string, now time.Time) Match {
 	return l.view.Load().match(ip, func() string {
 		if account == "" {
 			return ""
 		}
-		return l.cfg.Hasher.Pseudonym(keys.PseudonymAccount, account)
+		return l.cfg.Hasher.ForContext(ctx).Pseudonym(keys.PseudonymAccount, account)
 	}, now)
 }
 
-// Add makes the entry spec asks for, added by the admin token's subject,
-// in the store and here at once; other instances apply it on their next
-// round. It returns an error wrapping ErrInvalid or ErrMissing for a spec
-// that makes no entry, ErrFull, or store.ErrUnavailable when the store did
-// not take it (nothing is applied then).
+// Add makes the entry spec asks for, added by the admin token's subject
+// in the tenant ctx carries, in the store and here at once; other
+// instances apply it on their next round. It returns an error wrapping
+// ErrInvalid or ErrMissing for a spec that makes no entry, ErrShared for a
+// tenant's network entry, ErrFull, or store.ErrUnavailable when the store
+// did not take it (nothing is applied then).
 func (l *List) Add(ctx context.Context, spec Spec, subject string) (Entry, error) {
-	e, err := spec.entry(l.cfg.Rules(), l.cfg.Hasher, l.cfg.Normalizer, l.cfg.Now())
+	tenant := keys.TenantOf(ctx)
+	if tenant != "" && spec.Account == "" {
+		return Entry{}, ErrShared
+	}
+	e, err := spec.entry(l.cfg.Rules(), l.cfg.Hasher.ForContext(ctx), l.cfg.Normalizer, l.cfg.Now())
 	if err != nil {
 		return Entry{}, err
 	}
-	e.ID, e.Subject = newID(), subject
+	e.ID, e.Subject, e.Tenant = newID(), subject, tenant
 	data, err := json.Marshal(&e)
 	if err != nil {
 		return Entry{}, fmt.Errorf("lists: %w", err)
@@ -159,42 +170,55 @@ func (l *List) Add(ctx context.Context, spec Spec, subject string) (Entry, error
 // Delete removes the entry of id from the store and here at once, and
 // returns it as it was known here (its ID alone when this instance had not
 // read it yet). It returns ErrStatic for a static entry, ErrNotFound for an
-// id the store does not hold, and store.ErrUnavailable when the store did
-// not answer.
+// id the store does not hold or that names another tenant's account (a
+// tenant's call deletes only the entries this instance knows to be its
+// own), ErrShared for a tenant's call on a network entry, and
+// store.ErrUnavailable when the store did not answer.
 func (l *List) Delete(ctx context.Context, id string) (Entry, error) {
-	ix := l.view.Load()
-	e := Entry{ID: id}
-	for _, o := range ix.entries {
+	tenant := keys.TenantOf(ctx)
+	var e *Entry
+	for _, o := range l.view.Load().entries {
 		if o.ID == id {
-			if o.Source != SourceAPI {
-				return *o, ErrStatic
-			}
-			e = *o
+			e = o
 		}
+	}
+	switch {
+	case e == nil && tenant != "":
+		return Entry{ID: id}, ErrNotFound
+	case e == nil:
+		e = &Entry{ID: id}
+	case e.Source != SourceAPI:
+		return *e, ErrStatic
+	case e.Account != "" && e.Tenant != tenant:
+		return Entry{ID: id}, ErrNotFound
+	case e.Account == "" && tenant != "":
+		return *e, ErrShared
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
 	found, err := l.cfg.Store.ListDelete(ctx, l.cfg.Key, id)
 	switch {
 	case err != nil:
-		return e, fmt.Errorf("lists: %w: %w", store.ErrUnavailable, err)
+		return *e, fmt.Errorf("lists: %w: %w", store.ErrUnavailable, err)
 	case !found:
-		return e, ErrNotFound
+		return *e, ErrNotFound
 	}
 	l.mu.Lock()
 	l.fleet = slices.DeleteFunc(slices.Clone(l.fleet), func(o *Entry) bool { return o.ID == id })
 	l.publish()
 	l.mu.Unlock()
-	return e, nil
+	return *e, nil
 }
 
-// Entries returns the entries in force at now, deny and allow, each in the
-// order they were made.
-func (l *List) Entries(now time.Time) (deny, allow []Entry) {
+// Entries returns the entries in force at now that the tenant ctx carries
+// sees, deny and allow, each in the order they were made: every network
+// entry, and the account entries of that tenant alone.
+func (l *List) Entries(ctx context.Context, now time.Time) (deny, allow []Entry) {
+	tenant := keys.TenantOf(ctx)
 	deny, allow = []Entry{}, []Entry{}
 	for _, e := range l.view.Load().entries {
 		switch {
-		case !e.live(now):
+		case !e.live(now), e.Account != "" && e.Tenant != tenant:
 		case e.List == Deny:
 			deny = append(deny, *e)
 		default:

@@ -77,7 +77,7 @@ func TestSpecRefused(t *testing.T) {
 			}
 		})
 	}
-	if deny, allow := l.Entries(t0); len(deny)+len(allow) != 0 {
+	if deny, allow := l.Entries(context.Background(), t0); len(deny)+len(allow) != 0 {
 		t.Errorf("entries after refusals = %v %v, want none", deny, allow)
 	}
 }
@@ -128,7 +128,7 @@ func TestMatch(t *testing.T) {
 		if tt.ip != "" {
 			ip = netip.MustParseAddr(tt.ip)
 		}
-		got := l.Match(ip, tt.account, t0.Add(tt.at))
+		got := l.Match(context.Background(), ip, tt.account, t0.Add(tt.at))
 		exempt := slices.Sorted(slices.Values(got.Exempt))
 		if got.Denied != tt.want.Denied || got.RetryAfter != tt.want.RetryAfter || !slices.Equal(exempt, slices.Sorted(slices.Values(tt.want.Exempt))) {
 			t.Errorf("at t0+%v Match(%s, %q) = %+v, want %+v", tt.at, tt.ip, tt.account, got, tt.want)
@@ -144,19 +144,19 @@ func TestFleet(t *testing.T) {
 	a, b := newList(t, st, clock), newList(t, st, clock)
 	ip := netip.MustParseAddr("198.51.100.1")
 	e := add(t, a, Spec{List: Deny, Network: "198.51.100.0/24", TTL: "1h"})
-	if !a.Match(ip, "", t0).Denied {
+	if !a.Match(context.Background(), ip, "", t0).Denied {
 		t.Fatal("the instance that added an entry does not apply it at once")
 	}
-	if b.Match(ip, "", t0).Denied {
+	if b.Match(context.Background(), ip, "", t0).Denied {
 		t.Fatal("the other instance applies the entry before its round")
 	}
 	b.Ride(context.Background(), false)
-	if !b.Match(ip, "", t0).Denied {
+	if !b.Match(context.Background(), ip, "", t0).Denied {
 		t.Fatal("the other instance does not apply the entry after its round")
 	}
 	restarted := newList(t, st, clock)
 	restarted.Ride(context.Background(), false)
-	if !restarted.Match(ip, "", t0).Denied {
+	if !restarted.Match(context.Background(), ip, "", t0).Denied {
 		t.Fatal("an instance started later does not apply the entry")
 	}
 
@@ -165,7 +165,7 @@ func TestFleet(t *testing.T) {
 		t.Fatalf("Add while the store fails = %v, want store.ErrUnavailable", err)
 	}
 	b.Ride(context.Background(), false)
-	if !b.Match(ip, "", t0).Denied {
+	if !b.Match(context.Background(), ip, "", t0).Denied {
 		t.Fatal("an instance whose store fails forgets the entries it read")
 	}
 	st.fail = false
@@ -174,7 +174,7 @@ func TestFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Ride(context.Background(), false)
-	if a.Match(ip, "", t0).Denied || b.Match(ip, "", t0).Denied {
+	if a.Match(context.Background(), ip, "", t0).Denied || b.Match(context.Background(), ip, "", t0).Denied {
 		t.Fatal("a deleted entry still applies")
 	}
 	if _, err := a.Delete(context.Background(), e.ID); !errors.Is(err, ErrNotFound) {
@@ -231,19 +231,19 @@ lists:
 	}
 	l := newList(t, memstore.New(memstore.Config{}), testclock.New(t0))
 	l.SetStatic(set)
-	deny, allow := l.Entries(t0)
+	deny, allow := l.Entries(context.Background(), t0)
 	if len(deny) != 1 || deny[0].ID != "rules-deny-1" || deny[0].Source != "r.yaml" || !deny[0].ExpiresAt.IsZero() ||
 		len(allow) != 1 || allow[0].ID != "rules-allow-1" || !slices.Equal(allow[0].Exempt, []string{"login-ip"}) {
 		t.Fatalf("entries = %+v %+v", deny, allow)
 	}
-	if m := l.Match(netip.MustParseAddr("198.51.100.3"), "", t0); !m.Denied || m.RetryAfter != StaticRetry {
+	if m := l.Match(context.Background(), netip.MustParseAddr("198.51.100.3"), "", t0); !m.Denied || m.RetryAfter != StaticRetry {
 		t.Errorf("Match of a static deny = %+v, want denied for StaticRetry", m)
 	}
 	if _, err := l.Delete(context.Background(), "rules-deny-1"); !errors.Is(err, ErrStatic) {
 		t.Errorf("Delete of a static entry = %v, want ErrStatic", err)
 	}
 	l.SetStatic(rules.Default())
-	if deny, allow := l.Entries(t0); len(deny)+len(allow) != 0 {
+	if deny, allow := l.Entries(context.Background(), t0); len(deny)+len(allow) != 0 {
 		t.Errorf("entries after rules without lists = %v %v, want none", deny, allow)
 	}
 }
@@ -265,5 +265,54 @@ func TestNoAccountInStore(t *testing.T) {
 		if strings.Contains(string(snap.Entries[0].Data), bad) {
 			t.Errorf("the store holds %q: %s", bad, snap.Entries[0].Data)
 		}
+	}
+}
+
+// TestTenants: an account entry is its tenant's, matching, shown to and
+// deleted by that tenant alone; network entries apply to every tenant and
+// only a call without a tenant makes or removes one.
+func TestTenants(t *testing.T) {
+	l := newList(t, memstore.New(memstore.Config{}), testclock.New(t0))
+	bg := context.Background()
+	acme, other := keys.WithTenant(bg, "acme"), keys.WithTenant(bg, "other")
+	if _, err := l.Add(acme, Spec{List: Deny, Network: "198.51.100.0/24", TTL: "1h"}, "ops"); !errors.Is(err, ErrShared) {
+		t.Fatalf("a tenant's network deny = %v, want ErrShared", err)
+	}
+	if _, err := l.Add(acme, Spec{List: Allow, Network: "203.0.113.0/24", Exempt: []string{"login-ip"}}, "ops"); !errors.Is(err, ErrShared) {
+		t.Fatalf("a tenant's allow = %v, want ErrShared", err)
+	}
+	mine, err := l.Add(acme, Spec{List: Deny, Account: "victim", TTL: "1h"}, "acme-ops")
+	if err != nil || mine.Tenant != "acme" || mine.Account != hasher.Tenant("acme").Pseudonym(keys.PseudonymAccount, "victim") {
+		t.Fatalf("a tenant's account deny = %+v, %v", mine, err)
+	}
+	shared := add(t, l, Spec{List: Deny, Network: "192.0.2.0/24", TTL: "1h"})
+	ip := netip.MustParseAddr("198.51.100.1")
+	for _, tt := range []struct {
+		ctx  context.Context
+		want bool
+	}{{acme, true}, {bg, false}, {other, false}} {
+		if got := l.Match(tt.ctx, ip, "victim", t0).Denied; got != tt.want {
+			t.Errorf("Match of victim in tenant %q = %v, want %v", keys.TenantOf(tt.ctx), got, tt.want)
+		}
+	}
+	for _, ctx := range []context.Context{acme, bg, other} {
+		if !l.Match(ctx, netip.MustParseAddr("192.0.2.1"), "", t0).Denied {
+			t.Errorf("the network entry does not apply in tenant %q", keys.TenantOf(ctx))
+		}
+	}
+	if deny, _ := l.Entries(acme, t0); len(deny) != 2 {
+		t.Errorf("acme sees %d deny entries, want its own and the network's", len(deny))
+	}
+	if deny, _ := l.Entries(bg, t0); len(deny) != 1 || deny[0].ID != shared.ID {
+		t.Errorf("the default tenant sees %+v, want the network entry alone", deny)
+	}
+	if _, err := l.Delete(bg, mine.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("another tenant's delete = %v, want ErrNotFound", err)
+	}
+	if _, err := l.Delete(acme, shared.ID); !errors.Is(err, ErrShared) {
+		t.Errorf("a tenant's delete of a network entry = %v, want ErrShared", err)
+	}
+	if _, err := l.Delete(acme, mine.ID); err != nil {
+		t.Errorf("the tenant's own delete = %v", err)
 	}
 }

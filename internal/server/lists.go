@@ -57,8 +57,10 @@ func (a listAdmin) Delete(ctx context.Context, id string) (lists.Entry, error) {
 	return e, err
 }
 
-// Entries returns the entries in force.
-func (a listAdmin) Entries(now time.Time) (deny, allow []lists.Entry) { return a.s.lists.Entries(now) }
+// Entries returns the entries in force that the tenant of ctx sees.
+func (a listAdmin) Entries(ctx context.Context, now time.Time) (deny, allow []lists.Entry) {
+	return a.s.lists.Entries(ctx, now)
+}
 
 // listChanged is the one place every change of the lists made here goes
 // through, once it took effect: change is "added" or "deleted", e the
