@@ -749,5 +749,8 @@ func rulesCmd(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	fmt.Fprintf(stdout, "%s: %d rules, valid, hash %s\n", pos[0], len(set.Rules), set.Hash())
+	if l := set.Lists; l.Len() > 0 {
+		fmt.Fprintf(stdout, "%s: lists: %d deny and %d allow entries, valid\n", pos[0], len(l.Deny), len(l.Allow))
+	}
 	return exitOK
 }

@@ -114,6 +114,9 @@ type Config struct {
 	// stopped a check and every failure_rate rule's state (package
 	// incident); nil: nothing does.
 	Tally Tally
+	// Lists, when set, are the deny and allow lists every check is
+	// matched against before its plan is built (lists.go).
+	Lists Lists
 	// Logger receives what the engine logs: a report it could not settle
 	// (default slog.Default()).
 	Logger *slog.Logger
@@ -167,6 +170,7 @@ type Engine struct {
 	now       func() time.Time
 	events    Events
 	tally     Tally
+	lists     Lists
 	log       *slog.Logger
 	history   *history
 	// tenants are the tenants counted under their own name
@@ -204,6 +208,7 @@ func New(cfg Config) *Engine {
 		now:       now,
 		events:    cfg.Events,
 		tally:     cfg.Tally,
+		lists:     cfg.Lists,
 		log:       cfg.Logger,
 	}
 	if e.tally == nil {

@@ -138,8 +138,14 @@ func TestWebhooksTellOfHardStopsResetsAndReloads(t *testing.T) {
 	if reloaded[0].Data["rule_count"] != "2" || reloaded[0].Data["hash"] == "" {
 		t.Errorf("rules_reloaded %v, want 2 rules and the hash", reloaded)
 	}
-	in.srv.ListChanged("deny", "add", "l-1", "198.51.100.0/24")
-	if got := r.waitFor("list_changed", 1); got[0].Data["list"] != "deny" || got[0].Data["name"] != "198.51.100.0/24" {
+	if a := in.do(t, "POST", "/v1/lists/deny", in.adminToken, map[string]any{"network": "198.51.100.0/24", "ttl": "1h", "reason": "stuffing"}); a.status != 201 {
+		t.Fatalf("POST /v1/lists/deny: %d %s", a.status, a.raw)
+	}
+	if got := r.waitFor("list_changed", 1); got[0].Data["list"] != "deny" || got[0].Data["action"] != "added" || got[0].Data["name"] != "198.51.100.0/24" || got[0].Data["id"] == "" {
+		t.Errorf("list_changed %v, want the deny entry added", got)
+	}
+	in.srv.ListChanged("allow", "deleted", "l-1", "192.0.2.0/24")
+	if got := r.waitFor("list_changed", 2); got[1].Data["list"] != "allow" || got[1].Data["action"] != "deleted" {
 		t.Errorf("list_changed %v", got)
 	}
 	r.mu.Lock()

@@ -57,12 +57,22 @@ func (s *Server) notify(ev webhook.Event) {
 }
 
 // ListChanged sends list_changed to the webhooks: list is "deny" or
-// "allow", action "add" or "delete", id the entry's id and name the
+// "allow", action "added" or "deleted", id the entry's id and name the
 // network, or the account's pseudonym (keys.Hasher.Pseudonym), never an
 // account in clear. Call it on the instance where the change was made:
-// the event is sent once, by it. It never blocks.
+// the event is sent once, by it. It never blocks. Every change the admin
+// API makes goes through it (listChanged).
 func (s *Server) ListChanged(list, action, id, name string) {
-	s.notify(webhook.Event{Type: webhook.ListChanged, Data: map[string]string{"list": list, "action": action, "id": id, "name": name}})
+	s.listEvent(list, action, id, name, "")
+}
+
+// listEvent is ListChanged for an entry of tenant ("" for the default).
+func (s *Server) listEvent(list, action, id, name, tenant string) {
+	d := map[string]string{"list": list, "action": action, "id": id, "name": name}
+	if tenant != "" {
+		d["tenant"] = tenant
+	}
+	s.notify(webhook.Event{Type: webhook.ListChanged, Data: d})
 }
 
 // hookEvents hears the engine's hard stops for the webhooks, naming the
