@@ -80,6 +80,9 @@ type Event struct {
 	Decision  rules.Action
 	Rule      string
 	RequestID string
+	// Route is the gateway route a proxied check came through (package
+	// gateway); empty for a check through the API. A replay ignores it.
+	Route string
 }
 
 // eventJSON is the wire form of an Event; pointers tell absent fields from
@@ -101,6 +104,7 @@ type eventJSON struct {
 	Decision  *string `json:"decision"`
 	Rule      *string `json:"rule"`
 	RequestID *string `json:"request_id"`
+	Route     *string `json:"route"`
 }
 
 // Parse reads one line of the replay format. It checks the format, the
@@ -142,6 +146,9 @@ func Parse(line []byte) (Event, error) {
 	}
 	if w.RequestID != nil {
 		ev.RequestID = *w.RequestID
+	}
+	if w.Route != nil {
+		ev.Route = *w.Route
 	}
 	switch Kind(*w.Type) {
 	case Check:
@@ -238,7 +245,7 @@ func quote(s string) string {
 // AppendJSON appends ev as one line of the replay format, newline
 // included: ts (TimeLayout, UTC), type and id, then a check's flow,
 // account, ip, recipient, secret_fingerprint and cost (each only when set;
-// cost only when not 1), decision and rule (each only when set), or a report's outcome, and
+// cost only when not 1), decision, rule and route (each only when set), or a report's outcome, and
 // last request_id when set.
 func (ev *Event) AppendJSON(b []byte) []byte {
 	b = append(b, `{"ts":"`...)
@@ -276,6 +283,10 @@ func (ev *Event) AppendJSON(b []byte) []byte {
 		if ev.Rule != "" {
 			b = append(b, `,"rule":`...)
 			b = appendString(b, ev.Rule)
+		}
+		if ev.Route != "" {
+			b = append(b, `,"route":`...)
+			b = appendString(b, ev.Route)
 		}
 	case Report:
 		b = append(b, `,"outcome":`...)
