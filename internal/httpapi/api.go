@@ -68,6 +68,10 @@ type Config struct {
 	// Revocations revokes service tokens fleet-wide (POST
 	// /v1/tokens/revoke); Tokens refuses what it revoked.
 	Revocations Revoker
+	// Proxies, when set, describes the gateway's proxies for GET
+	// /v1/proxies (a value encoding/json encodes: package gateway's
+	// View); nil: no proxy runs, and the answer lists none.
+	Proxies func() any
 	// AdminApart serves the admin API and the console on a handler of
 	// their own, AdminHandler, and not on the main one, which then
 	// answers 404 for them (--admin-addr).
@@ -137,6 +141,7 @@ func New(cfg Config) *API {
 	admin.GET("/accounts/status", a.accountStatus)
 	admin.POST("/accounts/reset", a.accountReset)
 	admin.POST("/tokens/revoke", a.revokeToken)
+	admin.GET("/proxies", a.getProxies)
 
 	a.router = r
 	return a

@@ -297,6 +297,14 @@ func (a *API) getFleet(c *gin.Context) {
 	c.JSON(http.StatusOK, a.cfg.Fleet.View(c.Request.Context()))
 }
 
+func (a *API) getProxies(c *gin.Context) {
+	if a.cfg.Proxies == nil {
+		c.JSON(http.StatusOK, gin.H{"proxies": []any{}})
+		return
+	}
+	c.JSON(http.StatusOK, a.cfg.Proxies())
+}
+
 func (a *API) accountStatus(c *gin.Context) {
 	account, ok := c.GetQuery("account")
 	if !ok {

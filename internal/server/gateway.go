@@ -58,6 +58,14 @@ func (s *Server) ProxyAddrs() []string {
 	return s.gateway.Addrs()
 }
 
+// proxiesView is what GET /v1/proxies answers: nil without a proxy file.
+func (s *Server) proxiesView() func() any {
+	if s.gateway == nil {
+		return nil
+	}
+	return func() any { return s.gateway.View() }
+}
+
 // shutdownGateway stops the proxies, when there are any.
 func (s *Server) shutdownGateway(ctx context.Context) error {
 	if s.gateway == nil {

@@ -358,6 +358,7 @@ func (s *Server) newAPI(dec httpapi.Decider, trail *audit.Log, storeHealthy func
 		Metrics:      s.metrics,
 		Tracer:       tracer,
 		Breached:     &s.breached.holder,
+		Proxies:      s.proxiesView(),
 		Logger:       s.log,
 		Now:          cfg.Now,
 	})
