@@ -82,7 +82,7 @@ func TestGatewayProofOfWorkInABrowser(t *testing.T) {
 	browser := chromium(t)
 	app, logins := formApp(t)
 	listen := freeAddr(t)
-	startFleet(t, 1, fleetConfig{rulesYAML: challengeRules, proxy: challengeProxy(listen, app.URL)})
+	in := startFleet(t, 1, fleetConfig{rulesYAML: challengeRules, proxy: challengeProxy(listen, app.URL)})[0]
 	base := "http://" + listen
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -160,6 +160,16 @@ func TestGatewayProofOfWorkInABrowser(t *testing.T) {
 			t.Errorf("page error: %s", e)
 		}
 	}
+
+	// The console lists the proxy and its route.
+	if err := chromedp.Do(tab, chromedp.Navigate(in.base+"/console"), chromedp.WaitVisible("#token"),
+		chromedp.SendKeys("#token", adminToken), chromedp.Click(`#token-form button`)); err != nil {
+		t.Fatal(err)
+	}
+	wait("the console's gateway proxies", `!document.getElementById("proxies-card").hidden && document.querySelector("#proxies tbody").textContent.includes("form")`)
+	if row, err := chromedp.Run(tab, chromedp.Evaluate[string](`document.querySelector("#proxies tbody tr").textContent`)); err != nil || !strings.Contains(row, listen) || !strings.Contains(row, "proof_of_work 12") {
+		t.Errorf("the console's proxy row: %q, %v; want the listen address and the challenge", row, err)
+	}
 }
 
 // TestGatewayProofOfWorkAPIClient solves the challenge as an API client
@@ -167,7 +177,7 @@ func TestGatewayProofOfWorkInABrowser(t *testing.T) {
 func TestGatewayProofOfWorkAPIClient(t *testing.T) {
 	app, logins := formApp(t)
 	listen := freeAddr(t)
-	startFleet(t, 1, fleetConfig{rulesYAML: challengeRules, proxy: challengeProxy(listen, app.URL)})
+	in := startFleet(t, 1, fleetConfig{rulesYAML: challengeRules, proxy: challengeProxy(listen, app.URL)})[0]
 	login := func(hdr ...string) (*http.Response, string) {
 		req, _ := http.NewRequest("POST", "http://"+listen+"/login", strings.NewReader("u=alice&p=right"))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -210,5 +220,13 @@ func TestGatewayProofOfWorkAPIClient(t *testing.T) {
 	}
 	if got := logins.Load(); got != 2 {
 		t.Errorf("the app saw %d logins, want 2", got)
+	}
+	v := in.must(t, "GET", "/v1/proxies", adminToken, nil)
+	proxies, _ := v.body["proxies"].([]any)
+	if v.status != http.StatusOK || len(proxies) != 1 || !strings.Contains(string(v.raw), `"name":"form"`) || !strings.Contains(string(v.raw), `"addr":"`+listen+`"`) {
+		t.Errorf("GET /v1/proxies: %d %s", v.status, v.raw)
+	}
+	if v := in.must(t, "GET", "/v1/proxies", checkToken, nil); v.status != http.StatusForbidden {
+		t.Errorf("GET /v1/proxies with a check token: %d, want 403", v.status)
 	}
 }
