@@ -226,9 +226,11 @@ func openLogins(addr string, rate float64, conns int, d, timeout time.Duration, 
 				sleepUntil(at)
 				u := users.Add(1) % proxyUsers
 				cn.auth = "Basic " + base64.StdEncoding.EncodeToString([]byte("user"+strconv.FormatInt(u, 10)+"@load.example:pw-"+strconv.FormatInt(u, 10)))
-				// A /24 of its own: the built-in rules challenge a /24 in
-				// which more than 20 accounts failed (or went unreported).
-				cn.extra = fmt.Sprintf("X-Forwarded-For: 10.%d.%d.1\r\n", u>>8&255, u&255)
+				// An IPv6 /48 of its own (two accounts share one at most),
+				// apart from the other phases' 10/8: the built-in rules
+				// challenge a network in which more than 20 accounts failed
+				// or went unreported.
+				cn.extra = fmt.Sprintf("X-Forwarded-For: 2001:db8:%x:%x::1\r\n", u&0xffff, u>>16)
 				status, _, err := cn.do("GET", "/login", nil)
 				h.Record(time.Since(at))
 				if err != nil || status != http.StatusOK {
