@@ -10,7 +10,12 @@
 //	{"msg": "admin action", "audit": true, "action": "revoke", "subject": "ops-alice", "result": "ok", "jti": "…", "request_id": "…"}
 //	{"msg": "hard stop started", "event": "hard_stop_started", "account": "h-…"}
 //	{"msg": "hard stop ended", "event": "hard_stop_ended", "account": "h-…"}
+//	{"msg": "admin action", "audit": true, "action": "reset", "subject": "acme-ops", "result": "ok", "tenant": "acme", "account": "h-…", …}
 //
+// A line of a call made with a tenant's token, or of a tenant's account,
+// carries the tenant's name in tenant; a line of the default tenant has
+// none. An account's pseudonym is its tenant's: the same name in two
+// tenants is two accounts with two pseudonyms.
 // No line carries an account in clear. account is a pseudonym: "h-" and 22
 // characters of a keyed hash of the account's subject, under the hash key,
 // so every instance of a fleet writes the same pseudonym for one account
@@ -89,12 +94,17 @@ func New(cfg Config) *Log {
 // account. extra are further fields of the line (a reload's changes, a
 // revoked token's jti). ctx is the call's: a logger that reads request ids
 // from it (requestid.Handler) adds the call's request_id, so the line and
-// the caller's own logs match.
+// the caller's own logs match; the tenant it carries (keys.TenantOf) is
+// the account's and the line's.
 func (l *Log) Action(ctx context.Context, action, subject, result, account string, extra ...slog.Attr) {
 	l.metrics.AdminActions.WithLabelValues(action, result).Inc()
 	attrs := []slog.Attr{slog.Bool("audit", true), slog.String("action", action), slog.String("subject", subject), slog.String("result", result)}
+	tenant := keys.TenantOf(ctx)
+	if tenant != "" {
+		attrs = append(attrs, slog.String("tenant", tenant))
+	}
 	if account != "" {
-		if s, err := l.hasher.AccountSubject(l.norm, account); err == nil {
+		if s, err := l.hasher.Tenant(tenant).AccountSubject(l.norm, account); err == nil {
 			attrs = append(attrs, slog.String("account", l.Pseudonym(s)))
 		}
 	}
@@ -127,15 +137,24 @@ func (l *Log) Revoke(ctx context.Context, subject, result, jti string) {
 }
 
 // HardStopStarted writes the line of an account entering a hard stop;
-// account is its subject.
-func (l *Log) HardStopStarted(account string) {
-	l.log.Info("hard stop started", "event", "hard_stop_started", "account", l.Pseudonym(account))
+// account is its subject, tenant its tenant ("" for the default).
+func (l *Log) HardStopStarted(tenant, account string) {
+	l.hardStop("hard stop started", "hard_stop_started", tenant, account)
 }
 
 // HardStopEnded writes the line of an account leaving a hard stop; account
-// is its subject.
-func (l *Log) HardStopEnded(account string) {
-	l.log.Info("hard stop ended", "event", "hard_stop_ended", "account", l.Pseudonym(account))
+// is its subject, tenant its tenant ("" for the default).
+func (l *Log) HardStopEnded(tenant, account string) {
+	l.hardStop("hard stop ended", "hard_stop_ended", tenant, account)
+}
+
+// hardStop writes the line of a hard stop's event.
+func (l *Log) hardStop(msg, event, tenant, account string) {
+	attrs := []slog.Attr{slog.String("event", event)}
+	if tenant != "" {
+		attrs = append(attrs, slog.String("tenant", tenant))
+	}
+	l.log.LogAttrs(context.Background(), slog.LevelInfo, msg, append(attrs, slog.String("account", l.Pseudonym(account)))...)
 }
 
 // Pseudonym returns the pseudonym of the account whose subject is given.

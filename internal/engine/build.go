@@ -36,7 +36,7 @@ func (e *Engine) build(p *plan.Plan, rs *ruleSet, flow rules.Flow, cost int64, s
 			p.Add(plan.Entry{Rule: r, Kind: plan.Global, Bit: plan.NoBit})
 			continue
 		}
-		subject := s.of(e.hasher, r)
+		subject := s.of(r)
 		if subject == "" {
 			continue
 		}

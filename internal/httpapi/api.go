@@ -135,12 +135,12 @@ func New(cfg Config) *API {
 	admin := adminRouter.Group("/v1", a.authorize(tokens.ScopeAdmin))
 	admin.GET("/rules", a.getRules)
 	admin.GET("/rules/explain", a.explainRules)
-	admin.POST("/rules/reload", a.reloadRules)
+	admin.POST("/rules/reload", a.deploymentWide, a.reloadRules)
 	admin.GET("/shadow", a.getShadow)
 	admin.GET("/fleet", a.getFleet)
 	admin.GET("/accounts/status", a.accountStatus)
 	admin.POST("/accounts/reset", a.accountReset)
-	admin.POST("/tokens/revoke", a.revokeToken)
+	admin.POST("/tokens/revoke", a.deploymentWide, a.revokeToken)
 	admin.GET("/proxies", a.getProxies)
 
 	a.router = r
@@ -211,9 +211,10 @@ func (a *API) recover(c *gin.Context) {
 // detach runs the request on a context its caller cannot cancel: a caller
 // that goes away mid-request is no store failure on any store, the embedded
 // one included, and what it asked for is decided to the end, each store
-// call bounded by the store's own deadline.
+// call bounded by the store's own deadline. The context is a callContext,
+// which authorize fills with the caller's claims.
 func detach(c *gin.Context) {
-	c.Request = c.Request.WithContext(context.WithoutCancel(c.Request.Context()))
+	c.Request = c.Request.WithContext(&callContext{Context: context.WithoutCancel(c.Request.Context())})
 	c.Next()
 }
 

@@ -51,6 +51,8 @@ func errorFor(err error) *apiError {
 		return newError(http.StatusBadRequest, "missing_field", detail(err, engine.ErrMissingField))
 	case errors.Is(err, engine.ErrInvalidField):
 		return newError(http.StatusBadRequest, "invalid_field", detail(err, engine.ErrInvalidField))
+	case errors.Is(err, engine.ErrOtherTenant):
+		return newError(http.StatusBadRequest, "invalid_attempt", "attempt_id: issued to a check of another tenant than this token's")
 	case errors.Is(err, engine.ErrAlreadyReported):
 		return newError(http.StatusConflict, "already_reported", "attempt_id: already reported")
 	case errors.Is(err, tokens.ErrExpiredAttempt):

@@ -41,6 +41,11 @@ type Metrics struct {
 	// GlobalFailures is the failure rate per second seen by failure_rate
 	// rules, by flow.
 	GlobalFailures *prometheus.GaugeVec
+	// TenantDecisions counts the checks of tenants' tokens by tenant and
+	// decision: a tenant named by --tenant-metrics under its name, any
+	// other under OtherTenants, so the label's values are bounded by the
+	// flag. The default tenant's checks are not counted here.
+	TenantDecisions *prometheus.CounterVec
 	// Reports counts reports by outcome.
 	Reports *prometheus.CounterVec
 	// UnsettledReports counts reports accepted without settling what their
@@ -83,6 +88,10 @@ type Metrics struct {
 	BreachedEntries prometheus.Gauge
 }
 
+// OtherTenants is the tenant label of guardian_tenant_decisions_total for
+// every tenant --tenant-metrics does not name: '_' is in no tenant's name.
+const OtherTenants = "_other"
+
 // New registers guardian's metrics on reg, guardian_build_info set.
 func New(reg prometheus.Registerer) *Metrics {
 	f := promauto.With(reg)
@@ -124,6 +133,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "guardian_global_failures_per_second",
 			Help: "Reported failures per second seen by failure_rate rules, by flow.",
 		}, []string{"flow"}),
+		TenantDecisions: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "guardian_tenant_decisions_total",
+			Help: "Checks of tenants' tokens answered, by tenant (those --tenant-metrics names; _other for the rest) and decision.",
+		}, []string{"tenant", "decision"}),
 		Reports: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "guardian_reports_total",
 			Help: "Reports recorded, by outcome.",

@@ -124,6 +124,10 @@ type Config struct {
 	// main listener then answers 404 for them. Empty: one listener serves
 	// everything.
 	AdminAddr string
+	// TenantMetrics names the tenants guardian_tenant_decisions_total
+	// counts under their own name (--tenant-metrics); every other tenant
+	// counts as one.
+	TenantMetrics []string
 	// TLSCertFile and TLSKeyFile, when set (both or neither), are a PEM
 	// certificate (its chain after it) and its key: every listener but
 	// pprof's serves TLS with them. Hangup and a change of either file
@@ -323,21 +327,22 @@ func (s *Server) traced(st store.Store) (store.Store, trace.Tracer, error) {
 func (s *Server) newEngine(st store.Store, trail *audit.Log) *engine.Engine {
 	cfg := s.cfg
 	return engine.New(engine.Config{
-		Rules:        &s.holder,
-		Store:        st,
-		Key:          cfg.SigningKey,
-		PreviousKeys: cfg.PreviousSigningKeys,
-		Keys:         s.keys,
-		HashKey:      cfg.HashKey,
-		Hasher:       s.hasher,
-		Normalizer:   cfg.Normalizer,
-		AttemptTTL:   cfg.AttemptTTL,
-		Aggregate:    s.agg,
-		Shadow:       s.shadow,
-		Metrics:      s.metrics,
-		Now:          cfg.Now,
-		Events:       trail,
-		Logger:       s.log,
+		Rules:         &s.holder,
+		Store:         st,
+		Key:           cfg.SigningKey,
+		PreviousKeys:  cfg.PreviousSigningKeys,
+		Keys:          s.keys,
+		HashKey:       cfg.HashKey,
+		Hasher:        s.hasher,
+		Normalizer:    cfg.Normalizer,
+		AttemptTTL:    cfg.AttemptTTL,
+		Aggregate:     s.agg,
+		Shadow:        s.shadow,
+		Metrics:       s.metrics,
+		Now:           cfg.Now,
+		Events:        trail,
+		Logger:        s.log,
+		TenantMetrics: cfg.TenantMetrics,
 	})
 }
 
