@@ -131,9 +131,6 @@ type Extractor struct {
 // IsZero reports whether x extracts nothing.
 func (x Extractor) IsZero() bool { return x.Source == "" }
 
-// needsBody reports whether x reads the request body.
-func (x Extractor) needsBody() bool { return x.Source == Form || x.Source == JSON }
-
 // Matcher is one item of an outcome list: every condition it has must hold.
 type Matcher struct {
 	Status         []int
