@@ -7,10 +7,11 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
-	"math/bits"
 	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/guardian-sec/guardian/client"
 )
 
 // ChallengeTTL is how long a proof-of-work challenge, and the pass its
@@ -131,49 +132,6 @@ func (c *challenges) open(s string, kind byte) (token, error) {
 	return t, nil
 }
 
-// Solves reports whether nonce solves the challenge token: SHA-256 of the
-// token, a colon and the nonce has difficulty leading zero bits.
-func Solves(token, nonce string, difficulty int) bool {
-	sum := sha256.Sum256([]byte(token + ":" + nonce))
-	return leadingZeros(sum[:]) >= difficulty
-}
-
-func leadingZeros(b []byte) int {
-	n := 0
-	for _, x := range b {
-		if x != 0 {
-			return n + bits.LeadingZeros8(x)
-		}
-		n += 8
-	}
-	return n
-}
-
-// Solve finds a nonce that solves token at difficulty, as the page's
-// script does: the decimal numbers from 0 up. It is what an API client
-// runs (Go clients may call it).
-func Solve(token string, difficulty int) string {
-	for n := uint64(0); ; n++ {
-		nonce := formatUint(n)
-		if Solves(token, nonce, difficulty) {
-			return nonce
-		}
-	}
-}
-
-func formatUint(n uint64) string {
-	var b [20]byte
-	i := len(b)
-	for {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-		if n == 0 {
-			return string(b[i:])
-		}
-	}
-}
-
 // solve checks a solution and returns the pass it earns, which carries
 // the challenge's binding and expiry. The challenge is spent.
 func (c *challenges) solve(tok, nonce string) (string, time.Time, error) {
@@ -181,7 +139,7 @@ func (c *challenges) solve(tok, nonce string) (string, time.Time, error) {
 	if err != nil {
 		return "", time.Time{}, err
 	}
-	if len(nonce) == 0 || len(nonce) > 32 || !Solves(tok, nonce, t.difficulty) {
+	if len(nonce) == 0 || len(nonce) > 32 || !client.ChallengeSolved(tok, nonce, t.difficulty) {
 		return "", time.Time{}, errBadNonce
 	}
 	if !c.spend(t.id, t.exp) {

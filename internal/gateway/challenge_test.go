@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/guardian-sec/guardian/client"
 	"github.com/guardian-sec/guardian/internal/breached"
 	"github.com/guardian-sec/guardian/internal/breached/breachedtest"
 )
@@ -47,7 +49,7 @@ func (g *testGateway) solveAsAPIClient(t *testing.T, resp *http.Response) string
 	if c.Type != "proof_of_work" || c.Difficulty != 8 || c.URL != ChallengePath {
 		t.Fatalf("challenge: got %+v", c)
 	}
-	nonce := Solve(c.Token, c.Difficulty)
+	nonce := client.SolveChallenge(c.Token, c.Difficulty)
 	body := fmt.Sprintf(`{"token": %q, "nonce": %q}`, c.Token, nonce)
 	req, _ := http.NewRequest("POST", g.srv.URL+c.URL, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -113,16 +115,16 @@ func TestChallengeTokens(t *testing.T) {
 	}
 	tok := c.issue(kindChallenge, now.Add(ChallengeTTL), 6, bind)
 	wrong := 0
-	for Solves(tok, formatUint(uint64(wrong)), 6) {
+	for client.ChallengeSolved(tok, strconv.Itoa(wrong), 6) {
 		wrong++
 	}
-	if _, _, err := c.solve(tok, formatUint(uint64(wrong))); err != errBadNonce {
+	if _, _, err := c.solve(tok, strconv.Itoa(wrong)); err != errBadNonce {
 		t.Errorf("a wrong nonce: got %v, want errBadNonce", err)
 	}
-	if _, _, err := c.solve(tok[:len(tok)-2]+"AA", Solve(tok, 6)); err != errBadToken {
+	if _, _, err := c.solve(tok[:len(tok)-2]+"AA", client.SolveChallenge(tok, 6)); err != errBadToken {
 		t.Errorf("an altered token: got %v, want errBadToken", err)
 	}
-	pass, _, err := c.solve(tok, Solve(tok, 6))
+	pass, _, err := c.solve(tok, client.SolveChallenge(tok, 6))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	guardianclient "github.com/guardian-sec/guardian/client"
 	"github.com/guardian-sec/guardian/internal/gateway"
 )
 
@@ -205,7 +206,7 @@ func TestGatewayProofOfWorkAPIClient(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &ch); err != nil || resp.StatusCode != http.StatusForbidden || ch.Error.Code != "challenge_required" {
 		t.Fatalf("second login: %d %s, want 403 challenge_required", resp.StatusCode, body)
 	}
-	nonce := gateway.Solve(ch.Challenge.Token, ch.Challenge.Difficulty)
+	nonce := guardianclient.SolveChallenge(ch.Challenge.Token, ch.Challenge.Difficulty)
 	req, _ := http.NewRequest("POST", "http://"+listen+ch.Challenge.URL, strings.NewReader(fmt.Sprintf(`{"token":%q,"nonce":%q}`, ch.Challenge.Token, nonce)))
 	req.Header.Set("Content-Type", "application/json")
 	sr, sbody := send(t, req)
