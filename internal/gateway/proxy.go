@@ -154,8 +154,9 @@ func (p *proxy) checked(w http.ResponseWriter, r *http.Request, rt *Route, st *s
 	if c, err := r.Cookie(DeviceCookie); err == nil {
 		req.DeviceToken = c.Value
 	}
-	bind := p.gw.challenges.binding(account, client, rt.Name)
-	if pass := passOf(r); pass != "" && p.gw.challenges.redeem(pass, bind) == nil {
+	// The binding is an HMAC: made only for a pass or a challenge.
+	bind := func() [bindLen]byte { return p.gw.challenges.binding(account, client, rt.Name) }
+	if pass := passOf(r); pass != "" && p.gw.challenges.redeem(pass, bind()) == nil {
 		req.ChallengePassed = true
 	}
 	isBreached := false
@@ -206,7 +207,7 @@ func (p *proxy) checked(w http.ResponseWriter, r *http.Request, rt *Route, st *s
 			p.forward(w, r, st)
 			return
 		}
-		p.gw.challenge(w, r, rt, bind, secure)
+		p.gw.challenge(w, r, rt, bind(), secure)
 	default:
 		writePage(w, r, http.StatusForbidden, "breached_password",
 			"This password is in a list of breached passwords, so it cannot be used to sign in. Reset your password.")
