@@ -9,15 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/guardian-sec/guardian/internal/decisionlog"
-	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/event"
-	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/rules"
-	"github.com/guardian-sec/guardian/internal/secret"
-	"github.com/guardian-sec/guardian/internal/store/memstore"
 )
 
 func TestDecisionLogLinesNameTheRoute(t *testing.T) {
@@ -26,11 +20,7 @@ func TestDecisionLogLinesNameTheRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set, _ := rules.Parse("rules.yaml", []byte(testRules), time.Now())
-	var holder rules.Holder
-	holder.Store(set)
-	key, _ := secret.New([]byte("gateway-test-signing-key-0123456789abcdef"))
-	eng := engine.New(engine.Config{Rules: &holder, Store: memstore.New(memstore.Config{}), Key: key, Metrics: metrics.New(prometheus.NewRegistry())})
+	eng, key := newTestEngine(t)
 	var out bytes.Buffer
 	dl := decisionlog.New(decisionlog.Config{Out: &out, Key: key, FlushEvery: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	gw, err := New(Config{File: f, Decider: decisionlog.Wrap(eng, dl), ChallengeKey: key.Derive("c"), FingerprintKey: key.Derive("f")})

@@ -123,15 +123,8 @@ func newTestGateway(t *testing.T, mode, extra string) *testGateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set, err := rules.Parse("rules.yaml", []byte(testRules), time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var holder rules.Holder
-	holder.Store(set)
-	key, _ := secret.New([]byte("gateway-test-signing-key-0123456789abcdef"))
+	eng, key := newTestEngine(t)
 	reg := prometheus.NewRegistry()
-	eng := engine.New(engine.Config{Rules: &holder, Store: memstore.New(memstore.Config{}), Key: key, Metrics: metrics.New(prometheus.NewRegistry())})
 	logs := &bytes.Buffer{}
 	gw, err := New(Config{File: f, Decider: eng, ChallengeKey: key.Derive("c"), FingerprintKey: key.Derive("f"), Registerer: reg,
 		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
@@ -141,6 +134,20 @@ func newTestGateway(t *testing.T, mode, extra string) *testGateway {
 	srv := httptest.NewServer(gw.Handler(0))
 	t.Cleanup(srv.Close)
 	return &testGateway{gw: gw, srv: srv, up: up, reg: reg, logs: logs}
+}
+
+// newTestEngine returns an engine on testRules and the embedded store, and
+// its signing key.
+func newTestEngine(t *testing.T) (*engine.Engine, secret.Key) {
+	t.Helper()
+	set, err := rules.Parse("rules.yaml", []byte(testRules), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var holder rules.Holder
+	holder.Store(set)
+	key, _ := secret.New([]byte("gateway-test-signing-key-0123456789abcdef"))
+	return engine.New(engine.Config{Rules: &holder, Store: memstore.New(memstore.Config{}), Key: key, Metrics: metrics.New(prometheus.NewRegistry())}), key
 }
 
 func (g *testGateway) basic(t *testing.T, user, pass string, cookies ...*http.Cookie) *http.Response {
