@@ -12,9 +12,7 @@ import (
 // reported a success: the gateway's own cost beside the engine's (on the
 // embedded store) and the HTTP client's.
 func BenchmarkProxiedLogin(b *testing.B) {
-	g := newTestGateway(&testing.T{}, "enforce", "")
-	defer g.srv.Close()
-	defer g.up.Close()
+	g := newTestGateway(b, "enforce", "")
 	h := g.gw.Handler(0)
 	b.ReportAllocs()
 	i := 0

@@ -58,7 +58,7 @@ type testUpstream struct {
 	lastBody atomic.Pointer[[]byte]
 }
 
-func newTestUpstream(t *testing.T) *testUpstream {
+func newTestUpstream(t testing.TB) *testUpstream {
 	u := &testUpstream{}
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.hits.Add(1)
@@ -116,7 +116,7 @@ proxies:
 %s`, upstream, mode, extra)
 }
 
-func newTestGateway(t *testing.T, mode, extra string) *testGateway {
+func newTestGateway(t testing.TB, mode, extra string) *testGateway {
 	t.Helper()
 	up := newTestUpstream(t)
 	f, err := Parse("test.yaml", []byte(proxyFile(up.URL, mode, extra)))
@@ -138,7 +138,7 @@ func newTestGateway(t *testing.T, mode, extra string) *testGateway {
 
 // newTestEngine returns an engine on testRules and the embedded store, and
 // its signing key.
-func newTestEngine(t *testing.T) (*engine.Engine, secret.Key) {
+func newTestEngine(t testing.TB) (*engine.Engine, secret.Key) {
 	t.Helper()
 	set, err := rules.Parse("rules.yaml", []byte(testRules), time.Now())
 	if err != nil {
