@@ -739,6 +739,9 @@ func rulesCmd(args []string, stdout, stderr io.Writer) int {
 		set := loadRulesFile(pos[0], stderr)
 		if valid = set != nil; valid {
 			fmt.Fprintf(stdout, "%s: %d rules, valid, hash %s\n", pos[0], len(set.Rules), set.Hash())
+			if l := set.Lists; l.Len() > 0 {
+				fmt.Fprintf(stdout, "%s: lists: %d deny and %d allow entries, valid\n", pos[0], len(l.Deny), len(l.Allow))
+			}
 		}
 	}
 	if proxyPath != "" {

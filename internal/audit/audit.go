@@ -1,6 +1,6 @@
 // Package audit writes guardian's audit trail, for a SIEM: one log line per
 // admin call that changes state (an account reset, a rules reload, a token
-// revocation), and one
+// revocation, a list change), and one
 // per account entering or leaving a hard stop. Lines go to guardian's own
 // logger (JSON by default), at info level, and are told apart by a field:
 //
@@ -8,6 +8,7 @@
 //	{"msg": "admin action", "audit": true, "action": "reload", "subject": "ops-alice", "result": "ok", "request_id": "…", "rules_added": [], "rules_removed": [],
 //	 "rules_changed": [{"rule": "login-ip-24", "fields": ["mode"], "mode_from": "shadow", "mode_to": "enforce"}], "rules_promoted": ["login-ip-24"], …}
 //	{"msg": "admin action", "audit": true, "action": "revoke", "subject": "ops-alice", "result": "ok", "jti": "…", "request_id": "…"}
+//	{"msg": "admin action", "audit": true, "action": "list_add", "subject": "ops-alice", "result": "ok", "list": "deny", "id": "…", "network": "198.51.100.0/24", "request_id": "…"}
 //	{"msg": "hard stop started", "event": "hard_stop_started", "account": "h-…"}
 //	{"msg": "hard stop ended", "event": "hard_stop_ended", "account": "h-…"}
 //	{"msg": "admin action", "audit": true, "action": "reset", "subject": "acme-ops", "result": "ok", "tenant": "acme", "account": "h-…", …}
@@ -39,8 +40,13 @@ const (
 	ActionReset  = "reset"
 	ActionReload = "reload"
 	ActionRevoke = "revoke"
-	ResultOK     = "ok"
-	ResultError  = "error"
+	// ActionListAdd and ActionListDelete are changes of the deny and
+	// allow lists; their lines name the entry's list, id, and network or
+	// account pseudonym.
+	ActionListAdd    = "list_add"
+	ActionListDelete = "list_delete"
+	ResultOK         = "ok"
+	ResultError      = "error"
 )
 
 // pseudonymKind keeps audit pseudonyms apart from every other hash of a
@@ -87,7 +93,8 @@ func New(cfg Config) *Log {
 }
 
 // Action writes the line of one admin call that changed state, or tried to,
-// and counts it: action is ActionReset, ActionReload or ActionRevoke,
+// and counts it: action is ActionReset, ActionReload, ActionRevoke,
+// ActionListAdd or ActionListDelete,
 // subject the token's subject, result ResultOK or ResultError. account is
 // the account the call named, in clear as the caller sent it, or "" for
 // none; the line carries its pseudonym, and none when it is not a valid

@@ -105,11 +105,19 @@ func (e *Engine) Normalise(req *CheckRequest) (Identifiers, error) { return req.
 // or challenged check sealed into an attempt id for its report. The check
 // counts in the tenant ctx carries (keys.TenantOf): its account,
 // recipient, account+ip and key: secret subjects are that tenant's, its
-// address and global ones every tenant's.
+// address and global ones every tenant's. The deny and allow lists
+// (Config.Lists) come first: a check a deny entry matches is blocked before
+// any rule is evaluated, and one an allow entry matches skips the rules it
+// exempts.
 func (e *Engine) Decide(ctx context.Context, req *CheckRequest, ids *Identifiers) (Decision, error) {
 	start, now := time.Now(), e.now()
 	rs := e.ruleSet(now)
+	m, denied := e.listed(ctx, ids, now)
+	if denied {
+		return e.denied(req.Flow, m.RetryAfter, start), nil
+	}
 	s := e.resolve(e.hasher.ForContext(ctx), req, ids, rs.set.Familiar, now)
+	s.skip = m.Exempt
 	p := plan.Get()
 	defer p.Release()
 	if err := e.build(p, rs, req.Flow, req.cost(), &s, false); err != nil {

@@ -110,6 +110,9 @@ type Config struct {
 	TenantMetrics []string
 	// Events, when set, hears accounts enter and leave a hard stop.
 	Events Events
+	// Lists, when set, are the deny and allow lists every check is
+	// matched against before its plan is built (lists.go).
+	Lists Lists
 	// Logger receives what the engine logs: a report it could not settle
 	// (default slog.Default()).
 	Logger *slog.Logger
@@ -141,6 +144,7 @@ type Engine struct {
 	metrics   *metrics.Metrics
 	now       func() time.Time
 	events    Events
+	lists     Lists
 	log       *slog.Logger
 	history   *history
 	// tenants are the tenants counted under their own name
@@ -177,6 +181,7 @@ func New(cfg Config) *Engine {
 		metrics:   cfg.Metrics,
 		now:       now,
 		events:    cfg.Events,
+		lists:     cfg.Lists,
 		log:       cfg.Logger,
 	}
 	// What only unreported checks counted is kept for twice the attempt

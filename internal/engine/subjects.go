@@ -159,6 +159,9 @@ type subjects struct {
 	// key: ip rules asked so far.
 	prefixes [maxPrefixes]prefixSubject
 	n        int
+	// skip names the rules an allow list entry exempts the check from
+	// (lists.go); nil for none, and on a report.
+	skip []string
 }
 
 // maxPrefixes is how many address prefixes a check remembers the subject

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -72,6 +73,8 @@ type Config struct {
 	// /v1/proxies (a value encoding/json encodes: package gateway's
 	// View); nil: no proxy runs, and the answer lists none.
 	Proxies func() any
+	// Lists keeps the deny and allow lists (/v1/lists).
+	Lists Lister
 	// AdminApart serves the admin API and the console on a handler of
 	// their own, AdminHandler, and not on the main one, which then
 	// answers 404 for them (--admin-addr).
@@ -142,6 +145,7 @@ func New(cfg Config) *API {
 	admin.POST("/accounts/reset", a.accountReset)
 	admin.POST("/tokens/revoke", a.deploymentWide, a.revokeToken)
 	admin.GET("/proxies", a.getProxies)
+	a.routeLists(admin)
 
 	a.router = r
 	return a
@@ -178,7 +182,8 @@ func (a *API) AdminHandler() http.Handler {
 	return a.admin
 }
 
-// Routes lists the API's routes as "METHOD /path", those of both handlers
+// Routes lists the API's routes as "METHOD /path", path parameters as
+// api/openapi.yaml writes them ("/v1/lists/{id}"), those of both handlers
 // when the admin API is apart, for the check of the routes against
 // api/openapi.yaml.
 func (a *API) Routes() []string {
@@ -188,12 +193,24 @@ func (a *API) Routes() []string {
 			continue
 		}
 		for _, r := range e.Routes() {
-			if route := r.Method + " " + r.Path; !slices.Contains(out, route) {
+			if route := r.Method + " " + template(r.Path); !slices.Contains(out, route) {
 				out = append(out, route)
 			}
 		}
 	}
 	return out
+}
+
+// template writes a gin path's parameters (":id") as api/openapi.yaml
+// does ("{id}").
+func template(path string) string {
+	parts := strings.Split(path, "/")
+	for i, p := range parts {
+		if name, ok := strings.CutPrefix(p, ":"); ok {
+			parts[i] = "{" + name + "}"
+		}
+	}
+	return strings.Join(parts, "/")
 }
 
 // recover turns a panic in a handler into the contract's 500, so a bug

@@ -63,8 +63,12 @@ type Metrics struct {
 	// the only series: instances of a fleet whose series differ run
 	// different rules.
 	RulesInfo *prometheus.GaugeVec
+	// ListMatches counts what the deny and allow lists decided, by list
+	// (deny, allow) and rule: deny-list for a check a deny entry blocked,
+	// the exempted rule for each rule an allow entry made a check skip.
+	ListMatches *prometheus.CounterVec
 	// AdminActions counts admin calls that change state, by action (reset,
-	// reload, revoke) and result (ok, error).
+	// reload, revoke, list_add, list_delete) and result (ok, error).
 	AdminActions *prometheus.CounterVec
 	// Rules is how many rules are in force, by mode (enforce, shadow); set
 	// it with SetRuleCount.
@@ -161,9 +165,13 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "guardian_signing_key_info",
 			Help: "1 for each signing key in force, by key id and use (sign, verify).",
 		}, []string{"kid", "use"}),
+		ListMatches: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "guardian_list_matches_total",
+			Help: "What the deny and allow lists decided, by list (deny, allow) and rule: deny-list for a check a deny entry blocked, the exempted rule for each rule an allow entry made a check skip.",
+		}, []string{"list", "rule"}),
 		AdminActions: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "guardian_admin_actions_total",
-			Help: "Admin calls that change state, by action (reset, reload, revoke) and result (ok, error).",
+			Help: "Admin calls that change state, by action (reset, reload, revoke, list_add, list_delete) and result (ok, error).",
 		}, []string{"action", "result"}),
 		Rules: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "guardian_rules",

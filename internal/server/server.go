@@ -32,6 +32,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/gateway"
 	"github.com/guardian-sec/guardian/internal/httpapi"
 	"github.com/guardian-sec/guardian/internal/keys"
+	"github.com/guardian-sec/guardian/internal/lists"
 	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/requestid"
 	"github.com/guardian-sec/guardian/internal/revocation"
@@ -166,7 +167,9 @@ type Server struct {
 	keys       *tokens.Keys
 	ownHashKey bool
 	revoked    *revocation.List
-	tls        *certfile.Pair
+	// lists are the deny and allow lists (lists.go).
+	lists *lists.List
+	tls   *certfile.Pair
 	// admin serves the admin API apart (Config.AdminAddr); nil otherwise.
 	admin     *http.Server
 	adminLn   net.Listener
@@ -295,7 +298,8 @@ func (s *Server) joinFleet(storeHealthy func() bool, sh shared) {
 	})
 	s.tallies = shadow.NewFleet(shadow.FleetConfig{Book: s.shadow, Shared: sh.shadow, Instance: s.fleet.ID(), Logger: s.log})
 	s.revoked = revocation.New(revocation.Config{Shared: sh.revoked, Now: cfg.Now, Logger: s.log})
-	s.beat = newBeat(beatEvery, beatTimeout, s.fleet, s.tallies, s.revoked)
+	s.lists = s.newLists(sh.lists)
+	s.beat = newBeat(beatEvery, beatTimeout, s.fleet, s.tallies, s.revoked, s.lists)
 	s.agg = aggregate.New(aggregate.Config{
 		Now:       cfg.Now,
 		Shared:    sh.agg,
@@ -341,6 +345,7 @@ func (s *Server) newEngine(st store.Store, trail *audit.Log) *engine.Engine {
 		Metrics:       s.metrics,
 		Now:           cfg.Now,
 		Events:        trail,
+		Lists:         s.lists,
 		Logger:        s.log,
 		TenantMetrics: cfg.TenantMetrics,
 	})
@@ -353,6 +358,7 @@ func (s *Server) newAPI(dec httpapi.Decider, trail *audit.Log, storeHealthy func
 		Engine:       dec,
 		Tokens:       s.keys.Service().WithRevocations(s.revoked),
 		Revocations:  s.revoked,
+		Lists:        listAdmin{s},
 		AdminApart:   cfg.AdminAddr != "",
 		Shadow:       s.tallies,
 		Fleet:        s.fleet,
@@ -388,12 +394,14 @@ func withDefaults(cfg Config) Config {
 
 // shared is what the fleet's instances share through the store: the
 // failure counts of the global rate, heartbeats, shadow tallies and
-// revoked tokens. Each is nil on an instance that shares nothing.
+// revoked tokens, each nil on an instance that shares nothing, and the
+// deny and allow lists, never nil (listStore).
 type shared struct {
 	agg     aggregate.Shared
 	fleet   fleet.Shared
 	shadow  shadow.Shared
 	revoked revocation.Shared
+	lists   store.Lists
 }
 
 // openStore returns the instance's store, what /readyz asks of its health,
@@ -403,10 +411,11 @@ func (s *Server) openStore(m *metrics.Metrics) (store.Store, func() bool, shared
 	always := func() bool { return true }
 	switch {
 	case s.cfg.Store != nil:
-		return s.cfg.Store, always, shared{}, nil
+		return s.cfg.Store, always, shared{lists: listStore(s.cfg.Store, s.cfg.Now)}, nil
 	case s.cfg.RedisURL == "":
 		s.log.Warn("no --redis-url: limits live in this process only, correct for a single instance")
-		return memstore.New(memstore.Config{}), always, shared{}, nil
+		st := memstore.New(memstore.Config{})
+		return st, always, shared{lists: st}, nil
 	}
 	client, err := redisstore.OpenWith(s.cfg.RedisURL, s.cfg.Redis)
 	if err != nil {
@@ -438,7 +447,7 @@ func (s *Server) openStore(m *metrics.Metrics) (store.Store, func() bool, shared
 	s.invalidate = fc.Invalidate
 	// Resets anywhere in the fleet reach this instance's memory.
 	s.closers = append(s.closers, primary.Listen(fc.Forgotten, fc.Listening))
-	return fc, fc.Healthy, shared{agg: redisagg.New(client), fleet: redisagg.NewFleet(client), shadow: redisagg.NewShadow(client), revoked: redisagg.NewRevocations(client)}, nil
+	return fc, fc.Healthy, shared{agg: redisagg.New(client), fleet: redisagg.NewFleet(client), shadow: redisagg.NewShadow(client), revoked: redisagg.NewRevocations(client), lists: primary}, nil
 }
 
 // decider is what the HTTP API decides with: the engine, through the
@@ -702,6 +711,9 @@ func (s *Server) applyRules(set *rules.Set) {
 		s.trackGlobal(set)
 	}
 	s.holder.Store(set)
+	if s.lists != nil {
+		s.lists.SetStatic(set)
+	}
 }
 
 // trackGlobal keeps the aggregate's state of set's failure_rate rules only,

@@ -75,6 +75,7 @@ var groups = [][]testCase{
 	guessCases,
 	familiarCases,
 	distinctCases,
+	listCases,
 }
 
 // Run runs every conformance test against stores made by newStore, as
