@@ -74,6 +74,9 @@ type fleetConfig struct {
 	// proxy is the proxy file (guardian serve --proxy) of instance 0, ""
 	// for none.
 	proxy string
+	// webhookURLs and webhookSecretFile are every instance's webhooks.
+	webhookURLs       []string
+	webhookSecretFile string
 }
 
 // startFleet starts n instances on cfg, stopped when the test ends.
@@ -105,6 +108,9 @@ func startFleet(t *testing.T, n int, cfg fleetConfig) []*instance {
 			Logger:       cfg.logger,
 			Redis:        cfg.redis,
 			BreachedPath: cfg.breached,
+
+			WebhookURLs:       cfg.webhookURLs,
+			WebhookSecretFile: cfg.webhookSecretFile,
 		}
 		if cfg.now != nil {
 			sc.Now = cfg.now(i)
