@@ -35,8 +35,9 @@ type Op struct {
 	// When makes an op conditional on the batch's Familiar op
 	// (familiar.go); the zero value counts always.
 	When When
-	// Member is the network a Familiar op looks for, or the member a
-	// Distinct op adds. Familiar and Distinct only.
+	// Member is the network a Familiar op looks for, the member a
+	// Distinct op adds, or the source a Counter op's cost is attributed
+	// to (attribute.go), "" for none. Familiar, Distinct and Counter only.
 	Member string
 	// Guess is the guess a Guesses op looks for and records: a keyed hash
 	// of a guessed secret, never the secret. Guesses only; never 0.
@@ -119,7 +120,9 @@ func (l Rate) valid(*Op) bool { return l.Interval > 0 && l.Burst > 0 }
 
 // Counter is a consecutive-failure count: Cost units fit while the count
 // plus Cost stays at or below Max. Each spend keeps the key for Hold at
-// least; a Confirm settlement keeps it longer.
+// least; a Confirm settlement keeps it longer. A spend of an op with a
+// Member attributes its cost to that member (attribute.go), so that a Lift
+// of the member takes back what it spent and nothing else.
 type Counter struct {
 	Max  int64
 	Hold time.Duration
@@ -128,7 +131,9 @@ type Counter struct {
 // Divided divides Max among n deciders.
 func (l Counter) Divided(n int64) Limit { return Counter{Max: max(1, l.Max/n), Hold: l.Hold} }
 
-func (l Counter) valid(*Op) bool { return l.Max > 0 && l.Hold > 0 }
+func (l Counter) valid(op *Op) bool {
+	return l.Max > 0 && l.Hold > 0 && (op.Member == "" || ValidMember(op.Member))
+}
 
 // Guesses is an account's memory of its last failed guesses: up to Max
 // guesses (Op.Guess values), each remembered for Hold at least from the last
@@ -228,7 +233,8 @@ type Settlement struct {
 	// Counter.
 	Guess uint64
 	// Member is the network a Learn makes familiar to its key's account
-	// (familiar.go). Learn only.
+	// (familiar.go), or the source whose failures a Lift takes off a
+	// Counter (attribute.go). Learn and Lift only.
 	Member string
 	// Local reports that the fail-closed fallback made the spend, so the
 	// wrapper settles it there. Stores ignore it.
@@ -259,6 +265,11 @@ const (
 	Learn
 	// Forget removes a key: every guess of a Guesses key.
 	Forget
+	// Lift takes off a Counter key the count attributed to Member, and
+	// forgets the attribution; the key goes once its count is 0
+	// (attribute.go). A Counter whose count is not attributed to Member
+	// keeps it.
+	Lift
 )
 
 // ConfirmedHold is how long a Confirm of span and max keeps a count of
@@ -292,6 +303,10 @@ type Store interface {
 	Settle(ctx context.Context, settlements []Settlement) error
 	// Delete removes keys; absent keys are ignored.
 	Delete(ctx context.Context, keys ...string) error
+	// Familiar returns the members of the familiar list at key
+	// (familiar.go) that are not forgotten, in no particular order; none
+	// when the key is absent.
+	Familiar(ctx context.Context, key string) ([]string, error)
 	// MarkOnce sets key for ttl if it is not set, and reports whether this
 	// call set it; when it did, it applies settlements as Settle does. It
 	// is how an attempt id is accepted only once, and how a report settles
@@ -327,13 +342,13 @@ var ErrBadReply = errors.New("store: bad reply")
 var ErrUnavailable = errors.New("store: unavailable")
 
 // ValidateSettlements checks settlements for what ErrBadBatch names: an
-// empty key, a negative span or max, an unknown action, or a Learn without a
-// valid member.
+// empty key, a negative span or max, an unknown action, or a Learn or a
+// Lift without a valid member.
 func ValidateSettlements(settlements []Settlement) error {
 	for i := range settlements {
 		s := &settlements[i]
-		if s.Key == "" || s.Span < 0 || s.Max < 0 || s.Action < GiveBack || s.Action > Forget ||
-			s.Action == Learn && !ValidMember(s.Member) {
+		if s.Key == "" || s.Span < 0 || s.Max < 0 || s.Action < GiveBack || s.Action > Lift ||
+			(s.Action == Learn || s.Action == Lift) && !ValidMember(s.Member) {
 			return fmt.Errorf("settlement %d: %w", i, ErrBadBatch)
 		}
 	}

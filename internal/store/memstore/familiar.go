@@ -1,6 +1,9 @@
 package memstore
 
 import (
+	"context"
+	"fmt"
+
 	"github.com/guardian-sec/guardian/internal/store"
 )
 
@@ -118,4 +121,26 @@ func (s *Store) addFamiliar(st *store.Settlement) {
 		sh.mu.Unlock()
 		return
 	}
+}
+
+// Familiar returns the unexpired members of the familiar list at key.
+func (s *Store) Familiar(ctx context.Context, key string) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("memstore: %w", err)
+	}
+	sh := &s.shards[s.shardOf(key)]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	now := s.now().UnixMicro()
+	e, found := sh.m[key]
+	if !found || e.exp <= now || e.fam == nil {
+		return nil, nil
+	}
+	out := make([]string, 0, len(e.fam.members))
+	for _, m := range e.fam.members {
+		if m.exp > now {
+			out = append(out, m.tag)
+		}
+	}
+	return out, nil
 }

@@ -30,7 +30,8 @@
 // and Count is C', the count after the call; ResetAfter is the key's time to
 // live, 0 when absent; RetryAfter is 0. A Reset removes the key; a Confirm
 // keeps the count and makes D max(D, now + store.ConfirmedHold(Span, Max,
-// C)).
+// C)). A spend with a Member attributes its Cost to it, and a Lift takes a
+// member's units off C (store's attribute.go).
 //
 // Cost 0 evaluates and never spends, refreshes or adds a key.
 //
@@ -163,6 +164,9 @@ type entry struct {
 	mem  *memory
 	fam  *famList
 	dist *distinctState
+	// attr is a Counter key's attributed units (attribute.go), nil for
+	// none.
+	attr *attribution
 }
 
 // New returns an empty Store configured by cfg.
@@ -248,7 +252,7 @@ type eval struct {
 	skip bool
 	// dist is what a Distinct op found (distinct.go).
 	dist distinctEval
-	// found is the entry found, for a Distinct op's spend.
+	// found is the entry found, for a Distinct or a Counter op's spend.
 	found entry
 }
 
@@ -431,7 +435,7 @@ func (s *Store) evaluate(op *store.Op, ev *eval, now int64) {
 		}
 		ev.next, ev.ok, ev.retry = gcra(ev.cur, now, micros(l.Interval), l.Burst, op.Cost)
 	case store.Counter:
-		ev.cur, ev.curExp = 0, now
+		ev.cur, ev.curExp, ev.found = 0, now, e
 		if found {
 			ev.cur, ev.curExp = e.v, e.exp
 		}
@@ -460,6 +464,7 @@ func (s *Store) spend(op *store.Op, ev *eval, now int64) {
 	case store.Counter:
 		e.exp = counterExp(l, ev, now)
 		e.rank = counterRank(ev.next, l.Max)
+		e.attr = attributeSpend(op, ev)
 	case store.Guesses:
 		e = spendGuesses(op, l, ev, now)
 	case store.Distinct:
@@ -626,6 +631,7 @@ func addShard(set []uint32, i uint32) []uint32 {
 // back by its Span (rounded up to whole µs), removing the key once that
 // makes it full; a Reset or a Forget removes its key; a Confirm keeps a
 // Counter until at least Span from now, or a Guesses key's Guess until then;
+// a Lift takes a member's units off a Counter (attribute.go);
 // a Learn puts its member on a familiar list (familiar.go). Absent keys are
 // left alone, but for a Learn. A settlement store.ValidateSettlements
 // refuses is store.ErrBadBatch, and then none is applied.
@@ -671,6 +677,9 @@ func (s *Store) settle(st *store.Settlement) {
 			hold := store.ConfirmedHold(st.Span, st.Max, e.v)
 			e.exp = max(e.exp, now+min(micros(hold), maxSpan))
 			s.set(sh, st.Key, e)
+			return
+		case st.Action == store.Lift:
+			s.lift(sh, st, e)
 			return
 		}
 	}

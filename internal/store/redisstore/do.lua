@@ -16,8 +16,9 @@
 --   n          how many ops
 --   per op     code, cost, then the kind's two arguments x and y, and a
 --              distinct op's member after them. The code is the kind ("r"
---              rate, "c" counter, "f" familiar, see familiar.lua, "d"
---              distinct), the role ("e" enforce, "t" toll, "s" soft, "h"
+--              rate, "c" counter, "a" a counter whose spend is attributed
+--              to the member after its arguments, "f" familiar, see
+--              familiar.lua, "d" distinct), the role ("e" enforce, "t" toll, "s" soft, "h"
 --              shadow) and, for an op that counts only when the batch's
 --              familiar op found its member, "+", or only when it did not,
 --              "-". x and y are a rate's interval and burst, a counter's
@@ -33,8 +34,9 @@
 -- nothing and replies allowed when it found its member.
 --
 -- A rate key holds its theoretical arrival time (TAT). A counter key holds
--- "count:deadline", the deadline being when the count is forgotten; a spend
--- keeps the later of that deadline and now + hold.
+-- "count:deadline", the deadline being when the count is forgotten, and its
+-- attribution (prelude.lua); a spend keeps the later of that deadline and
+-- now + hold.
 --
 -- A guesses key holds an account's remembered guesses (see prelude.lua).
 --
@@ -48,8 +50,8 @@
 -- An op is a table: kind, role and condition (the bytes of its code), its
 -- first key k, cost, and the kind's arguments. Each kind is one branch of
 -- read, write and settle.
-local RATE, COUNTER, FAMILIAR, DISTINCT, GUESSES =
-  string.byte('r'), string.byte('c'), string.byte('f'), string.byte('d'), string.byte('g')
+local RATE, COUNTER, ATTRIBUTED, FAMILIAR, DISTINCT, GUESSES =
+  string.byte('r'), string.byte('c'), string.byte('a'), string.byte('f'), string.byte('d'), string.byte('g')
 local ENFORCE, TOLL, SHADOW = string.byte('e'), string.byte('t'), string.byte('h')
 local IF_FAMILIAR, IF_UNFAMILIAR = string.byte('+'), string.byte('-')
 
@@ -126,12 +128,12 @@ local function read(o)
     o.count, o.deadline = 0, now
     local v = get(o.k)
     if v then
-      local c, d = counterState(v)
+      local c, d, rest = counterState(v)
       if not c then
         return nil
       end
       if d > now then
-        o.count, o.deadline = c, d
+        o.count, o.deadline, o.rest = c, d, rest
       end
     end
     return o.count + o.cost <= o.x
@@ -158,7 +160,11 @@ local function write(o)
     if now + o.y > o.deadline then
       o.deadline = now + o.y
     end
-    put(o.k, string.format('%d:%d', o.count, o.deadline), o.deadline)
+    local rest = o.rest or ''
+    if o.member then
+      rest = attrWith(rest, o.member, o.cost)
+    end
+    put(o.k, string.format('%d:%d', o.count, o.deadline) .. rest, o.deadline)
   else
     o.newest = distinctAdd(o.k, o.dist, o.x, o.member)
   end
@@ -219,6 +225,9 @@ local function parse(k, a, n)
     if kind == DISTINCT then
       o.member = ARGV[a]
       a, k = a + 1, k + 5
+    elseif kind == ATTRIBUTED then
+      o.kind, o.member = COUNTER, ARGV[a]
+      a = a + 1
     end
     ops[j] = o
   end

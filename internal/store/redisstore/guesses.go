@@ -77,5 +77,8 @@ func slotGiveback(op *store.Op, r *store.Result, denied, tollDenied, repeat bool
 	if _, rate := op.Limit.(store.Rate); rate {
 		return giveback{key: op.Key, how: argGiveBack, amount: p.cost * p.interval}, true
 	}
+	if op.Member != "" {
+		return giveback{key: op.Key, how: argUncount, spec: strconv.FormatInt(p.cost, 10) + ":" + op.Member}, true
+	}
 	return giveback{key: op.Key, how: argUncount, amount: p.cost}, true
 }

@@ -75,6 +75,7 @@ var groups = [][]testCase{
 	guessCases,
 	familiarCases,
 	distinctCases,
+	attributeCases,
 }
 
 // Run runs every conformance test against stores made by newStore, as
