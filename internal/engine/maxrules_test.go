@@ -288,6 +288,13 @@ func playMaxFlow(t *testing.T, h *harness, flow rules.Flow, ip string) int {
 			if r.Type == rules.ConsecutiveFailures {
 				was = r.Limit - 1
 			}
+			if r.Type == rules.ConsecutiveFailures && r.Key == rules.KeyAccount && c.device == "" && netip.MustParseAddr(ip).Is4() {
+				// The third check, from ip and never reported, stays
+				// counted: the neighbour's success lifts only the
+				// failures made from its own address (an IPv6
+				// neighbour shares ip's /64, and so its source).
+				was--
+			}
 			if got != was {
 				t.Errorf("trust %s, %s after a success: %d left, want %d", d.Trust, name, got, was)
 			}

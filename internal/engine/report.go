@@ -177,6 +177,10 @@ func (e *Engine) attempt(p *plan.Plan, rs *ruleSet, req *CheckRequest, s *subjec
 		case rules.KeyIP:
 			at.IP = s.ids.IP
 		}
+		if en.Success.Action == store.Lift {
+			// The report lifts what the check's source spent.
+			at.IP = s.ids.IP
+		}
 	}
 	if at.Counted {
 		e.aggregate.Add(at.Flow, 1)

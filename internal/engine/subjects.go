@@ -147,6 +147,10 @@ type subjects struct {
 	// says its end user passed a challenge, account or not.
 	challenged, passed bool
 	member             string
+	// source is the check's address as the account's consecutive-failure
+	// counts attribute it (loginlimits.Policy.Source), "" without an
+	// account.
+	source string
 	// pair, recipient and secret are the subjects of the check's
 	// account+ip pair, recipient and guess, "" until a rule asks.
 	pair, recipient, secret string
@@ -210,7 +214,7 @@ func (s *subjects) hashOnce(h *keys.Hasher, r *rules.Rule, dst *string) string {
 // buckets are the buckets loginlimits chooses among for the account rules
 // of an untrusted check.
 func (s *subjects) buckets() loginlimits.Buckets {
-	return loginlimits.Buckets{Account: s.account, Challenged: s.challenged, Member: s.member}
+	return loginlimits.Buckets{Account: s.account, Challenged: s.challenged, Member: s.member, Source: s.source}
 }
 
 // accountSubject returns the subject of account for the calls that name an

@@ -166,6 +166,16 @@ type status struct {
 	NextAllowedMS       int64   `json:"next_allowed_ms"`
 	Limits              []limit `json:"limits"`
 	RememberedGuesses   int64   `json:"remembered_guesses"`
+	// Networks are the account's familiar networks as checks from there
+	// find them.
+	Networks []networkStatus `json:"networks"`
+}
+
+// networkStatus is one familiar network of an account's status.
+type networkStatus struct {
+	Network             string `json:"network"`
+	ConsecutiveFailures int64  `json:"consecutive_failures"`
+	Blocked             bool   `json:"blocked"`
 }
 
 // apiError is the contract's error body.
