@@ -60,6 +60,7 @@ func TestBruteForceOneAccountOneIP(t *testing.T) {
 			{Rule: "password-reset-account", Remaining: 10},
 			{Rule: "login-hard-stop", Remaining: 0, ResetMS: holdMS},
 		},
+		Networks: []networkStatus{},
 	}
 	if got := g.status(t, victim); !reflect.DeepEqual(got, want) {
 		t.Fatalf("status after 100 failures = %+v, want %+v", got, want)
@@ -89,7 +90,7 @@ func TestBruteForceOneAccountOneIP(t *testing.T) {
 		{Rule: "login-account", Remaining: 5, ResetMS: 0},
 		{Rule: "password-reset-account", Remaining: 10, ResetMS: 0},
 		{Rule: "login-hard-stop", Remaining: 100, ResetMS: 0},
-	}}
+	}, Networks: []networkStatus{}}
 	if got := g.status(t, victim); !reflect.DeepEqual(got, want) {
 		t.Fatalf("status after reset = %+v, want %+v", got, want)
 	}
@@ -403,7 +404,14 @@ func TestStatusDoesNotRevealAccounts(t *testing.T) {
 		{Rule: "login-account", Remaining: 5},
 		{Rule: "password-reset-account", Remaining: 10},
 		{Rule: "login-hard-stop", Remaining: 100},
-	}}
+	}, Networks: []networkStatus{}}
+	// The one difference is the network alice succeeded from, which the
+	// status lists (contract 8.1): an account that never logged in
+	// through guardian looks like one that does not exist.
+	if len(known.Networks) != 1 || known.Networks[0].ConsecutiveFailures != 0 || known.Networks[0].Blocked {
+		t.Fatalf("known %+v: want its one familiar network, at 0", known)
+	}
+	known.Networks = []networkStatus{}
 	if !reflect.DeepEqual(known, want) || !reflect.DeepEqual(unknown, want) {
 		t.Fatalf("known %+v, unknown %+v; want both %+v", known, unknown, want)
 	}
