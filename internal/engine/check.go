@@ -234,6 +234,8 @@ func (e *Engine) decideRule(en *plan.Entry, rs *store.Result, q *Quota, d *Decis
 		// never block an account for a table's size.
 		action = rules.Slow
 	}
+	// An exempt check counts on the rule, which decides nothing for it.
+	denied := !rs.Allowed && !en.Exempt
 	retry := rs.RetryAfter
 	if action == rules.Slow && retry == 0 && !rs.Allowed {
 		// A slowing consecutive-failure count lifts when it is forgotten.
@@ -244,7 +246,7 @@ func (e *Engine) decideRule(en *plan.Entry, rs *store.Result, q *Quota, d *Decis
 	}
 	if r.Mode == rules.Shadow {
 		var tripped rules.Action
-		if !rs.Allowed {
+		if denied {
 			tripped = action
 			d.Shadow = append(d.Shadow, ShadowTrip{Rule: r.Name, Action: action, RetryAfter: retry})
 			e.metrics.RuleTrips.WithLabelValues(r.Name, string(rules.Shadow), string(action)).Inc()
@@ -256,13 +258,13 @@ func (e *Engine) decideRule(en *plan.Entry, rs *store.Result, q *Quota, d *Decis
 		// A distinct rule is neither a rate nor a count of failures.
 		d.Limits = append(d.Limits, Limit{Rule: r.Name, Remaining: rs.Remaining, Reset: rs.ResetAfter})
 	}
-	if r.Type == rules.Rate {
+	if r.Type == rules.Rate && !en.Exempt {
 		c := Quota{Rule: r.Name, Burst: r.Burst, Window: time.Duration(r.Burst) * r.Interval(), Remaining: rs.Remaining, Reset: rs.ResetAfter}
 		if q.Rule == "" || c.Remaining < q.Remaining || (c.Remaining == q.Remaining && c.Reset > q.Reset) {
 			*q = c
 		}
 	}
-	if !rs.Allowed {
+	if denied {
 		e.metrics.RuleTrips.WithLabelValues(r.Name, string(rules.Enforce), string(action)).Inc()
 		raise(d, action, r.Name, retry)
 	}

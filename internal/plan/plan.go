@@ -61,6 +61,12 @@ type Entry struct {
 	// NoBit. Entries that settle alike share a bit: the two buckets of an
 	// account rule under familiar networks, of which the store counts one.
 	Bit int
+	// Exempt reports that the check is exempt from the entry's rule: its
+	// op counts as usual where it fits (the engine makes it soft, so that
+	// it denies nothing), and the rule decides nothing for the check: a
+	// trusted device on an address rule, a trusted device or a passed
+	// challenge on a distinct rule (contract 8.1).
+	Exempt bool
 	// Success and Failure are what a report of each outcome does to the
 	// state Op spent, on Op.Key unless they name a key of their own; the
 	// zero Settlement does nothing. An entry without an op settles on a

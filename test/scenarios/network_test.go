@@ -191,3 +191,98 @@ func TestNetworkStatusNamesThePseudonym(t *testing.T) {
 		t.Errorf("network counts %v, want the /24 at 2 and the /48 at 0", counts)
 	}
 }
+
+// TestMadeUpAccountsChallengeNoDeviceOrPassedChallenge: 21 made-up
+// accounts failing from one carrier /24 (or /48) put its checks behind a
+// challenge (login-ip-distinct-accounts), but never a check with a valid
+// device token, nor a re-check whose end user passed the challenge, which
+// would otherwise loop.
+func TestMadeUpAccountsChallengeNoDeviceOrPassedChallenge(t *testing.T) {
+	for _, net := range []struct {
+		name string
+		ip   func(i int) string
+	}{
+		{"ipv4 /24", func(i int) string { return fmt.Sprintf("198.51.100.%d", 1+i) }},
+		{"ipv6 /48", func(i int) string { return fmt.Sprintf("2001:db8:c0:%x::1", i) }},
+	} {
+		t.Run(net.name, func(t *testing.T) {
+			g := start(t, "")
+			tok := g.login(t, attempt{Flow: "login", Account: sharedAccount, IP: "192.0.2.10"})
+			for i := range 21 {
+				if d := g.fail(t, attempt{Flow: "login", Account: fmt.Sprintf("made-up-%d@example.com", i), IP: net.ip(i)}); d.Decision != "allow" {
+					t.Fatalf("made-up account %d: %v, want allow", i, d)
+				}
+			}
+			d := g.check(t, attempt{Flow: "login", Account: "someone@example.com", IP: net.ip(30)})
+			if d.Decision != "challenge" || d.Rule != "login-ip-distinct-accounts" {
+				t.Fatalf("untrusted check after 21 made-up accounts: %v, want a challenge", d)
+			}
+			g.report(t, d, "failure")
+			device := attempt{Flow: "login", Account: sharedAccount, IP: net.ip(31), DeviceToken: tok}
+			passed := attempt{Flow: "login", Account: "someone@example.com", IP: net.ip(30), ChallengePassed: true}
+			for _, a := range []attempt{device, passed} {
+				for i := range 3 {
+					d := g.check(t, a)
+					if d.Decision != "allow" {
+						t.Fatalf("check %d with device %t, challenge passed %t: %v, want allow", i, a.DeviceToken != "", a.ChallengePassed, d)
+					}
+					g.report(t, d, "success")
+				}
+			}
+		})
+	}
+}
+
+// TestPollerSlowsNoOwnerOnTheirDevice: one poller behind a NAT address
+// fails 30 times against one account and empties the address's login-ip
+// (or, from ten /64s, a carrier /48's login-ip6-48). Ten other owners
+// behind that address on their own devices are never slowed (their checks
+// still count there), while a check without a device is, and so is a
+// passed challenge, which does not bypass address rules.
+func TestPollerSlowsNoOwnerOnTheirDevice(t *testing.T) {
+	for _, net := range []struct {
+		name, rule string
+		polls      int
+		poller     func(i int) string
+		owner      func(i int) string
+	}{
+		{"nat address", "login-ip", 30, func(int) string { return "198.51.100.1" }, func(int) string { return "198.51.100.1" }},
+		{"carrier /48", "login-ip6-48", 300, func(i int) string { return fmt.Sprintf("2001:db8:48:%x::%x", i%10, 1+i) },
+			func(i int) string { return fmt.Sprintf("2001:db8:48:ff%02x::1", i) }},
+	} {
+		t.Run(net.name, func(t *testing.T) {
+			g := start(t, "")
+			tokens := make([]string, 10)
+			for i := range tokens {
+				tokens[i] = g.login(t, attempt{Flow: "login", Account: fmt.Sprintf("owner%d@example.com", i), IP: fmt.Sprintf("192.0.2.%d", 10+i)})
+			}
+			// A device's check counts on the address rule like any other.
+			d := g.check(t, attempt{Flow: "login", Account: "owner9@example.com", IP: net.owner(9), DeviceToken: tokens[9]})
+			if d.Decision != "allow" || d.remaining(t, net.rule) != int64(net.polls-1) {
+				t.Fatalf("owner on their device before the poller: %v, want allow, counted on %s", d, net.rule)
+			}
+			g.report(t, d, "failure")
+			for i := range net.polls {
+				// The poller mistypes its own account's password: one
+				// account, never challenged for distinct accounts.
+				g.fail(t, attempt{Flow: "login", Account: "poller@example.com", IP: net.poller(i)})
+				g.clock.Advance(time.Millisecond)
+			}
+			d = g.check(t, attempt{Flow: "login", Account: "owner0@example.com", IP: net.owner(0)})
+			if d.Decision != "slow" || d.Rule != net.rule {
+				t.Fatalf("owner without a device behind the poller: %v, want slow by %s", d, net.rule)
+			}
+			d = g.check(t, attempt{Flow: "login", Account: "owner0@example.com", IP: net.owner(0), ChallengePassed: true})
+			if d.Decision != "slow" || d.Rule != net.rule {
+				t.Fatalf("passed challenge behind the poller: %v, want slow by %s", d, net.rule)
+			}
+			for i, tok := range tokens {
+				d := g.check(t, attempt{Flow: "login", Account: fmt.Sprintf("owner%d@example.com", i), IP: net.owner(i), DeviceToken: tok})
+				if d.Decision != "allow" || d.Trust != "device" {
+					t.Fatalf("owner %d on their device behind the poller: %v, want allow", i, d)
+				}
+				g.report(t, d, "success")
+			}
+		})
+	}
+}
