@@ -114,5 +114,9 @@ func (s *subjects) addDistinct(p *plan.Plan, en plan.Entry) {
 	if en.Rule.Count == rules.Failures && s.trusted {
 		en.Op.Cost = 0
 	}
+	if en.Success.Action == store.Add {
+		// A success stops the account counting (loginlimits.Settle).
+		en.Success.Member = en.Op.Member
+	}
 	p.Add(en)
 }

@@ -40,6 +40,7 @@ var settlingRules = []string{
 	"key: secret, type: rate, count: failures, limit: 1000, per: 1h, burst: 1000, action: challenge",
 	"key: account, type: rate, count: failures, limit: 1000, per: 1h, burst: 1000, mode: shadow",
 	"key: account, type: consecutive_failures, limit: 100, mode: shadow",
+	"key: ip, type: distinct, of: account, count: failures, limit: 1000, per: 24h",
 }
 
 // otherRules are rules a report settles nothing of.
@@ -47,7 +48,7 @@ var otherRules = []string{
 	"key: account, type: rate, limit: 1000, per: 1h, burst: 1000",
 	"key: ip, type: rate, limit: 1000, per: 1h, burst: 1000, ipv4_prefix: %d, ipv6_prefix: %d",
 	"key: recipient, type: rate, limit: 1000, per: 1h, burst: 1000, mode: shadow",
-	"key: ip, type: distinct, of: account, limit: 1000, per: 24h",
+	"key: ip, type: distinct, of: account, count: attempts, limit: 1000, per: 24h",
 	"key: global, type: failure_rate, limit: 1000000, per: 1m",
 }
 

@@ -39,6 +39,10 @@ type Op struct {
 	// Distinct op adds, or the source a Counter op's cost is attributed
 	// to (attribute.go), "" for none. Familiar, Distinct and Counter only.
 	Member string
+	// Except is the key of a Distinct whose members a Distinct op does
+	// not count (distinct.go): "" for none. It must share the op's
+	// Redis Cluster slot. Distinct only.
+	Except string
 	// Guess is the guess a Guesses op looks for and records: a keyed hash
 	// of a guessed secret, never the secret. Guesses only; never 0.
 	Guess uint64
@@ -170,7 +174,7 @@ type Distinct struct {
 func (l Distinct) Divided(n int64) Limit { return Distinct{Step: l.Step, Max: max(1, l.Max/n)} }
 
 func (l Distinct) valid(op *Op) bool {
-	return ValidMember(op.Member) && l.Step > 0 && l.Max > 0 && op.Cost <= 1 && op.Role != Toll
+	return ValidMember(op.Member) && l.Step > 0 && l.Max > 0 && op.Cost <= 1 && op.Role != Toll && op.Except != op.Key
 }
 
 // OnError is what the fail-closed wrapper does with an op when the store
@@ -270,6 +274,11 @@ const (
 	// (attribute.go). A Counter whose count is not attributed to Member
 	// keeps it.
 	Lift
+	// Add puts Member in the current sub-window of a Distinct key whose
+	// Step is Span (distinct.go), creating the key: how a success names
+	// an account that a Distinct op with that key as its Except stops
+	// counting.
+	Add
 )
 
 // ConfirmedHold is how long a Confirm of span and max keeps a count of
@@ -342,13 +351,14 @@ var ErrBadReply = errors.New("store: bad reply")
 var ErrUnavailable = errors.New("store: unavailable")
 
 // ValidateSettlements checks settlements for what ErrBadBatch names: an
-// empty key, a negative span or max, an unknown action, or a Learn or a
-// Lift without a valid member.
+// empty key, a negative span or max, an unknown action, a Learn, Lift or
+// Add without a valid member, or an Add without a span.
 func ValidateSettlements(settlements []Settlement) error {
 	for i := range settlements {
 		s := &settlements[i]
-		if s.Key == "" || s.Span < 0 || s.Max < 0 || s.Action < GiveBack || s.Action > Lift ||
-			(s.Action == Learn || s.Action == Lift) && !ValidMember(s.Member) {
+		if s.Key == "" || s.Span < 0 || s.Max < 0 || s.Action < GiveBack || s.Action > Add ||
+			(s.Action == Learn || s.Action == Lift || s.Action == Add) && !ValidMember(s.Member) ||
+			s.Action == Add && s.Span <= 0 {
 			return fmt.Errorf("settlement %d: %w", i, ErrBadBatch)
 		}
 	}

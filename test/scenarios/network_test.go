@@ -286,3 +286,43 @@ func TestPollerSlowsNoOwnerOnTheirDevice(t *testing.T) {
 		})
 	}
 }
+
+// TestOfficeColleaguesChallengeNobody: 40 colleagues log in successfully
+// from one office /24 in a morning, some after a typo: distinct accounts
+// count failed or never reported checks only, so nobody there is
+// challenged. Then 21 made-up accounts failing from the office do put it
+// behind a challenge, exactly at the 21st, as do checks never reported (a
+// challenge abandoned).
+func TestOfficeColleaguesChallengeNobody(t *testing.T) {
+	g := start(t, "")
+	office := func(i int) string { return fmt.Sprintf("198.51.100.%d", 1+i%200) }
+	for i := range 40 {
+		a := attempt{Flow: "login", Account: fmt.Sprintf("colleague%d@example.com", i), IP: office(i)}
+		if i%3 == 0 {
+			if d := g.fail(t, a); d.Decision != "allow" {
+				t.Fatalf("colleague %d's typo: %v, want allow", i, d)
+			}
+		}
+		d := g.check(t, a)
+		if d.Decision != "allow" {
+			t.Fatalf("colleague %d: %v, want allow: nobody challenged", i, d)
+		}
+		g.report(t, d, "success")
+		g.clock.Advance(5 * time.Minute)
+	}
+	for i := range 25 {
+		a := attempt{Flow: "login", Account: fmt.Sprintf("made-up-%d@example.com", i), IP: office(i)}
+		d := g.check(t, a)
+		want := "allow"
+		if i > 20 {
+			want = "challenge"
+		}
+		if d.Decision != want {
+			t.Fatalf("made-up account %d from the office: %v, want %s", i, d, want)
+		}
+		// Half of them abandon the check: never reported, still counted.
+		if i%2 == 0 {
+			g.report(t, d, "failure")
+		}
+	}
+}

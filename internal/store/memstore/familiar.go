@@ -63,33 +63,9 @@ func (s *Store) evaluateFamiliar(ops []store.Op, evs []eval, now int64) bool {
 // addFamiliar applies a Learn: st.Member joins st.Key's list until st.Span
 // from now, or stays there until then if that is later; a full
 // list drops the member forgotten soonest first. A new list takes a slot
-// like any new key, evicting to make room; with none to be had, the network
-// is not learned.
+// like any new key (upsert).
 func (s *Store) addFamiliar(st *store.Settlement) {
-	now := s.now().UnixMicro()
-	sh := &s.shards[s.shardOf(st.Key)]
-	var held int64
-	for try := 0; ; try++ {
-		sh.mu.Lock()
-		e, found := sh.m[st.Key]
-		if found && e.exp <= now {
-			s.remove(sh, st.Key, e)
-			found = false
-		}
-		if !found && held == 0 {
-			held = s.take(1)
-		}
-		if !found && held == 0 {
-			sh.mu.Unlock()
-			if try == roomTries {
-				return
-			}
-			held = s.makeRoom(1, now)
-			continue
-		}
-		if found {
-			s.n.Add(-held)
-		}
+	s.upsert(st.Key, func(e entry, found bool, now int64) entry {
 		exp := now + min(micros(st.Span), maxSpan)
 		members := make([]famMember, 0, store.MaxFamiliar)
 		if found {
@@ -117,7 +93,40 @@ func (s *Store) addFamiliar(st *store.Settlement) {
 		for _, m := range members {
 			last = max(last, m.exp)
 		}
-		s.set(sh, st.Key, entry{exp: last, fam: &famList{members: members}})
+		return entry{exp: last, fam: &famList{members: members}}
+	})
+}
+
+// upsert sets key to what next makes of its entry, found unexpired or not,
+// at now, with key's shard locked: a settlement that creates its key. A new
+// key takes a slot, evicting to make room; with none to be had, nothing is
+// set.
+func (s *Store) upsert(key string, next func(e entry, found bool, now int64) entry) {
+	now := s.now().UnixMicro()
+	sh := &s.shards[s.shardOf(key)]
+	var held int64
+	for try := 0; ; try++ {
+		sh.mu.Lock()
+		e, found := sh.m[key]
+		if found && e.exp <= now {
+			s.remove(sh, key, e)
+			found = false
+		}
+		if !found && held == 0 {
+			held = s.take(1)
+		}
+		if !found && held == 0 {
+			sh.mu.Unlock()
+			if try == roomTries {
+				return
+			}
+			held = s.makeRoom(1, now)
+			continue
+		}
+		if found {
+			s.n.Add(-held)
+		}
+		s.set(sh, key, next(e, found, now))
 		sh.mu.Unlock()
 		return
 	}

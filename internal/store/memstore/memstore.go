@@ -298,6 +298,10 @@ func (s *Store) run(ctx context.Context, ops []store.Op, res []store.Result, spe
 	for i := range ops {
 		evs[i].shard = s.shardOf(ops[i].Key)
 		set = addShard(set, evs[i].shard)
+		if ops[i].Except != "" {
+			// Read, never written, by the op (distinct.go).
+			set = addShard(set, s.shardOf(ops[i].Except))
+		}
 	}
 
 	var held int64 // slots taken for this batch's new keys
@@ -650,8 +654,12 @@ func (s *Store) Settle(ctx context.Context, settlements []store.Settlement) erro
 
 // settle applies one settlement.
 func (s *Store) settle(st *store.Settlement) {
-	if st.Action == store.Learn {
+	switch st.Action {
+	case store.Learn:
 		s.addFamiliar(st)
+		return
+	case store.Add:
+		s.addDistinct(st)
 		return
 	}
 	sh := &s.shards[s.shardOf(st.Key)]

@@ -28,13 +28,14 @@ var (
 	// counter, keep a counter longer, forget, put on a familiar list,
 	// forget one guess, keep one guess longer.
 	argGiveBack, argUncount, argConfirm, argForget, argAddFamiliar, argForgetGuess, argConfirmGuess any = "r", "c", "k", "x", "f", "g", "G"
-	// Take a member's units off a counter (store.Lift).
-	argLift any = "l"
+	// Take a member's units off a counter (store.Lift); put a member in a
+	// distinct key (store.Add), and its sub-windows.
+	argLift, argAddDistinct, argSubWindow any = "l", "d", "-"
 )
 
 // The op codes' letters: by kind (kindOf), by store.Role, by store.When.
 var (
-	kindLetters = [...]string{kindRate: "r", kindCounter: "c", kindAttributed: "a", kindFamiliar: "f", kindDistinct: "d"}
+	kindLetters = [...]string{kindRate: "r", kindCounter: "c", kindAttributed: "a", kindFamiliar: "f", kindDistinct: "d", kindExcept: "x"}
 	roleLetters = [...]string{store.Enforce: "e", store.Toll: "t", store.Soft: "s", store.Shadow: "h"}
 	whenLetters = [...]string{store.Always: "", store.IfFamiliar: "+", store.IfUnfamiliar: "-"}
 )
@@ -47,6 +48,7 @@ const (
 	kindAttributed
 	kindFamiliar
 	kindDistinct
+	kindExcept
 )
 
 // kindOf is the op code kind of op's limit, and false for a Guesses op.
@@ -62,6 +64,9 @@ func kindOf(op *store.Op) (int, bool) {
 	case store.Familiar:
 		return kindFamiliar, true
 	case store.Distinct:
+		if op.Except != "" {
+			return kindExcept, true
+		}
 		return kindDistinct, true
 	}
 	return 0, false
@@ -109,8 +114,8 @@ func settlementEntries(settlements []store.Settlement) ([]giveback, error) {
 	if err := store.ValidateSettlements(settlements); err != nil {
 		return nil, err
 	}
-	entries := make([]giveback, len(settlements))
-	for i, st := range settlements {
+	entries := make([]giveback, 0, len(settlements))
+	for _, st := range settlements {
 		e := giveback{key: st.Key, how: argForget}
 		switch {
 		case st.Action == store.GiveBack:
@@ -121,12 +126,19 @@ func settlementEntries(settlements []store.Settlement) ([]giveback, error) {
 			e.how, e.spec = argAddFamiliar, strconv.FormatInt(micros(st.Span), 10)+":"+st.Member
 		case st.Action == store.Lift:
 			e.how, e.spec = argLift, st.Member
+		case st.Action == store.Add:
+			e.how, e.spec = argAddDistinct, strconv.FormatInt(micros(st.Span), 10)+":"+st.Member
+			entries = append(entries, e)
+			for j := range store.DistinctSlots {
+				entries = append(entries, giveback{key: distinctSlotKey(st.Key, j), how: argSubWindow})
+			}
+			continue
 		case st.Action == store.Confirm && st.Guess == 0:
 			e.how, e.spec = argConfirm, strconv.FormatInt(micros(st.Span), 10)+":"+strconv.FormatInt(st.Max, 10)
 		case st.Action == store.Confirm:
 			e.how, e.spec = argConfirmGuess, guessText(st.Guess)+":"+strconv.FormatInt(micros(st.Span), 10)
 		}
-		entries[i] = e
+		entries = append(entries, e)
 	}
 	return entries, nil
 }
@@ -176,6 +188,12 @@ func appendOps(keys []string, args []any, mode string, ops []store.Op) ([]string
 		case store.Distinct:
 			for j := range store.DistinctSlots {
 				keys = append(keys, distinctSlotKey(op.Key, j))
+			}
+			if op.Except != "" {
+				keys = append(keys, op.Except)
+				for j := range store.DistinctSlots {
+					keys = append(keys, distinctSlotKey(op.Except, j))
+				}
 			}
 			args = append(args, opCode(op), op.Cost, micros(l.Step), min(l.Max, maxSpan), op.Member)
 		case store.Counter:

@@ -18,7 +18,9 @@
 --              distinct op's member after them. The code is the kind ("r"
 --              rate, "c" counter, "a" a counter whose spend is attributed
 --              to the member after its arguments, "f" familiar, see
---              familiar.lua, "d" distinct), the role ("e" enforce, "t" toll, "s" soft, "h"
+--              familiar.lua, "d" distinct, "x" distinct not counting the
+--              members of another distinct key, whose six keys follow its
+--              own), the role ("e" enforce, "t" toll, "s" soft, "h"
 --              shadow) and, for an op that counts only when the batch's
 --              familiar op found its member, "+", or only when it did not,
 --              "-". x and y are a rate's interval and burst, a counter's
@@ -50,8 +52,9 @@
 -- An op is a table: kind, role and condition (the bytes of its code), its
 -- first key k, cost, and the kind's arguments. Each kind is one branch of
 -- read, write and settle.
-local RATE, COUNTER, ATTRIBUTED, FAMILIAR, DISTINCT, GUESSES =
-  string.byte('r'), string.byte('c'), string.byte('a'), string.byte('f'), string.byte('d'), string.byte('g')
+local RATE, COUNTER, ATTRIBUTED, FAMILIAR, DISTINCT, EXCEPT, GUESSES =
+  string.byte('r'), string.byte('c'), string.byte('a'), string.byte('f'), string.byte('d'), string.byte('x'),
+  string.byte('g')
 local ENFORCE, TOLL, SHADOW = string.byte('e'), string.byte('t'), string.byte('h')
 local IF_FAMILIAR, IF_UNFAMILIAR = string.byte('+'), string.byte('-')
 
@@ -138,7 +141,7 @@ local function read(o)
     end
     return o.count + o.cost <= o.x
   elseif o.kind == DISTINCT then
-    o.dist = distinctOp(o.k, o.x)
+    o.dist = distinctOp(o.k, o.x, o.except)
     if not o.dist then
       return nil
     end
@@ -225,6 +228,9 @@ local function parse(k, a, n)
     if kind == DISTINCT then
       o.member = ARGV[a]
       a, k = a + 1, k + 5
+    elseif kind == EXCEPT then
+      o.kind, o.member, o.except = DISTINCT, ARGV[a], k + 5
+      a, k = a + 1, k + 11
     elseif kind == ATTRIBUTED then
       o.kind, o.member = COUNTER, ARGV[a]
       a = a + 1

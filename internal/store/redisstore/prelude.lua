@@ -161,6 +161,9 @@ end
 -- familiarAdd is familiar.lua's: it applies a familiar give-back entry.
 local familiarAdd
 
+-- distinctSettle is distinct.lua's: it applies a distinct give-back entry.
+local distinctSettle
+
 -- giveBack applies give-back entries to keys first..#KEYS, entry i's how and
 -- amount at ARGV[at+2(i-first)] and the one after: "r" takes microseconds
 -- off a rate key's arrival time, "c" takes units off a counter, "k" keeps a
@@ -170,7 +173,8 @@ local familiarAdd
 -- a member off a counter (amount is the member; store.Lift), "c" may name
 -- the member its units were attributed to ("units:member"),
 -- "x" forgets, "f" puts a member on a familiar list ("hold:member", see
--- familiar.lua), "g" forgets one guess of a Guesses key (amount is the
+-- familiar.lua), "d" a member in a distinct key's current sub-window
+-- ("step:member", see distinct.lua; its five sub-windows follow as "-"), "g" forgets one guess of a Guesses key (amount is the
 -- guess), "G" keeps one until at least a span from now (amount is
 -- "guess:span"). A key that no longer exists is left alone; state never goes
 -- below empty. It returns how many keys changed, or nil and an error.
@@ -213,6 +217,14 @@ local function giveBack(first, at)
         return nil, err
       end
       changed = changed + 1
+    elseif how == 'd' then
+      local ok, err = distinctSettle(i, ARGV[at + 2 * (i - first) + 1])
+      if not ok then
+        return nil, err
+      end
+      changed = changed + 1
+    elseif how == '-' then
+      -- a sub-window of the distinct entry before it
     else
       local v = get(i)
       if v then

@@ -65,8 +65,8 @@ var (
 	membersLua string
 
 	doScript       = redis.NewScript(preludeLua + familiarLua + distinctLua + doLua)
-	givebackScript = redis.NewScript(preludeLua + familiarLua + givebackLua)
-	onceScript     = redis.NewScript(preludeLua + familiarLua + onceLua)
+	givebackScript = redis.NewScript(preludeLua + familiarLua + distinctLua + givebackLua)
+	onceScript     = redis.NewScript(preludeLua + familiarLua + distinctLua + onceLua)
 	membersScript  = redis.NewScript(preludeLua + familiarLua + membersLua)
 )
 
