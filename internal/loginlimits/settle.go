@@ -15,11 +15,12 @@ import (
 //   - a count: failures rate rule gives back, on a success, the check's own
 //     cost, Cost × Interval of GCRA time, never more, so failures others
 //     spent on the same key stay spent;
-//   - a consecutive_failures rule resets its count on a success (the run of
-//     failures ends), and on a failure confirms it, keeping it for a time
-//     that grows with the count (store.ConfirmedHold), all of the rule's
-//     hold at its limit: the hard stop.
-//
+//   - a consecutive_failures rule resets its count on a success, which on
+//     an untrusted check's buckets lifts only the failures of the check's
+//     own source instead (Attribute); on a failure it confirms the count,
+//     keeping it for a time that grows with the count
+//     (store.ConfirmedHold), all of the rule's hold at its limit: the hard
+//     stop;
 //   - a distinct rule with count: failures names, on a success, the
 //     check's account in the rule's succeeded key (SucceededKey), which
 //     its op does not count (store.Op.Except): an account whose check
@@ -27,10 +28,10 @@ import (
 //     challenge nobody, while accounts of failed or never reported checks
 //     count. The account's member is the op's (set by the engine).
 //
-// A count: attempts rate or distinct rule settles nothing. Shadow entries settle like
-// enforced ones: a shadow rule previews its enforced twin, state included.
-// The settlements act on whichever key the entry's op ends up on (the
-// buckets a check's trust chooses, Buckets.Add).
+// A count: attempts rate or distinct rule settles nothing. Shadow entries
+// settle like enforced ones: a shadow rule previews its enforced twin,
+// state included. The settlements act on whichever key the entry's op ends
+// up on (the buckets a check's trust chooses, Buckets.Add).
 func Settle(e *plan.Entry) {
 	r := e.Rule
 	switch {
