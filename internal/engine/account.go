@@ -130,7 +130,11 @@ func (e *Engine) Reset(ctx context.Context, account string) error {
 	if err != nil {
 		return err
 	}
-	ks := append(loginlimits.ResetKeys(e.rules.Load(), subject), guessesKey(subject))
+	members, err := e.store.Familiar(ctx, loginlimits.FamiliarKey(subject))
+	if err != nil {
+		return fmt.Errorf("engine: store: %w", err)
+	}
+	ks := append(loginlimits.ResetKeys(e.rules.Load(), subject, members), guessesKey(subject))
 	// Whether the reset ends a hard stop, for Events: one more store call,
 	// on an admin call.
 	var blocked bool

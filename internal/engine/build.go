@@ -65,10 +65,6 @@ func (e *Engine) build(p *plan.Plan, rs *ruleSet, flow rules.Flow, cost int64, s
 	if !settles {
 		return nil
 	}
-	if s.trusted {
-		// Whether a success learns the network anew (loginlimits.Learn).
-		loginlimits.ReadFamiliar(p, s.account, s.member)
-	}
 	e.addGuesses(p, s)
 	if settling {
 		loginlimits.Learn(p, rs.set, flow, s.account, s.member)

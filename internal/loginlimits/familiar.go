@@ -130,7 +130,7 @@ func (b Buckets) Add(p *plan.Plan, e plan.Entry) {
 		p.Add(e)
 		return
 	}
-	ReadFamiliar(p, b.Account, b.Member)
+	readFamiliar(p, b.Account, b.Member)
 	network := e
 	e.Op.When = store.IfUnfamiliar
 	network.Op.Key, network.Op.When = NetworkKey(e.Subject, r.Name, b.Member), store.IfFamiliar
@@ -138,12 +138,11 @@ func (b Buckets) Add(p *plan.Plan, e plan.Entry) {
 	p.Add(network)
 }
 
-// ReadFamiliar adds to p, unless it has one, the entry that reads the
+// readFamiliar adds to p, unless it has one, the entry that reads the
 // familiar list of the account with subject account for network member:
-// what decides the plan's conditional entries, and whether a success
-// learns the network anew (Learn). A trusted device's check reads it too.
-func ReadFamiliar(p *plan.Plan, account, member string) {
-	if member == "" || p.Has(plan.Familiar) {
+// what decides the plan's conditional entries.
+func readFamiliar(p *plan.Plan, account, member string) {
+	if p.Has(plan.Familiar) {
 		return
 	}
 	p.Add(plan.Entry{
@@ -176,23 +175,17 @@ func Attribute(e *plan.Entry, source string) {
 // Learn adds to p what a success report of a check of flow by the account
 // with subject account from network member teaches, under set's familiar
 // networks, for a login or password_reset check (Learns): the member joins
-// the account's familiar list for the networks' hold, and, when the check
-// found the network unfamiliar, the network's consecutive-failure counts of
-// the flow's rules are reset: what a network's bucket held before it was
-// learned (again) is not the owner's. A success from a network already
-// familiar resets nothing there: it lifts its own source's failures
-// (Attribute), so that an attacker elsewhere on the network gains nothing
-// from the owner's logins. They have no op, and a failure report does
-// nothing with them.
+// the account's familiar list for the networks' hold. It resets nothing: a
+// network's bucket keeps what others on the network failed, even while the
+// network is off the list and when it is learned again (an owner who logs
+// in from many networks pushes home off the list, and relearning it must
+// hand an attacker there no new guesses); the owner's success lifts its own
+// source's failures (Attribute), and only a verified reset (ResetKeys with
+// the list's networks) or the hold ends the rest. The lesson has no op, and
+// a failure report does nothing with it.
 func Learn(p *plan.Plan, set *rules.Set, flow rules.Flow, account, member string) {
 	if member == "" || account == "" || !Learns(flow) {
 		return
-	}
-	for _, r := range set.For(flow) {
-		if Counts(r) && r.Type == rules.ConsecutiveFailures {
-			p.Add(plan.Entry{Rule: r, Kind: plan.Learning, Bit: plan.NoBit, Op: store.Op{When: store.IfUnfamiliar},
-				Success: store.Settlement{Key: NetworkKey(account, r.Name, member), Action: store.Reset}})
-		}
 	}
 	p.Add(plan.Entry{Kind: plan.Learning, Bit: plan.NoBit,
 		Success: store.Settlement{Key: FamiliarKey(account), Action: store.Learn, Member: member, Span: set.Familiar.Hold}})

@@ -318,23 +318,21 @@ func TestLearn(t *testing.T) {
 		}
 		got = append(got, e.Success)
 	}
+	// The network joins the list and nothing is reset: its bucket keeps
+	// what others on it failed, learned again or not.
 	want := []store.Settlement{
-		{Key: loginlimits.NetworkKey(account, "login-hard-stop", "netA"), Action: store.Reset},
 		{Key: loginlimits.FamiliarKey(account), Action: store.Learn, Member: "netA", Span: 90 * 24 * time.Hour},
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("Learn: %+v, want %+v", got, want)
 	}
-	if s := p.Settlements(true, 0, false); !slices.Equal(s, want) {
-		t.Errorf("a success settles %+v, want %+v", s, want)
+	for _, familiar := range []bool{false, true} {
+		if s := p.Settlements(true, 0, familiar); !slices.Equal(s, want) {
+			t.Errorf("a success settles %+v, want %+v", s, want)
+		}
 	}
 	if s := p.Settlements(false, 0, false); len(s) != 0 {
 		t.Errorf("a failure settles %+v, want nothing", s)
-	}
-	// From a network already familiar, the success resets nothing there:
-	// an attacker elsewhere on it gains no guesses from the owner's login.
-	if s := p.Settlements(true, 0, true); !slices.Equal(s, want[1:]) {
-		t.Errorf("a success from a familiar network settles %+v, want %+v", s, want[1:])
 	}
 	for _, tt := range []struct {
 		name            string
@@ -459,13 +457,19 @@ func TestStatusRulesAndResetKeys(t *testing.T) {
 		t.Errorf("StatusRules = %v, want %v", got, want)
 	}
 	const subject = "AbCdEfGhIjKlMnOpQrStUv"
-	got = loginlimits.ResetKeys(set, subject)
+	got = loginlimits.ResetKeys(set, subject, []string{"netA", "netB"})
 	want := []string{
 		keys.StoreKey(subject, "per-account"),
 		keys.StoreKey(subject, "per-account:challenged"),
+		loginlimits.NetworkKey(subject, "per-account", "netA"),
+		loginlimits.NetworkKey(subject, "per-account", "netB"),
 		keys.StoreKey(subject, "hard-stop"),
+		loginlimits.NetworkKey(subject, "hard-stop", "netA"),
+		loginlimits.NetworkKey(subject, "hard-stop", "netB"),
 		keys.StoreKey(subject, "per-account-next"),
 		keys.StoreKey(subject, "per-account-next:challenged"),
+		loginlimits.NetworkKey(subject, "per-account-next", "netA"),
+		loginlimits.NetworkKey(subject, "per-account-next", "netB"),
 		keys.StoreKey(subject, "familiar"),
 	}
 	if !slices.Equal(got, want) {

@@ -187,9 +187,8 @@ func (p *Plan) Spent() uint64 {
 // rebuilt: on a success each entry's Success, on a failure its Failure, for
 // every entry whose Bit is in the mask spent, among conditional entries
 // only those that counted given familiar (whether the check's network was
-// found familiar), and on a success every entry without an op that counts
-// given familiar (a lesson may be conditional too). The slice is p's own,
-// valid until Release.
+// found familiar), and on a success every entry without an op. The slice
+// is p's own, valid until Release.
 func (p *Plan) Settlements(success bool, spent uint64, familiar bool) []store.Settlement {
 	p.settled = p.settled[:0]
 	for i := range p.entries {
@@ -204,7 +203,7 @@ func (p *Plan) Settlements(success bool, spent uint64, familiar bool) []store.Se
 		switch {
 		case st.Action == 0:
 		case !e.HasOp():
-			if success && e.Op.When.Counts(familiar) {
+			if success {
 				p.settled = append(p.settled, st)
 			}
 		case e.Bit != NoBit && spent&(1<<e.Bit) != 0 && e.Op.When.Counts(familiar):

@@ -326,3 +326,49 @@ func TestOfficeColleaguesChallengeNobody(t *testing.T) {
 		}
 	}
 }
+
+// TestRelearningHomeHandsNoGuesses: the attacker on the owner's /24 runs
+// the network to its hard stop; the owner then logs in on the device from
+// eight new networks, which pushes home off the account's familiar list
+// (it holds 8), and the attacker's checks count outside the familiar
+// networks, 100 more; the owner's next login at home on the device learns
+// home again, and its bucket is still at 100: the attacker gets no more.
+// 200 in all: 100 from outside the familiar networks and 100 from the one
+// it shares.
+func TestRelearningHomeHandsNoGuesses(t *testing.T) {
+	g := start(t, "")
+	home := attempt{Flow: "login", Account: sharedAccount, IP: "203.0.113.7"}
+	tok := g.login(t, home)
+	device := func(ip string) {
+		t.Helper()
+		d := g.check(t, attempt{Flow: "login", Account: sharedAccount, IP: ip, DeviceToken: tok})
+		if d.Decision != "allow" {
+			t.Fatalf("owner on the device from %s: %v, want allow", ip, d)
+		}
+		g.report(t, d, "success")
+	}
+	neighbour := attempt{Flow: "login", Account: sharedAccount, IP: "203.0.113.99"}
+	total := 0
+	for round := range 3 {
+		n, blocked := hammer(t, g, neighbour, g.clock.Now().Add(day))
+		total += n
+		if !blocked {
+			t.Fatalf("round %d: attacker not blocked after %d guesses", round, n)
+		}
+		switch round {
+		case 0:
+			for i := range 8 {
+				device(fmt.Sprintf("192.0.%d.1", 10+i))
+			}
+		case 1:
+			device(home.IP)
+		}
+	}
+	if total != 200 {
+		t.Errorf("attacker on the owner's /24 got %d guesses, want 200", total)
+	}
+	st := g.status(t, sharedAccount)
+	if !st.Blocked || st.ConsecutiveFailures != 100 {
+		t.Errorf("status = %+v, want blocked outside the familiar networks at 100", st)
+	}
+}
