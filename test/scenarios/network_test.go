@@ -372,3 +372,46 @@ func TestRelearningHomeHandsNoGuesses(t *testing.T) {
 		t.Errorf("status = %+v, want blocked outside the familiar networks at 100", st)
 	}
 }
+
+// TestSameAddressIsTheOwner: what a familiar network cannot protect. An
+// attacker behind the owner's very address (a carrier NAT's shared IPv4
+// address) is, without a device, indistinguishable from the owner: each
+// success of the owner from that address without the device lifts the
+// attacker's failures too. With the owner logging in that way every 30
+// minutes, the attacker there gets what the network's login-account
+// bucket refills in a day (5 + 1 a minute: 1,444 of the 1,445 the rule
+// allows in a day); with the owner
+// on the device instead, the owner's logins lift nothing and the attacker
+// gets 100.
+func TestSameAddressIsTheOwner(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		onDevice bool
+		want     func(int) bool
+	}{
+		{"owner without the device", false, func(n int) bool { return n == 1444 }},
+		{"owner on the device", true, func(n int) bool { return n == 100 }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := start(t, "")
+			home := attempt{Flow: "login", Account: sharedAccount, IP: "100.72.10.20"}
+			owner := home
+			if tok := g.login(t, home); tt.onDevice {
+				owner.DeviceToken = tok
+			}
+			every := 30 * time.Minute
+			guesses := 0
+			for i := range int(day / every) {
+				next := t0.Add(time.Duration(i+1) * every)
+				n, _ := hammer(t, g, home, next)
+				guesses += n
+				g.clock.Set(next)
+				ownerIn(t, g, owner, "success")
+			}
+			if !tt.want(guesses) {
+				t.Errorf("attacker on the owner's address got %d guesses in a day", guesses)
+			}
+			t.Logf("%s: attacker on the owner's very address got %d guesses in a day of 48 owner logins", tt.name, guesses)
+		})
+	}
+}
