@@ -134,7 +134,7 @@ func (e *Engine) Reset(ctx context.Context, account string) error {
 	if err != nil {
 		return fmt.Errorf("engine: store: %w", err)
 	}
-	ks := append(loginlimits.ResetKeys(e.rules.Load(), subject, members), guessesKey(subject))
+	ks := append(loginlimits.ResetKeys(e.rules.Load(), subject, members), guessesKey(subject), repeatsKey(subject))
 	// Whether the reset ends a hard stop, for Events: one more store call,
 	// on an admin call.
 	var blocked bool

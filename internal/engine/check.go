@@ -55,6 +55,10 @@ type Decision struct {
 	// as one of its last failed ones: the check spent nothing on the
 	// account's own rules (guess.go).
 	RepeatGuess bool
+	// RepeatCapped reports that the guess was one of those, but the
+	// account's free repeats for the day were spent: the check counted
+	// like any failure (guess.go).
+	RepeatCapped bool
 }
 
 // Limit is where one rule stands after a check.
@@ -217,7 +221,8 @@ func (e *Engine) decide(p *plan.Plan, s *subjects, d *Decision) {
 	if quota.Rule != "" {
 		d.Quota = &quota
 	}
-	d.Trust, d.RepeatGuess = s.trust(p), repeatGuess(p)
+	d.Trust = s.trust(p)
+	d.RepeatGuess, d.RepeatCapped = repeatGuess(p)
 }
 
 // decideRule folds what the store found for en, the entry of a rule, into

@@ -37,6 +37,9 @@ const (
 	Familiar
 	// Guesses is the account's memory of its last failed guesses.
 	Guesses
+	// Repeats is the account's allowance of free repeats of a remembered
+	// guess (store.Op.OnRepeat).
+	Repeats
 	// Learning is a lesson of a success, with no op: a network learned as
 	// familiar, or the count a rule kept for it reset.
 	Learning

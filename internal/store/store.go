@@ -51,6 +51,10 @@ type Op struct {
 	// evaluated as usual (it still denies when its cost does not fit) and
 	// not spent.
 	FreeOnRepeat bool
+	// OnRepeat marks the batch's allowance of free repeats (see Guesses):
+	// a soft Rate op that a repeat spends, and that bounds how often a
+	// repeat is free.
+	OnRepeat bool
 
 	// Rule names the rule the op belongs to, "" for an op of a feature of
 	// the check rather than of a rule (an account's memory of guesses, its
@@ -147,6 +151,15 @@ func (l Counter) valid(op *Op) bool {
 // the guess as the most recent, forgetting the oldest beyond Max. When it
 // finds its guess remembered, every FreeOnRepeat op of the batch is
 // evaluated and not spent. A batch holds at most one Guesses op.
+//
+// A batch may also hold one allowance of free repeats, a soft Rate op
+// marked OnRepeat: when the guess is remembered and the allowance fits, the
+// repeat is free as above and the allowance is spent with the batch; when
+// it does not fit, the repeat is not free (the Guesses op's Result is
+// Capped, not Repeat) and nothing is waived; when the guess is not
+// remembered, the allowance is evaluated and not spent. So a constant or
+// wrong fingerprint cannot make every guess free: at most the allowance's
+// burst and refill of them.
 type Guesses struct {
 	Max  int64
 	Hold time.Duration
@@ -217,6 +230,10 @@ type Result struct {
 	// ResetAfter how long until the last of those is forgotten: what a
 	// Peek of the account's memory reads.
 	Repeat bool
+	// Capped reports that a Guesses op found its guess remembered but the
+	// batch's allowance of free repeats (Op.OnRepeat) was spent: the
+	// repeat is not free, Repeat is false, and nothing was waived.
+	Capped bool
 }
 
 // Settlement is what a report does to one key its check spent on, once the
@@ -374,17 +391,24 @@ func Validate(ops []Op, res []Result) error {
 	if err := validateFamiliar(ops); err != nil {
 		return err
 	}
-	guesses := 0
+	guesses, allowances := 0, 0
 	for i := range ops {
 		op := &ops[i]
 		if op.Key == "" || op.Cost < 0 || op.Role > Shadow || op.Limit == nil || !op.Limit.valid(op) {
 			return ErrBadBatch
 		}
 		if _, ok := op.Limit.(Guesses); ok {
-			if guesses++; guesses > 1 {
+			guesses++
+		}
+		if op.OnRepeat {
+			if _, rate := op.Limit.(Rate); !rate || op.Role != Soft || op.When != Always || op.FreeOnRepeat {
 				return ErrBadBatch
 			}
+			allowances++
 		}
+	}
+	if guesses > 1 || allowances > 1 || allowances > guesses {
+		return ErrBadBatch
 	}
 	return nil
 }

@@ -138,6 +138,7 @@ type decision struct {
 	AttemptID    string  `json:"attempt_id"`
 	Degraded     bool    `json:"degraded"`
 	RepeatGuess  bool    `json:"repeat_guess"`
+	RepeatCapped bool    `json:"repeat_capped"`
 	Trust        string  `json:"trust"`
 	Limits       []limit `json:"limits"`
 }

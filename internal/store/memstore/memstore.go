@@ -244,10 +244,12 @@ type eval struct {
 	// retry is the GCRA retry span in µs when the op does not fit.
 	retry int64
 	// mem is what a Guesses op found, and after a spend what it left;
-	// repeat reports that it found its guess. waived marks a FreeOnRepeat
-	// op of a batch whose guess is a repeat: evaluated, never spent.
-	mem            *memory
-	repeat, waived bool
+	// repeat reports that it found its guess, free (capped: found, but the
+	// allowance of free repeats was spent). waived marks a FreeOnRepeat op
+	// of a batch whose guess is a free repeat, or the allowance of a batch
+	// whose guess is not: evaluated, never spent.
+	mem                    *memory
+	repeat, waived, capped bool
 	// skip reports a conditional op that does not count (familiar.go).
 	skip bool
 	// dist is what a Distinct op found (distinct.go).

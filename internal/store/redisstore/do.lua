@@ -27,8 +27,11 @@
 --              limit and hold, a distinct op's sub-window and limit, and a
 --              familiar op's member and 0. A guesses op ("gs", at most one
 --              a batch, never conditional) has its guess (16 hex digits) as
---              x and "limit:hold:indexes" as y, the indexes (in the batch,
---              comma-separated) of the ops a repeat of it does not spend.
+--              x and "limit:hold:indexes:allowance" as y, the indexes (in
+--              the batch, comma-separated) of the ops a repeat of it does
+--              not spend, and the index of the batch's allowance of free
+--              repeats (0: none): a repeat is free only while it fits, and
+--              only a free repeat spends it.
 --
 -- The familiar op of a batch, if it has one, is read first: it decides the
 -- batch's conditional ops. One that does not count is skipped: it fits,
@@ -44,7 +47,7 @@
 --
 -- Reply: six integers per op, batch after batch: allowed, spent, remaining,
 -- retry after, reset after, count. A guesses op replies 1 as remaining when
--- it found its guess remembered, the guesses it found as count, and when the
+-- it found its guess remembered and free, 2 when the allowance capped it, the guesses it found as count, and when the
 -- last of them is forgotten as reset after. A batch with a key whose value is not
 -- guardian's state spends nothing and replies -1 for each of its integers,
 -- so that the other batches of the call stand.
@@ -66,10 +69,11 @@ local function readGuess(o)
   if not o.list then
     return nil
   end
-  local limit, hold, free = string.match(o.ys, '^(%d+):(%d+):([%d,]*)$')
+  local limit, hold, free, allow = string.match(o.ys, '^(%d+):(%d+):([%d,]*):(%d+)$')
   if not limit then
     return nil
   end
+  o.allow = tonumber(allow)
   o.x, o.y = tonumber(limit), tonumber(hold)
   o.found = guessIndex(o.list, o.xs, o.x) ~= nil
   -- what the op replies: what it found, before any write
@@ -178,7 +182,7 @@ local function settle(o)
   if o.kind == GUESSES then
     -- what it found: 1 for its guess, how long until the last guess is
     -- forgotten, and how many
-    return o.found and 1 or 0, 0, o.reset, o.count
+    return o.found and 1 or (o.capped and 2 or 0), 0, o.reset, o.count
   elseif o.kind == RATE then
     local remaining = math.floor((now + o.tau - o.tat) / o.x)
     if remaining < 0 then
@@ -270,6 +274,7 @@ local function batch(spend, ops)
   local all, tolls = true, true
   -- the ops a remembered guess does not spend
   local waived = {}
+  local guess
   for _, o in ipairs(ops) do
     if o.kind == FAMILIAR then
       o.fits = true
@@ -284,11 +289,24 @@ local function batch(spend, ops)
       if o.waives then
         waived = o.waives
       end
+      if o.kind == GUESSES then
+        guess = o
+      end
       if not fits and o.role == ENFORCE then
         all = false
       elseif not fits and o.role == TOLL then
         all, tolls = false, false
       end
+    end
+  end
+  -- the allowance of free repeats: a repeat is free only while it fits,
+  -- and only a free repeat spends it
+  if guess and guess.allow > 0 then
+    if guess.found and not ops[guess.allow].fits then
+      guess.found, guess.capped, waived = false, true, {}
+    end
+    if not guess.found then
+      waived[guess.allow] = true
     end
   end
   for j, o in ipairs(ops) do
