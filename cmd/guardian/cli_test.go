@@ -66,6 +66,8 @@ func TestCLIGolden(t *testing.T) {
 		{"simulate-rules-env", []string{"simulate", "--scenario", "phishing"}, map[string]string{"GUARDIAN_RULES": "testdata/cli/no-such-file.yaml"}},
 		{"breached-build-out-env", []string{"breached", "build"}, map[string]string{"GUARDIAN_OUT": "filter.bin"}},
 		{"rules-explain-help", []string{"rules", "explain", "--help"}, nil},
+		{"serve-bad-tenant-metrics", []string{"serve", "--tenant-metrics", "shop,,bank"}, nil},
+		{"token-bad-tenant", []string{"token", "--scope", "check", "--signing-key", testSigningKey, "--tenant", "Acme Corp"}, nil},
 		{"token-empty-key-file", []string{"token", "--scope", "check", "--signing-key-file", "testdata/cli/empty-key"}, nil},
 		{"serve-empty-key-file", []string{"serve", "--signing-key-file", "testdata/cli/empty-key"}, nil},
 	}

@@ -203,3 +203,38 @@ func mustKey(t *testing.T, raw string) secret.Key {
 	}
 	return k
 }
+
+// TestTokenTenant: --tenant puts the tenant in the token, a token without
+// it is the default tenant's, and a name that is no tenant's is refused
+// with a usage error, no token printed.
+func TestTokenTenant(t *testing.T) {
+	key, _ := secret.New([]byte(testSigningKey))
+	svc := tokens.NewService(key)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--tenant", "shop-eu-1"}, "shop-eu-1"},
+		{nil, ""},
+	} {
+		var out, errOut bytes.Buffer
+		args := append([]string{"token", "--scope", "admin", "--signing-key", testSigningKey}, tt.args...)
+		if code := run(context.Background(), args, env(nil), &out, &errOut); code != exitOK {
+			t.Fatalf("%v: exit %d: %s", tt.args, code, errOut.String())
+		}
+		cl, err := svc.Verify(strings.TrimSpace(out.String()), time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cl.Tenant != tt.want {
+			t.Errorf("%v: token of tenant %q, want %q", tt.args, cl.Tenant, tt.want)
+		}
+	}
+	for _, bad := range []string{"", "Acme", "-acme", "acme-", "a_b", "acme.example", strings.Repeat("a", 33)} {
+		var out, errOut bytes.Buffer
+		args := []string{"token", "--scope", "check", "--signing-key", testSigningKey, "--tenant", bad}
+		if code := run(context.Background(), args, env(nil), &out, &errOut); code != exitUsage || out.Len() != 0 || !strings.Contains(errOut.String(), "--tenant: ") {
+			t.Errorf("--tenant %q: exit %d, stdout %q, stderr %q; want 2, no token, and why", bad, code, out.String(), errOut.String())
+		}
+	}
+}

@@ -421,7 +421,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	fs := c.fs
 	var cfg server.Config
 	var keys, previousKey, hashKey keyFlags
-	var logFormat, logLevel, decisionLog, accountFold, region string
+	var logFormat, logLevel, decisionLog, accountFold, region, tenantMetrics string
 	fs.StringVar(&cfg.Addr, "addr", ":8080", "listen `address`")
 	fs.StringVar(&cfg.RulesPath, "rules", "", "rules `file` (YAML); empty: the built-in default rules")
 	fs.StringVar(&cfg.RedisURL, "redis-url", "", "the security store: redis://host:port/db, rediss://…, or host:port,host:port,… for Redis Cluster; empty: embedded in-memory store (one instance only)")
@@ -447,6 +447,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	fs.StringVar(&cfg.AdminAddr, "admin-addr", "", "serve the admin API and the console on a listener of their own at this `address` (the main one then answers 404 for them); empty: on --addr")
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "PEM certificate (its chain after it) to serve TLS with on every listener but --pprof's, with --tls-key-file; read again on SIGHUP and whenever it changes")
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key-file", "", "PEM key of --tls-cert-file")
+	fs.StringVar(&tenantMetrics, "tenant-metrics", "", "comma-separated `tenants` (at most 64) that guardian_tenant_decisions_total counts under their own name; every other tenant counts as _other")
 	pos, code, ok := c.parse(args, getenv, stdout, stderr)
 	if !ok {
 		return code
@@ -474,6 +475,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	if cfg.Normalizer, err = normalizer(accountFold, region); err != nil {
 		c.fail(stderr, "%v", err)
+		return exitUsage
+	}
+	if cfg.TenantMetrics, err = tenantList(tenantMetrics); err != nil {
+		c.fail(stderr, "--tenant-metrics: %v", err)
 		return exitUsage
 	}
 	signing, haveKey, err := keys.loadAll()
@@ -585,8 +590,11 @@ Prints one service token, signed with the signing key serve uses (the first
 of the key file): the token alone, one line on stdout. Scope check calls
 /v1/check and /v1/report; scope admin also calls the admin API. Each token
 has a jti of its own, what POST /v1/tokens/revoke names it by: --print-jti
-writes it, with the expiry, to stderr. The key flags read the same
-environment variables as serve's; the others read none.
+writes it, with the expiry, to stderr. --tenant makes a tenant's token:
+its checks, reports, status, resets, lists and pseudonyms see that tenant's
+accounts, recipients and secrets alone (address and global rules are every
+tenant's); a token without one sees the default tenant. The key flags read
+the same environment variables as serve's; the others read none.
 `
 
 const tokenSigningKeyUsage = "the signing key serve uses, at least 32 bytes (required: this or --signing-key-file)"
@@ -595,7 +603,7 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	c := newCommand("guardian token", tokenHelp)
 	fs := c.fs
 	var keys keyFlags
-	var scope, subject string
+	var scope, subject, tenant string
 	var ttl time.Duration
 	var printJTI bool
 	keys.register(c, "signing-key", tokenSigningKeyUsage)
@@ -603,6 +611,7 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	fs.StringVar(&scope, "scope", "", "token scope: check or admin (required)")
 	fs.DurationVar(&ttl, "ttl", 720*time.Hour, "how long the token is valid, at most 8760h; guardian warns once 10% of it (at most 72h) is left")
 	fs.StringVar(&subject, "subject", "guardian-cli", "who the token is for (shown in admin audit logs)")
+	fs.StringVar(&tenant, "tenant", "", "the tenant whose accounts the token sees: 1 to 32 of a-z, 0-9 and '-', not first or last (default: the default tenant)")
 	fs.BoolVar(&printJTI, "print-jti", false, "also write \"jti=ID expires_at=RFC3339\" to stderr: what POST /v1/tokens/revoke takes")
 	pos, code, ok := c.parse(args, getenv, stdout, stderr)
 	if !ok {
@@ -621,6 +630,12 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		c.fail(stderr, "--ttl must be positive and at most 8760h")
 		return exitUsage
 	}
+	if given(fs, "tenant") {
+		if err := checkTenant(tenant); err != nil {
+			c.fail(stderr, "--tenant: %v", err)
+			return exitUsage
+		}
+	}
 	signing, ok, err := keys.loadAll()
 	if err != nil {
 		c.fail(stderr, "%v", err)
@@ -632,7 +647,7 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	}
 	svc := tokens.NewService(signing[0])
 	now := time.Now()
-	tok, err := svc.Issue(sc, subject, ttl, now)
+	tok, err := svc.IssueTenant(sc, subject, tenant, ttl, now)
 	if err == nil && printJTI {
 		var cl tokens.Claims
 		if cl, err = svc.Verify(tok, now); err == nil {
@@ -645,6 +660,44 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	}
 	fmt.Fprintln(stdout, tok)
 	return exitOK
+}
+
+// maxTenantMetrics bounds --tenant-metrics, and so the tenant label's
+// values.
+const maxTenantMetrics = 64
+
+// tenantList parses --tenant-metrics: tenants' names separated by commas,
+// each valid (checkTenant), at most maxTenantMetrics; "" is none.
+func tenantList(s string) ([]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	names := strings.Split(s, ",")
+	if len(names) > maxTenantMetrics {
+		return nil, fmt.Errorf("%d tenants, at most %d", len(names), maxTenantMetrics)
+	}
+	for _, n := range names {
+		if err := checkTenant(n); err != nil {
+			return nil, err
+		}
+	}
+	return names, nil
+}
+
+// given reports whether the flag name was set on the command line.
+func given(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// checkTenant checks a tenant's name (keys.CheckTenant), its error without
+// the package's prefix.
+func checkTenant(name string) error {
+	if err := keys.CheckTenant(name); err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), keys.ErrInvalidTenant.Error()+": "))
+	}
+	return nil
 }
 
 const rulesHelp = `Usage: guardian rules check FILE
@@ -680,5 +733,8 @@ func rulesCmd(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	fmt.Fprintf(stdout, "%s: %d rules, valid, hash %s\n", pos[0], len(set.Rules), set.Hash())
+	if l := set.Lists; l.Len() > 0 {
+		fmt.Fprintf(stdout, "%s: lists: %d deny and %d allow entries, valid\n", pos[0], len(l.Deny), len(l.Allow))
+	}
 	return exitOK
 }

@@ -1,6 +1,6 @@
 // Package audit writes guardian's audit trail, for a SIEM: one log line per
 // admin call that changes state (an account reset, a rules reload, a token
-// revocation), and one
+// revocation, a list change), and one
 // per account entering or leaving a hard stop. Lines go to guardian's own
 // logger (JSON by default), at info level, and are told apart by a field:
 //
@@ -8,9 +8,15 @@
 //	{"msg": "admin action", "audit": true, "action": "reload", "subject": "ops-alice", "result": "ok", "request_id": "…", "rules_added": [], "rules_removed": [],
 //	 "rules_changed": [{"rule": "login-ip-24", "fields": ["mode"], "mode_from": "shadow", "mode_to": "enforce"}], "rules_promoted": ["login-ip-24"], …}
 //	{"msg": "admin action", "audit": true, "action": "revoke", "subject": "ops-alice", "result": "ok", "jti": "…", "request_id": "…"}
+//	{"msg": "admin action", "audit": true, "action": "list_add", "subject": "ops-alice", "result": "ok", "list": "deny", "id": "…", "network": "198.51.100.0/24", "request_id": "…"}
 //	{"msg": "hard stop started", "event": "hard_stop_started", "account": "h-…"}
 //	{"msg": "hard stop ended", "event": "hard_stop_ended", "account": "h-…"}
+//	{"msg": "admin action", "audit": true, "action": "reset", "subject": "acme-ops", "result": "ok", "tenant": "acme", "account": "h-…", …}
 //
+// A line of a call made with a tenant's token, or of a tenant's account,
+// carries the tenant's name in tenant; a line of the default tenant has
+// none. An account's pseudonym is its tenant's: the same name in two
+// tenants is two accounts with two pseudonyms.
 // No line carries an account in clear. account is a pseudonym: "h-" and 22
 // characters of a keyed hash of the account's subject, under the hash key,
 // so every instance of a fleet writes the same pseudonym for one account
@@ -34,8 +40,13 @@ const (
 	ActionReset  = "reset"
 	ActionReload = "reload"
 	ActionRevoke = "revoke"
-	ResultOK     = "ok"
-	ResultError  = "error"
+	// ActionListAdd and ActionListDelete are changes of the deny and
+	// allow lists; their lines name the entry's list, id, and network or
+	// account pseudonym.
+	ActionListAdd    = "list_add"
+	ActionListDelete = "list_delete"
+	ResultOK         = "ok"
+	ResultError      = "error"
 )
 
 // pseudonymKind keeps audit pseudonyms apart from every other hash of a
@@ -82,19 +93,25 @@ func New(cfg Config) *Log {
 }
 
 // Action writes the line of one admin call that changed state, or tried to,
-// and counts it: action is ActionReset, ActionReload or ActionRevoke,
+// and counts it: action is ActionReset, ActionReload, ActionRevoke,
+// ActionListAdd or ActionListDelete,
 // subject the token's subject, result ResultOK or ResultError. account is
 // the account the call named, in clear as the caller sent it, or "" for
 // none; the line carries its pseudonym, and none when it is not a valid
 // account. extra are further fields of the line (a reload's changes, a
 // revoked token's jti). ctx is the call's: a logger that reads request ids
 // from it (requestid.Handler) adds the call's request_id, so the line and
-// the caller's own logs match.
+// the caller's own logs match; the tenant it carries (keys.TenantOf) is
+// the account's and the line's.
 func (l *Log) Action(ctx context.Context, action, subject, result, account string, extra ...slog.Attr) {
 	l.metrics.AdminActions.WithLabelValues(action, result).Inc()
 	attrs := []slog.Attr{slog.Bool("audit", true), slog.String("action", action), slog.String("subject", subject), slog.String("result", result)}
+	tenant := keys.TenantOf(ctx)
+	if tenant != "" {
+		attrs = append(attrs, slog.String("tenant", tenant))
+	}
 	if account != "" {
-		if s, err := l.hasher.AccountSubject(l.norm, account); err == nil {
+		if s, err := l.hasher.Tenant(tenant).AccountSubject(l.norm, account); err == nil {
 			attrs = append(attrs, slog.String("account", l.Pseudonym(s)))
 		}
 	}
@@ -127,15 +144,24 @@ func (l *Log) Revoke(ctx context.Context, subject, result, jti string) {
 }
 
 // HardStopStarted writes the line of an account entering a hard stop;
-// account is its subject.
-func (l *Log) HardStopStarted(account string) {
-	l.log.Info("hard stop started", "event", "hard_stop_started", "account", l.Pseudonym(account))
+// account is its subject, tenant its tenant ("" for the default).
+func (l *Log) HardStopStarted(tenant, account string) {
+	l.hardStop("hard stop started", "hard_stop_started", tenant, account)
 }
 
 // HardStopEnded writes the line of an account leaving a hard stop; account
-// is its subject.
-func (l *Log) HardStopEnded(account string) {
-	l.log.Info("hard stop ended", "event", "hard_stop_ended", "account", l.Pseudonym(account))
+// is its subject, tenant its tenant ("" for the default).
+func (l *Log) HardStopEnded(tenant, account string) {
+	l.hardStop("hard stop ended", "hard_stop_ended", tenant, account)
+}
+
+// hardStop writes the line of a hard stop's event.
+func (l *Log) hardStop(msg, event, tenant, account string) {
+	attrs := []slog.Attr{slog.String("event", event)}
+	if tenant != "" {
+		attrs = append(attrs, slog.String("tenant", tenant))
+	}
+	l.log.LogAttrs(context.Background(), slog.LevelInfo, msg, append(attrs, slog.String("account", l.Pseudonym(account)))...)
 }
 
 // Pseudonym returns the pseudonym of the account whose subject is given.

@@ -32,23 +32,15 @@ func TestLinesAndPseudonyms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.HardStopStarted(subject)
+	l.HardStopStarted("", subject)
 	l.Action(requestid.With(context.Background(), "req-1"), audit.ActionReset, "ops", audit.ResultOK, " ALICE@example.com")
 	l.Action(context.Background(), audit.ActionReset, "ops", audit.ResultError, "")
 	l.Reload(requestid.With(context.Background(), "req-2"), "ops", audit.ResultOK,
 		&rules.Changes{Added: []string{"new"}, Removed: []string{}, Changed: []rules.RuleChange{}, Settings: []string{}})
 	l.Reload(requestid.With(context.Background(), "req-3"), "ops", audit.ResultError, nil)
-	l.HardStopEnded(subject)
+	l.HardStopEnded("", subject)
 
-	var lines []map[string]any
-	for _, s := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
-		var v map[string]any
-		if err := json.Unmarshal([]byte(s), &v); err != nil {
-			t.Fatal(err)
-		}
-		delete(v, "time")
-		lines = append(lines, v)
-	}
+	lines := logLines(t, &buf)
 	p := l.Pseudonym(subject)
 	want := []map[string]any{
 		{"level": "INFO", "msg": "hard stop started", "event": "hard_stop_started", "account": p},
@@ -74,6 +66,55 @@ func TestLinesAndPseudonyms(t *testing.T) {
 	if other.Pseudonym(subject) == p {
 		t.Error("pseudonyms do not depend on the key")
 	}
+}
+
+// TestTenantLines: the lines of a tenant's account carry the tenant, and
+// its account's pseudonym is the tenant's own, whichever line names it.
+func TestTenantLines(t *testing.T) {
+	var buf bytes.Buffer
+	key := secret.Generate()
+	l := audit.New(audit.Config{Key: key, Metrics: metrics.New(prometheus.NewRegistry()), Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+	h := keys.NewHasher(key)
+	inAcme, err := h.Tenant("acme").AccountSubject(nil, "alice@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := h.AccountSubject(nil, "alice@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.HardStopStarted("acme", inAcme)
+	l.Action(keys.WithTenant(context.Background(), "acme"), audit.ActionReset, "acme-ops", audit.ResultOK, "Alice@example.com")
+	l.Action(context.Background(), audit.ActionReset, "ops", audit.ResultOK, "alice@example.com")
+
+	lines := logLines(t, &buf)
+	pa, p0 := l.Pseudonym(inAcme), l.Pseudonym(plain)
+	want := []map[string]any{
+		{"level": "INFO", "msg": "hard stop started", "event": "hard_stop_started", "tenant": "acme", "account": pa},
+		{"level": "INFO", "msg": "admin action", "audit": true, "action": "reset", "subject": "acme-ops", "result": "ok", "tenant": "acme", "account": pa},
+		{"level": "INFO", "msg": "admin action", "audit": true, "action": "reset", "subject": "ops", "result": "ok", "account": p0},
+	}
+	if got, w := mustJSON(t, lines), mustJSON(t, want); got != w {
+		t.Errorf("lines\n got %s\nwant %s", got, w)
+	}
+	if pa == p0 {
+		t.Errorf("one account name in two tenants has one pseudonym %q", pa)
+	}
+}
+
+// logLines decodes the JSON lines in buf, without their time.
+func logLines(t *testing.T, buf *bytes.Buffer) []map[string]any {
+	t.Helper()
+	var lines []map[string]any
+	for _, s := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(s), &v); err != nil {
+			t.Fatal(err)
+		}
+		delete(v, "time")
+		lines = append(lines, v)
+	}
+	return lines
 }
 
 func mustJSON(t *testing.T, v any) string {

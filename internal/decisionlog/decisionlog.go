@@ -181,7 +181,9 @@ func (l *Log) run(every time.Duration) {
 
 // Check logs a check that the engine decided as d, with its decision, the
 // rule that decided and the request id ctx carries, its identifiers
-// normalised with the Log's Normalizer.
+// normalised with the Log's Normalizer, in the tenant ctx carries
+// (keys.TenantOf): the line names the tenant, and its account, recipient
+// and secret pseudonyms are the tenant's own.
 func (l *Log) Check(ctx context.Context, req engine.CheckRequest, d engine.Decision) {
 	ids, err := req.Normalise(l.norm)
 	if err != nil {
@@ -193,21 +195,23 @@ func (l *Log) Check(ctx context.Context, req engine.CheckRequest, d engine.Decis
 // Checked is Check of a check whose identifiers ids the engine normalised
 // already (engine.Engine.Normalise): a check is normalised once.
 func (l *Log) Checked(ctx context.Context, req *engine.CheckRequest, ids *engine.Identifiers, d engine.Decision) {
-	ev := event.Event{Kind: event.Check, Flow: req.Flow, IP: l.names.ip(ids.IP).String(), Cost: req.Cost,
+	tenant := keys.TenantOf(ctx)
+	ev := event.Event{Kind: event.Check, Flow: req.Flow, IP: l.names.ip(ids.IP).String(), Cost: req.Cost, Tenant: tenant,
 		Decision: d.Action, Rule: d.Rule, RequestID: requestid.From(ctx)}
 	if d.AttemptID != "" {
 		ev.ID = l.names.event(d.AttemptID)
 	} else {
 		ev.ID = randomID()
 	}
+	names := l.names.forTenant(tenant)
 	if ids.Account != "" {
-		ev.Account = l.names.account(ids.Account)
+		ev.Account = names.account(ids.Account)
 	}
 	if ids.Recipient != "" {
-		ev.Recipient = l.names.recipient(ids.Recipient)
+		ev.Recipient = names.recipient(ids.Recipient)
 	}
 	if req.SecretFingerprint != "" {
-		ev.SecretFingerprint = l.names.secret(req.SecretFingerprint)
+		ev.SecretFingerprint = names.secret(req.SecretFingerprint)
 	}
 	l.append(&ev)
 }

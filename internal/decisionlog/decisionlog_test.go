@@ -168,6 +168,45 @@ func TestLogWritesChecksAndReportsAsReplayEvents(t *testing.T) {
 	}
 }
 
+// TestTenantChecks: a tenant's check line names the tenant, its account's
+// pseudonym is the tenant's own, its address's everyone's; its report,
+// in the same tenant, is logged too.
+func TestTenantChecks(t *testing.T) {
+	te := newEngine(t, oneAccountRule)
+	var out logtest.Buffer
+	l := decisionlog.New(decisionlog.Config{Out: &out, Key: testKey, Now: te.clock.Now})
+	e := decisionlog.Wrap(te.eng, l)
+	req := engine.CheckRequest{Flow: rules.Login, Account: "alice@example.com", IP: "203.0.113.7"}
+	acme := keys.WithTenant(context.Background(), "acme")
+	d, err := e.Check(acme, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Report(acme, d.AttemptID, engine.Success); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Check(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	evs := events(t, out.String())
+	if len(evs) != 3 {
+		t.Fatalf("%d events, want 3:\n%s", len(evs), out.String())
+	}
+	inAcme, report, plain := evs[0], evs[1], evs[2]
+	if inAcme.Tenant != "acme" || plain.Tenant != "" || report.Kind != event.Report || report.ID != inAcme.ID {
+		t.Errorf("events %+v, %+v, %+v; want tenant acme's check and report, then a default-tenant check", inAcme, report, plain)
+	}
+	if inAcme.Account == plain.Account || !accountPseudonym.MatchString(inAcme.Account) {
+		t.Errorf("alice in acme is %q, in the default tenant %q: want two pseudonyms", inAcme.Account, plain.Account)
+	}
+	if inAcme.IP != plain.IP {
+		t.Errorf("one address has pseudonyms %q and %q across tenants, want one", inAcme.IP, plain.IP)
+	}
+}
+
 // TestPseudonymsKeepTheGroupingOfTheRules logs checks whose identifiers
 // group in various ways, and reads the grouping back from the log.
 func TestPseudonymsKeepTheGroupingOfTheRules(t *testing.T) {

@@ -53,6 +53,18 @@ func newPseudonyms(k secret.Key, h *keys.Hasher) *pseudonyms {
 	return p
 }
 
+// forTenant returns the pseudonyms of the tenant name's identifiers: its
+// accounts, recipients and secrets are its own (keys.Hasher.Tenant), its
+// addresses every tenant's, its events the same whatever the tenant.
+func (p *pseudonyms) forTenant(name string) *pseudonyms {
+	if name == p.hasher.TenantName() {
+		return p
+	}
+	t := *p
+	t.hasher = p.hasher.Tenant(name)
+	return &t
+}
+
 // account returns the pseudonym of a normalised account: "h-" and 32
 // lowercase hex digits, which the account normaliser leaves as it is.
 func (p *pseudonyms) account(norm string) string {

@@ -50,9 +50,10 @@ type NetworkStatus struct {
 // Status reports where account stands, without spending anything: the rules
 // loginlimits.StatusRules names, evaluated on the account's own subject at
 // cost 1. An account guardian never saw answers zeros, exactly like one that
-// exists.
+// exists. The account is the tenant's that ctx carries (keys.TenantOf):
+// another tenant's account of the same name is another account.
 func (e *Engine) Status(ctx context.Context, account string) (AccountStatus, error) {
-	subject, err := e.accountSubject(account)
+	subject, err := e.accountSubject(ctx, account)
 	if err != nil {
 		return AccountStatus{}, err
 	}
@@ -124,9 +125,10 @@ func (e *Engine) networks(ctx context.Context, subject string, rs []*rules.Rule,
 
 // Reset clears the account's hard stop and its account counters
 // (loginlimits.ResetKeys), and forgets its remembered guesses, after the
-// account's owner proved themselves through a verified channel.
+// account's owner proved themselves through a verified channel. It resets
+// the account of the tenant ctx carries, as Status reads it.
 func (e *Engine) Reset(ctx context.Context, account string) error {
-	subject, err := e.accountSubject(account)
+	subject, err := e.accountSubject(ctx, account)
 	if err != nil {
 		return err
 	}
@@ -146,7 +148,7 @@ func (e *Engine) Reset(ctx context.Context, account string) error {
 		return fmt.Errorf("engine: store: %w", err)
 	}
 	if blocked {
-		e.events.HardStopEnded(subject)
+		e.events.HardStopEnded(keys.TenantOf(ctx), subject)
 	}
 	return nil
 }

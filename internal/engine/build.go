@@ -2,6 +2,7 @@ package engine
 
 import (
 	"github.com/guardian-sec/guardian/internal/keys"
+	"github.com/guardian-sec/guardian/internal/lists"
 	"github.com/guardian-sec/guardian/internal/loginlimits"
 	"github.com/guardian-sec/guardian/internal/otp"
 	"github.com/guardian-sec/guardian/internal/plan"
@@ -33,11 +34,17 @@ func (e *Engine) build(p *plan.Plan, rs *ruleSet, flow rules.Flow, cost int64, s
 		switch {
 		case settling && c.bit == plan.NoBit:
 			continue
+		case !settling && s.skips(r):
+			// An allow list entry exempts the check (lists.go): the
+			// rule neither counts it nor decides it, and its report
+			// finds nothing spent on it to settle.
+			e.metrics.ListMatches.WithLabelValues(lists.Allow, r.Name).Inc()
+			continue
 		case r.Type == rules.FailureRate:
 			p.Add(plan.Entry{Rule: r, Kind: plan.Global, Bit: plan.NoBit})
 			continue
 		}
-		subject := s.of(e.hasher, r)
+		subject := s.of(r)
 		if subject == "" {
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/plan"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/store"
@@ -105,11 +106,22 @@ func (e *Engine) Normalise(req *CheckRequest) (Identifiers, error) { return req.
 // Decide decides req, whose identifiers ids are req normalised by the
 // engine (Normalise), as Check does: the check's plan (build) is evaluated
 // in one store call, its results folded into the decision, and an allowed
-// or challenged check sealed into an attempt id for its report.
+// or challenged check sealed into an attempt id for its report. The check
+// counts in the tenant ctx carries (keys.TenantOf): its account,
+// recipient, account+ip and key: secret subjects are that tenant's, its
+// address and global ones every tenant's. The deny and allow lists
+// (Config.Lists) come first: a check a deny entry matches is blocked before
+// any rule is evaluated, and one an allow entry matches skips the rules it
+// exempts.
 func (e *Engine) Decide(ctx context.Context, req *CheckRequest, ids *Identifiers) (Decision, error) {
 	start, now := time.Now(), e.now()
 	rs := e.ruleSet(now)
-	s := e.resolve(req, ids, rs.set.Familiar, now)
+	m, denied := e.listed(ctx, ids, now)
+	if denied {
+		return e.denied(req.Flow, m.RetryAfter, start), nil
+	}
+	s := e.resolve(e.hasher.ForContext(ctx), req, ids, rs.set.Familiar, now)
+	s.skip = m.Exempt
 	p := plan.Get()
 	defer p.Release()
 	if err := e.build(p, rs, req.Flow, req.cost(), &s, false); err != nil {
@@ -133,6 +145,12 @@ func (e *Engine) Decide(ctx context.Context, req *CheckRequest, ids *Identifiers
 		d.Action = rules.Allow
 	}
 	e.metrics.Decisions.WithLabelValues(string(req.Flow), string(d.Action)).Inc()
+	if t := s.h.TenantName(); t != "" {
+		if !e.tenants[t] {
+			t = metrics.OtherTenants
+		}
+		e.metrics.TenantDecisions.WithLabelValues(t, string(d.Action)).Inc()
+	}
 	e.metrics.CheckDuration.WithLabelValues(string(req.Flow)).Observe(time.Since(start).Seconds())
 	return d, nil
 }

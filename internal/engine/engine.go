@@ -46,6 +46,9 @@ var (
 	ErrInvalidField = errors.New("engine: invalid field")
 	// ErrAlreadyReported reports an attempt id that was reported before.
 	ErrAlreadyReported = errors.New("engine: attempt already reported")
+	// ErrOtherTenant reports an attempt id of a check of another tenant
+	// than the report's: a tenant settles only its own checks.
+	ErrOtherTenant = errors.New("engine: attempt of another tenant")
 )
 
 // fits refuses a cost that an enforced rate rule r could never allow: more
@@ -100,22 +103,31 @@ type Config struct {
 	// Now is the engine's clock for attempt ids and device tokens
 	// (default time.Now). Limits run on the store's own clock.
 	Now func() time.Time
+	// TenantMetrics names the tenants whose checks
+	// guardian_tenant_decisions_total counts under their own name; the
+	// checks of every other tenant count as metrics.OtherTenants, so the
+	// label stays bounded by this list.
+	TenantMetrics []string
 	// Events, when set, hears accounts enter and leave a hard stop.
 	Events Events
+	// Lists, when set, are the deny and allow lists every check is
+	// matched against before its plan is built (lists.go).
+	Lists Lists
 	// Logger receives what the engine logs: a report it could not settle
 	// (default slog.Default()).
 	Logger *slog.Logger
 }
 
 // Events hears the lifecycle of accounts' hard stops. account is the
-// account's subject (a keyed hash), never the account in clear. Calls come
-// from the request that caused them and must not block.
+// account's subject (a keyed hash), never the account in clear, and tenant
+// the account's tenant, "" for the default tenant. Calls come from the
+// request that caused them and must not block.
 type Events interface {
 	// HardStopStarted: a failure report took the account's blocking
 	// consecutive-failure count to its limit.
-	HardStopStarted(account string)
+	HardStopStarted(tenant, account string)
 	// HardStopEnded: a reset lifted the account's block.
-	HardStopEnded(account string)
+	HardStopEnded(tenant, account string)
 }
 
 // Engine decides checks and records reports. It is safe for concurrent use.
@@ -132,8 +144,12 @@ type Engine struct {
 	metrics   *metrics.Metrics
 	now       func() time.Time
 	events    Events
+	lists     Lists
 	log       *slog.Logger
 	history   *history
+	// tenants are the tenants counted under their own name
+	// (Config.TenantMetrics).
+	tenants map[string]bool
 	// guesses is the limit of every account's memory of guesses, boxed
 	// once.
 	guesses store.Limit
@@ -165,6 +181,7 @@ func New(cfg Config) *Engine {
 		metrics:   cfg.Metrics,
 		now:       now,
 		events:    cfg.Events,
+		lists:     cfg.Lists,
 		log:       cfg.Logger,
 	}
 	// What only unreported checks counted is kept for twice the attempt
@@ -174,6 +191,10 @@ func New(cfg Config) *Engine {
 	e.guesses = store.Guesses{Max: rememberedGuesses, Hold: min(guessHold, hold)}
 	if e.log == nil {
 		e.log = slog.Default()
+	}
+	e.tenants = make(map[string]bool, len(cfg.TenantMetrics))
+	for _, t := range cfg.TenantMetrics {
+		e.tenants[t] = true
 	}
 	if e.hasher == nil {
 		e.hasher = keys.NewHasher(hashKey)

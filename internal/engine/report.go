@@ -41,12 +41,17 @@ type ReportResult struct {
 // counts, learns its network and trusts its device (package loginlimits),
 // except on otp_send, where a success only means a code was sent (package
 // otp). A check decided by rules this instance does not know settles
-// nothing (see settlements).
+// nothing (see settlements). Only a report in the check's own tenant (ctx,
+// keys.TenantOf) is accepted: any other is ErrOtherTenant, and changes
+// nothing.
 func (e *Engine) Report(ctx context.Context, attemptID string, outcome Outcome) (ReportResult, error) {
 	now := e.now()
 	at, err := e.attempts.Open(attemptID, now)
 	if err != nil {
 		return ReportResult{}, err
+	}
+	if at.Tenant != keys.TenantOf(ctx) {
+		return ReportResult{}, ErrOtherTenant
 	}
 	p := plan.Get()
 	defer p.Release()
@@ -78,7 +83,7 @@ func (e *Engine) Report(ctx context.Context, attemptID string, outcome Outcome) 
 	if outcome == Failure {
 		// Counted as a failure by its check already.
 		if at.HardStop && at.Account != "" && e.events != nil {
-			e.events.HardStopStarted(at.Account)
+			e.events.HardStopStarted(at.Tenant, at.Account)
 		}
 		return ReportResult{}, nil
 	}
@@ -150,6 +155,7 @@ func (e *Engine) attempt(p *plan.Plan, rs *ruleSet, req *CheckRequest, s *subjec
 		Guess:      s.ids.Guess,
 		Challenged: s.challenged,
 		Familiar:   p.Familiar(),
+		Tenant:     s.h.TenantName(),
 		// The check counts in its flow's global failure rate now, as a
 		// reserved failure: a success report takes it back, and a check
 		// never reported (a challenge abandoned) stays counted.

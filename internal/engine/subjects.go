@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 
@@ -133,6 +134,10 @@ func (req *CheckRequest) Normalise(n *keys.Normalizer) (Identifiers, error) {
 // them the account+ip pair's, the recipient's and the address.
 type subjects struct {
 	ids Identifiers
+	// h hashes the check's keys: the Hasher of the check's tenant
+	// (keys.Hasher.Tenant), which namespaces every subject but those of
+	// addresses and globals.
+	h *keys.Hasher
 	// account is the account's own subject, "" without an account: what
 	// the attempt and device tokens are bound to. bucket is the subject
 	// its key: account rules count on: the account's, or a trusted
@@ -158,6 +163,9 @@ type subjects struct {
 	// key: ip rules asked so far.
 	prefixes [maxPrefixes]prefixSubject
 	n        int
+	// skip names the rules an allow list entry exempts the check from
+	// (lists.go); nil for none, and on a report.
+	skip []string
 }
 
 // maxPrefixes is how many address prefixes a check remembers the subject
@@ -170,18 +178,18 @@ type prefixSubject struct {
 	subject string
 }
 
-// of returns the subject rule r counts the check by, hashing it with h the
-// first time, and "" when the check lacks the rule's fields.
-func (s *subjects) of(h *keys.Hasher, r *rules.Rule) string {
+// of returns the subject rule r counts the check by, hashing it with s.h
+// the first time, and "" when the check lacks the rule's fields.
+func (s *subjects) of(r *rules.Rule) string {
 	switch r.Key {
 	case rules.KeyAccount:
 		return s.bucket
 	case rules.KeyAccountIP:
-		return s.hashOnce(h, r, &s.pair)
+		return s.hashOnce(r, &s.pair)
 	case rules.KeyRecipient:
-		return s.hashOnce(h, r, &s.recipient)
+		return s.hashOnce(r, &s.recipient)
 	case rules.KeySecret:
-		return s.hashOnce(h, r, &s.secret)
+		return s.hashOnce(r, &s.secret)
 	}
 	k := s.ids.Key(r)
 	if k.IsZero() {
@@ -192,7 +200,7 @@ func (s *subjects) of(h *keys.Hasher, r *rules.Rule) string {
 			return s.prefixes[i].subject
 		}
 	}
-	sub := h.KeySubject(k)
+	sub := s.h.KeySubject(k)
 	if s.n < len(s.prefixes) {
 		s.prefixes[s.n] = prefixSubject{net: k.Net, subject: sub}
 		s.n++
@@ -202,10 +210,10 @@ func (s *subjects) of(h *keys.Hasher, r *rules.Rule) string {
 
 // hashOnce returns *dst, hashing r's key of the check into it first when it
 // is empty and the check has the key's fields.
-func (s *subjects) hashOnce(h *keys.Hasher, r *rules.Rule, dst *string) string {
+func (s *subjects) hashOnce(r *rules.Rule, dst *string) string {
 	if *dst == "" {
 		if k := s.ids.Key(r); !k.IsZero() {
-			*dst = h.KeySubject(k)
+			*dst = s.h.KeySubject(k)
 		}
 	}
 	return *dst
@@ -217,8 +225,9 @@ func (s *subjects) buckets() loginlimits.Buckets {
 	return loginlimits.Buckets{Account: s.account, Challenged: s.challenged, Member: s.member, Source: s.source}
 }
 
-// accountSubject returns the subject of account for the calls that name an
-// account without a check: status and reset.
-func (e *Engine) accountSubject(account string) (string, error) {
-	return e.hasher.AccountSubject(e.norm, account)
+// accountSubject returns the subject of account in the tenant ctx carries
+// (keys.TenantOf), for the calls that name an account without a check:
+// status and reset.
+func (e *Engine) accountSubject(ctx context.Context, account string) (string, error) {
+	return e.hasher.ForContext(ctx).AccountSubject(e.norm, account)
 }

@@ -28,7 +28,8 @@ const (
 )
 
 // resolve returns the subjects of the check req whose identifiers are ids,
-// at instant now under the familiar networks fam: it hashes the guess of
+// hashed with h (its tenant's Hasher), at instant now under the familiar
+// networks fam: it hashes the guess of
 // its secret_fingerprint (the only place a fingerprint is read) and the
 // account,
 // verifies the device token for it (one that does not verify is ignored,
@@ -37,15 +38,15 @@ const (
 // is trusted, which keeps its own bucket), under familiar networks its
 // network's, which a success learns even on a trusted device, and the
 // source its consecutive failures are attributed to.
-func (e *Engine) resolve(req *CheckRequest, ids *Identifiers, fam rules.FamiliarNetworks, now time.Time) subjects {
-	s := subjects{ids: *ids, passed: req.ChallengePassed}
+func (e *Engine) resolve(h *keys.Hasher, req *CheckRequest, ids *Identifiers, fam rules.FamiliarNetworks, now time.Time) subjects {
+	s := subjects{ids: *ids, h: h, passed: req.ChallengePassed}
 	if req.SecretFingerprint != "" {
 		s.ids.Guess = e.guesser.Guess(req.SecretFingerprint)
 	}
 	if ids.Account == "" {
 		return s
 	}
-	s.account = e.hasher.KeySubject(accountKey(ids.Account))
+	s.account = h.KeySubject(accountKey(ids.Account))
 	s.bucket = s.account
 	if dev, bucket := e.login.Trust(s.account, req.DeviceToken, now); dev != "" {
 		s.bucket, s.trusted = bucket, true
@@ -64,10 +65,11 @@ func (e *Engine) resolve(req *CheckRequest, ids *Identifiers, fam rules.Familiar
 }
 
 // restore returns the subjects of the check behind at, as its attempt id
-// sealed them: enough to rebuild what its report settles.
+// sealed them: enough to rebuild what its report settles, in its tenant.
 func (e *Engine) restore(at *tokens.Attempt) subjects {
 	s := subjects{
 		ids:        Identifiers{IP: at.IP, Guess: at.Guess},
+		h:          e.hasher.Tenant(at.Tenant),
 		account:    at.Account,
 		bucket:     at.Account,
 		challenged: at.Challenged,

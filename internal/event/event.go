@@ -12,9 +12,11 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/rules"
 )
 
@@ -69,6 +71,10 @@ type Event struct {
 	// replay counts the pseudonym as production counted the fingerprint,
 	// since equal fingerprints have equal pseudonyms.
 	SecretFingerprint string
+	// Tenant is a check's tenant (package keys), "" for the default
+	// tenant: a replay counts the check in that tenant's namespace, and
+	// its report in the same.
+	Tenant string
 
 	// Outcome is a report's outcome.
 	Outcome rules.Outcome
@@ -96,6 +102,7 @@ type eventJSON struct {
 	Outcome   *string `json:"outcome"`
 	// SecretFingerprint is checked by the engine, as a request's is.
 	SecretFingerprint *string `json:"secret_fingerprint"`
+	Tenant            *string `json:"tenant"`
 	// Written by the decision log, not needed to replay: accepted and
 	// kept, never checked.
 	Decision  *string `json:"decision"`
@@ -186,9 +193,15 @@ func Parse(line []byte) (Event, error) {
 			}
 			ev.Cost = *w.Cost
 		}
+		if w.Tenant != nil {
+			if err := keys.CheckTenant(*w.Tenant); err != nil {
+				return ev, fmt.Errorf("%w: tenant: %v", ErrMalformed, detailOf(err))
+			}
+			ev.Tenant = *w.Tenant
+		}
 	case Report:
 		ev.Kind = Report
-		if w.Flow != nil || w.Account != nil || w.IP != nil || w.Recipient != nil || w.Cost != nil || w.SecretFingerprint != nil {
+		if w.Flow != nil || w.Account != nil || w.IP != nil || w.Recipient != nil || w.Cost != nil || w.SecretFingerprint != nil || w.Tenant != nil {
 			return ev, fmt.Errorf("%w: a report has only ts, type, id and outcome", ErrMalformed)
 		}
 		if w.Outcome == nil {
@@ -204,6 +217,15 @@ func Parse(line []byte) (Event, error) {
 		return ev, fmt.Errorf("%w: %s", ErrUnknownType, quote(*w.Type))
 	}
 	return ev, nil
+}
+
+// detailOf is a keys error's message without its package's prefix.
+func detailOf(err error) string {
+	msg := err.Error()
+	if i := strings.Index(msg, ": "); i >= 0 {
+		return msg[i+2:]
+	}
+	return msg
 }
 
 // jsonReason shortens a decoding error to what helps find the problem.
@@ -237,9 +259,9 @@ func quote(s string) string {
 
 // AppendJSON appends ev as one line of the replay format, newline
 // included: ts (TimeLayout, UTC), type and id, then a check's flow,
-// account, ip, recipient, secret_fingerprint and cost (each only when set;
-// cost only when not 1), decision and rule (each only when set), or a report's outcome, and
-// last request_id when set.
+// account, ip, recipient, secret_fingerprint, cost and tenant (each only
+// when set; cost only when not 1), decision and rule (each only when set),
+// or a report's outcome, and last request_id when set.
 func (ev *Event) AppendJSON(b []byte) []byte {
 	b = append(b, `{"ts":"`...)
 	b = ev.Time.UTC().AppendFormat(b, TimeLayout)
@@ -268,6 +290,10 @@ func (ev *Event) AppendJSON(b []byte) []byte {
 		if ev.Cost != 0 && ev.Cost != 1 {
 			b = append(b, `,"cost":`...)
 			b = strconv.AppendInt(b, ev.Cost, 10)
+		}
+		if ev.Tenant != "" {
+			b = append(b, `,"tenant":`...)
+			b = appendString(b, ev.Tenant)
 		}
 		if ev.Decision != "" {
 			b = append(b, `,"decision":`...)

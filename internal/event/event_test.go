@@ -36,6 +36,9 @@ func TestParse(t *testing.T) {
 		// A check's secret fingerprint (in a decision log, its pseudonym).
 		{`{"ts":"2026-11-29T10:00:00.250Z","type":"check","id":"e5","flow":"login","account":"alice","ip":"192.0.2.1","secret_fingerprint":"h-0123456789abcdef0123456789abcdef"}`,
 			event.Event{Time: t0, Kind: event.Check, ID: "e5", Flow: rules.Login, Account: "alice", IP: "192.0.2.1", SecretFingerprint: "h-0123456789abcdef0123456789abcdef"}},
+		// A tenant's check.
+		{`{"ts":"2026-11-29T10:00:00.250Z","type":"check","id":"e6","flow":"login","account":"alice","ip":"192.0.2.1","tenant":"acme"}`,
+			event.Event{Time: t0, Kind: event.Check, ID: "e6", Flow: rules.Login, Account: "alice", IP: "192.0.2.1", Tenant: "acme"}},
 	}
 	for _, tt := range tests {
 		got, err := event.Parse([]byte(tt.line))
@@ -87,6 +90,9 @@ func TestParseRefuses(t *testing.T) {
 		{`{` + ts + `,"type":"report","id":"a","outcome":"failure","ip":"192.0.2.1"}`, event.ErrMalformed, "a report has only"},
 		{`{` + ts + `,"type":"report","id":"a","outcome":"failure","secret_fingerprint":"h-0123456789abcdef"}`, event.ErrMalformed, "a report has only"},
 		{`{` + ts + `,"type":"check","id":"a","flow":"login","ip":"192.0.2.1","secret_fingerprint":""}`, event.ErrMalformed, "secret_fingerprint: must not be empty"},
+		{`{` + ts + `,"type":"check","id":"a","flow":"login","ip":"192.0.2.1","tenant":"Acme"}`, event.ErrMalformed, "tenant: \"Acme\": only a-z"},
+		{`{` + ts + `,"type":"check","id":"a","flow":"login","ip":"192.0.2.1","tenant":""}`, event.ErrMalformed, "tenant: \"\": want 1 to 32"},
+		{`{` + ts + `,"type":"report","id":"a","outcome":"failure","tenant":"acme"}`, event.ErrMalformed, "a report has only"},
 		{`{` + ts + `,"type":"check","id":"a","flow":"login","ip":"192.0.2.1","secret_fingerprint":7}`, event.ErrMalformed, "secret_fingerprint: got a JSON number"},
 		{`{` + ts + `,"type":"logout","id":"a"}`, event.ErrUnknownType, `"logout"`},
 		{`{` + ts + `,"type":"CHECK","id":"a","flow":"login","ip":"192.0.2.1"}`, event.ErrUnknownType, `"CHECK"`},
@@ -139,6 +145,8 @@ func TestAppendJSONOmitsDefaults(t *testing.T) {
 			`{"ts":"2026-11-29T10:00:00.250Z","type":"report","id":"a","outcome":"success"}`},
 		{event.Event{Time: t0, Kind: event.Check, ID: "a", Flow: rules.Login, Account: "h-1", IP: "192.0.2.1", SecretFingerprint: "h-0123456789abcdef", Cost: 2},
 			`{"ts":"2026-11-29T10:00:00.250Z","type":"check","id":"a","flow":"login","account":"h-1","ip":"192.0.2.1","secret_fingerprint":"h-0123456789abcdef","cost":2}`},
+		{event.Event{Time: t0, Kind: event.Check, ID: "a", Flow: rules.Login, Account: "h-1", IP: "192.0.2.1", Tenant: "acme", Decision: rules.Allow},
+			`{"ts":"2026-11-29T10:00:00.250Z","type":"check","id":"a","flow":"login","account":"h-1","ip":"192.0.2.1","tenant":"acme","decision":"allow"}`},
 	}
 	for _, tt := range tests {
 		if got := strings.TrimSuffix(string(tt.ev.AppendJSON(nil)), "\n"); got != tt.want {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -68,6 +69,8 @@ type Config struct {
 	// Revocations revokes service tokens fleet-wide (POST
 	// /v1/tokens/revoke); Tokens refuses what it revoked.
 	Revocations Revoker
+	// Lists keeps the deny and allow lists (/v1/lists).
+	Lists Lister
 	// AdminApart serves the admin API and the console on a handler of
 	// their own, AdminHandler, and not on the main one, which then
 	// answers 404 for them (--admin-addr).
@@ -131,12 +134,13 @@ func New(cfg Config) *API {
 	admin := adminRouter.Group("/v1", a.authorize(tokens.ScopeAdmin))
 	admin.GET("/rules", a.getRules)
 	admin.GET("/rules/explain", a.explainRules)
-	admin.POST("/rules/reload", a.reloadRules)
+	admin.POST("/rules/reload", a.deploymentWide, a.reloadRules)
 	admin.GET("/shadow", a.getShadow)
 	admin.GET("/fleet", a.getFleet)
 	admin.GET("/accounts/status", a.accountStatus)
 	admin.POST("/accounts/reset", a.accountReset)
-	admin.POST("/tokens/revoke", a.revokeToken)
+	admin.POST("/tokens/revoke", a.deploymentWide, a.revokeToken)
+	a.routeLists(admin)
 
 	a.router = r
 	return a
@@ -173,7 +177,8 @@ func (a *API) AdminHandler() http.Handler {
 	return a.admin
 }
 
-// Routes lists the API's routes as "METHOD /path", those of both handlers
+// Routes lists the API's routes as "METHOD /path", path parameters as
+// api/openapi.yaml writes them ("/v1/lists/{id}"), those of both handlers
 // when the admin API is apart, for the check of the routes against
 // api/openapi.yaml.
 func (a *API) Routes() []string {
@@ -183,12 +188,24 @@ func (a *API) Routes() []string {
 			continue
 		}
 		for _, r := range e.Routes() {
-			if route := r.Method + " " + r.Path; !slices.Contains(out, route) {
+			if route := r.Method + " " + template(r.Path); !slices.Contains(out, route) {
 				out = append(out, route)
 			}
 		}
 	}
 	return out
+}
+
+// template writes a gin path's parameters (":id") as api/openapi.yaml
+// does ("{id}").
+func template(path string) string {
+	parts := strings.Split(path, "/")
+	for i, p := range parts {
+		if name, ok := strings.CutPrefix(p, ":"); ok {
+			parts[i] = "{" + name + "}"
+		}
+	}
+	return strings.Join(parts, "/")
 }
 
 // recover turns a panic in a handler into the contract's 500, so a bug
@@ -206,9 +223,10 @@ func (a *API) recover(c *gin.Context) {
 // detach runs the request on a context its caller cannot cancel: a caller
 // that goes away mid-request is no store failure on any store, the embedded
 // one included, and what it asked for is decided to the end, each store
-// call bounded by the store's own deadline.
+// call bounded by the store's own deadline. The context is a callContext,
+// which authorize fills with the caller's claims.
 func detach(c *gin.Context) {
-	c.Request = c.Request.WithContext(context.WithoutCancel(c.Request.Context()))
+	c.Request = c.Request.WithContext(&callContext{Context: context.WithoutCancel(c.Request.Context())})
 	c.Next()
 }
 

@@ -1,9 +1,17 @@
 package httpapi
 
 import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
+	"github.com/gin-gonic/gin"
+
+	"github.com/guardian-sec/guardian/internal/keys"
+	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
@@ -51,5 +59,59 @@ func TestExpiringWithin(t *testing.T) {
 		if got := expiringWithin(tt.cl); got != tt.want {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestClaimsReachEveryHandler: the claims authorize verified are the
+// handler's on a call of either scope, with the token's tenant in the
+// request's context, and a route without a token has none.
+func TestClaimsReachEveryHandler(t *testing.T) {
+	key, err := secret.New([]byte("httpapi-test-signing-key-0123456789ab"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := tokens.NewService(key)
+	a := &API{cfg: Config{Tokens: svc}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now}
+	type seen struct {
+		cl     tokens.Claims
+		ok     bool
+		tenant string
+	}
+	var got seen
+	record := func(c *gin.Context) {
+		got.cl, got.ok = claimsOf(c)
+		got.tenant = keys.TenantOf(c.Request.Context())
+	}
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.Use(detach)
+	r.GET("/check", a.authorize(tokens.ScopeCheck), record)
+	r.GET("/admin", a.authorize(tokens.ScopeAdmin), record)
+	r.GET("/open", record)
+	for _, tt := range []struct {
+		path, tenant string
+		scope        tokens.Scope
+	}{
+		{"/check", "acme", tokens.ScopeCheck},
+		{"/check", "", tokens.ScopeCheck},
+		{"/admin", "shop-2", tokens.ScopeAdmin},
+	} {
+		tok, err := svc.IssueTenant(tt.scope, "caller", tt.tenant, time.Hour, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = seen{}
+		req := httptest.NewRequest(http.MethodGet, tt.path, nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		rec := httptest.NewRecorder()
+		r.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK || !got.ok || got.cl.Subject != "caller" || got.cl.Tenant != tt.tenant || got.tenant != tt.tenant {
+			t.Errorf("%s with a token of tenant %q: status %d, claims %+v (%v), context tenant %q", tt.path, tt.tenant, rec.Code, got.cl, got.ok, got.tenant)
+		}
+	}
+	got = seen{ok: true}
+	r.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/open", nil))
+	if got.ok {
+		t.Errorf("a route without a token has claims %+v", got.cl)
 	}
 }

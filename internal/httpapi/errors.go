@@ -11,6 +11,7 @@ import (
 
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/keys"
+	"github.com/guardian-sec/guardian/internal/lists"
 	"github.com/guardian-sec/guardian/internal/revocation"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/store"
@@ -51,6 +52,8 @@ func errorFor(err error) *apiError {
 		return newError(http.StatusBadRequest, "missing_field", detail(err, engine.ErrMissingField))
 	case errors.Is(err, engine.ErrInvalidField):
 		return newError(http.StatusBadRequest, "invalid_field", detail(err, engine.ErrInvalidField))
+	case errors.Is(err, engine.ErrOtherTenant):
+		return newError(http.StatusBadRequest, "invalid_attempt", "attempt_id: issued to a check of another tenant than this token's")
 	case errors.Is(err, engine.ErrAlreadyReported):
 		return newError(http.StatusConflict, "already_reported", "attempt_id: already reported")
 	case errors.Is(err, tokens.ErrExpiredAttempt):
@@ -65,6 +68,18 @@ func errorFor(err error) *apiError {
 		return newError(http.StatusConflict, "too_many_revocations", fmt.Sprintf("jti: %d revocations are in force; each lapses when its token expires, and rotating the signing key refuses every token at once", revocation.MaxEntries))
 	case errors.Is(err, revocation.ErrNotShared):
 		return newError(http.StatusServiceUnavailable, "store_unavailable", "the store did not take the revocation: this instance refuses the token now and sends it to the store until it answers, and other instances refuse it once it has; retry when /readyz says ok")
+	case errors.Is(err, lists.ErrInvalid):
+		return newError(http.StatusBadRequest, "invalid_field", detail(err, lists.ErrInvalid))
+	case errors.Is(err, lists.ErrMissing):
+		return newError(http.StatusBadRequest, "missing_field", detail(err, lists.ErrMissing))
+	case errors.Is(err, lists.ErrFull):
+		return newError(http.StatusConflict, "lists_full", fmt.Sprintf("%d list entries are in force; each lapses with its ttl, or DELETE /v1/lists/{id} removes one", lists.MaxEntries))
+	case errors.Is(err, lists.ErrNotFound):
+		return newError(http.StatusNotFound, "not_found", "id: no list entry in force has it")
+	case errors.Is(err, lists.ErrShared):
+		return newError(http.StatusForbidden, "forbidden", "a network entry applies to every tenant, and takes a token without a tenant")
+	case errors.Is(err, lists.ErrStatic):
+		return newError(http.StatusConflict, "static_entry", "id: the entry is the rules file's: remove it there and reload")
 	case errors.Is(err, rules.ErrInvalid):
 		return newError(http.StatusBadRequest, "invalid_rules", err.Error())
 	}

@@ -125,7 +125,7 @@ func (a *API) noteExpiring(c *gin.Context, cl tokens.Claims, now time.Time) {
 	if a.cfg.Metrics != nil {
 		a.cfg.Metrics.ExpiringTokens.WithLabelValues(string(cl.Scope)).Inc()
 	}
-	k := string(cl.Scope) + "\x00" + cl.Subject
+	k := string(cl.Scope) + "\x00" + cl.Tenant + "\x00" + cl.Subject
 	a.expiring.mu.Lock()
 	if a.expiring.logged == nil {
 		a.expiring.logged = map[string]time.Time{}
@@ -140,9 +140,12 @@ func (a *API) noteExpiring(c *gin.Context, cl tokens.Claims, now time.Time) {
 	}
 	a.expiring.mu.Unlock()
 	if due {
-		a.log.LogAttrs(c.Request.Context(), slog.LevelWarn, "service token expires soon: issue a new one (guardian token) before it does",
-			slog.String("subject", cl.Subject), slog.String("scope", string(cl.Scope)), slog.String("jti", cl.ID),
-			slog.Time("expires_at", cl.ExpiresAt), slog.Duration("left", left.Round(time.Second)))
+		attrs := []slog.Attr{slog.String("subject", cl.Subject), slog.String("scope", string(cl.Scope)), slog.String("jti", cl.ID),
+			slog.Time("expires_at", cl.ExpiresAt), slog.Duration("left", left.Round(time.Second))}
+		if cl.Tenant != "" {
+			attrs = append(attrs, slog.String("tenant", cl.Tenant))
+		}
+		a.log.LogAttrs(c.Request.Context(), slog.LevelWarn, "service token expires soon: issue a new one (guardian token) before it does", attrs...)
 	}
 }
 

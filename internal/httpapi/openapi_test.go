@@ -25,12 +25,14 @@ import (
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/fleet"
 	"github.com/guardian-sec/guardian/internal/keys"
+	"github.com/guardian-sec/guardian/internal/lists"
 	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/revocation"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/shadow"
 	"github.com/guardian-sec/guardian/internal/store"
+	"github.com/guardian-sec/guardian/internal/store/memstore"
 	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
@@ -451,6 +453,7 @@ func newTestAPI(tb testing.TB, fake *fakeDecider, edit func(*Config)) *testAPI {
 		Engine:       fake,
 		Tokens:       svc,
 		Revocations:  revoked,
+		Lists:        lists.New(lists.Config{Store: memstore.New(memstore.Config{}), Rules: fake.Rules, Hasher: keys.NewHasher(secret.Generate())}),
 		Shadow:       shadow.NewFleet(shadow.FleetConfig{Book: shadow.NewBook()}),
 		Fleet:        fleet.New(fleet.Config{Rules: fake.Rules}),
 		Audit:        audit.New(audit.Config{Key: secret.Generate(), Metrics: metrics.New(prometheus.NewRegistry())}),

@@ -108,6 +108,10 @@ func TestAdminApart(t *testing.T) {
 		req.Header.Set("Authorization", "Bearer "+api.admin)
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
+		if rec.Code == http.StatusNotFound && !strings.Contains(rec.Body.String(), "no such path") {
+			// A handler's own 404 (no list entry has the id): served.
+			return http.StatusOK
+		}
 		return rec.Code
 	}
 	n := 0

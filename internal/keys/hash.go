@@ -32,8 +32,15 @@ const tagLen = 16
 // signing key for this purpose alone, so a subject is useless to anyone
 // without the signing key, and differs between deployments with different
 // keys. A Hasher is safe for concurrent use; build one with NewHasher.
+//
+// A Hasher hashes for one tenant (Tenant): the default tenant, "", for one
+// NewHasher returns. A tenant's Hasher puts the tenant into every subject
+// and pseudonym it hashes but those of addresses and of key: global rules
+// (tenant.go), so that tenants share no account, recipient or guess.
 type Hasher struct {
-	pool sync.Pool // of *hashState
+	pool *sync.Pool // of *hashState, shared by every tenant's Hasher
+	// tenant is the tenant's name, "" for the default tenant.
+	tenant string
 }
 
 // hashState is one HMAC and its scratch space, reused through the pool.
@@ -47,7 +54,7 @@ type hashState struct {
 // NewHasher returns a Hasher keyed from k.
 func NewHasher(k secret.Key) *Hasher {
 	key := k.Derive(hashPurpose)
-	h := &Hasher{}
+	h := &Hasher{pool: &sync.Pool{}}
 	h.pool.New = func() any {
 		return &hashState{mac: hmac.New(sha256.New, key), buf: make([]byte, 0, 256)}
 	}
@@ -60,10 +67,11 @@ func NewHasher(k secret.Key) *Hasher {
 // characters of unpadded base64url. Kinds keep identifiers of different
 // sorts apart: guardian uses "account", "ip", "account+ip", "recipient",
 // "device" (account subject and device id) and "attempt". Parts are expected
-// to be normalised already (Account, Recipient, Prefix).
+// to be normalised already (Account, Recipient, Prefix). A tenant's Hasher
+// hashes the kind with the tenant's name (appendKind).
 func (h *Hasher) Subject(kind string, parts ...string) string {
 	st := h.pool.Get().(*hashState)
-	b := appendField(st.buf[:0], kind)
+	b := h.appendKind(st.buf[:0], kind)
 	for _, p := range parts {
 		b = appendField(b, p)
 	}
@@ -74,9 +82,11 @@ func (h *Hasher) Subject(kind string, parts ...string) string {
 
 // appendField appends s to b, prefixed by its length.
 func appendField(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
+	return append(appendLen(b, len(s)), s...)
 }
+
+// appendLen appends the length prefix of a field of n bytes to b.
+func appendLen(b []byte, n int) []byte { return binary.AppendUvarint(b, uint64(n)) }
 
 // finish hashes the message b, keeps b as scratch space for the next use,
 // and returns the encoded subject.

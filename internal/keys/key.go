@@ -1,9 +1,6 @@
 package keys
 
-import (
-	"encoding/binary"
-	"net/netip"
-)
+import "net/netip"
 
 // Key is what a rule counts a check by, normalised and not yet hashed: the
 // kind of key and the identifiers of that kind. The zero Key is a check that
@@ -57,18 +54,18 @@ func (k Key) String() string {
 }
 
 // KeySubject returns the subject of k: Subject(k.Kind, k.ID, k.Net.String()),
-// each of ID and Net only when set, without formatting Net on the heap.
+// each of ID and Net only when set, without formatting Net on the heap; a
+// tenant's Hasher namespaces it as Subject does.
 func (h *Hasher) KeySubject(k Key) string {
 	st := h.pool.Get().(*hashState)
-	b := appendField(st.buf[:0], k.Kind)
+	b := h.appendKind(st.buf[:0], k.Kind)
 	if k.ID != "" {
 		b = appendField(b, k.ID)
 	}
 	if k.Net.IsValid() {
 		var text [64]byte // the longest prefix text is 43 bytes
 		t := k.Net.AppendTo(text[:0])
-		b = binary.AppendUvarint(b, uint64(len(t)))
-		b = append(b, t...)
+		b = append(appendLen(b, len(t)), t...)
 	}
 	s := st.finish(b)
 	h.pool.Put(st)

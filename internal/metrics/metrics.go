@@ -41,6 +41,11 @@ type Metrics struct {
 	// GlobalFailures is the failure rate per second seen by failure_rate
 	// rules, by flow.
 	GlobalFailures *prometheus.GaugeVec
+	// TenantDecisions counts the checks of tenants' tokens by tenant and
+	// decision: a tenant named by --tenant-metrics under its name, any
+	// other under OtherTenants, so the label's values are bounded by the
+	// flag. The default tenant's checks are not counted here.
+	TenantDecisions *prometheus.CounterVec
 	// Reports counts reports by outcome.
 	Reports *prometheus.CounterVec
 	// UnsettledReports counts reports accepted without settling what their
@@ -58,8 +63,12 @@ type Metrics struct {
 	// the only series: instances of a fleet whose series differ run
 	// different rules.
 	RulesInfo *prometheus.GaugeVec
+	// ListMatches counts what the deny and allow lists decided, by list
+	// (deny, allow) and rule: deny-list for a check a deny entry blocked,
+	// the exempted rule for each rule an allow entry made a check skip.
+	ListMatches *prometheus.CounterVec
 	// AdminActions counts admin calls that change state, by action (reset,
-	// reload, revoke) and result (ok, error).
+	// reload, revoke, list_add, list_delete) and result (ok, error).
 	AdminActions *prometheus.CounterVec
 	// Rules is how many rules are in force, by mode (enforce, shadow); set
 	// it with SetRuleCount.
@@ -82,6 +91,10 @@ type Metrics struct {
 	// in use holds (serve --breached), 0 without one.
 	BreachedEntries prometheus.Gauge
 }
+
+// OtherTenants is the tenant label of guardian_tenant_decisions_total for
+// every tenant --tenant-metrics does not name: '_' is in no tenant's name.
+const OtherTenants = "_other"
 
 // New registers guardian's metrics on reg, guardian_build_info set.
 func New(reg prometheus.Registerer) *Metrics {
@@ -124,6 +137,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "guardian_global_failures_per_second",
 			Help: "Reported failures per second seen by failure_rate rules, by flow.",
 		}, []string{"flow"}),
+		TenantDecisions: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "guardian_tenant_decisions_total",
+			Help: "Checks of tenants' tokens answered, by tenant (those --tenant-metrics names; _other for the rest) and decision.",
+		}, []string{"tenant", "decision"}),
 		Reports: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "guardian_reports_total",
 			Help: "Reports recorded, by outcome.",
@@ -148,9 +165,13 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "guardian_signing_key_info",
 			Help: "1 for each signing key in force, by key id and use (sign, verify).",
 		}, []string{"kid", "use"}),
+		ListMatches: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "guardian_list_matches_total",
+			Help: "What the deny and allow lists decided, by list (deny, allow) and rule: deny-list for a check a deny entry blocked, the exempted rule for each rule an allow entry made a check skip.",
+		}, []string{"list", "rule"}),
 		AdminActions: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "guardian_admin_actions_total",
-			Help: "Admin calls that change state, by action (reset, reload, revoke) and result (ok, error).",
+			Help: "Admin calls that change state, by action (reset, reload, revoke, list_add, list_delete) and result (ok, error).",
 		}, []string{"action", "result"}),
 		Rules: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "guardian_rules",

@@ -54,6 +54,8 @@
 //     untrusted device. A check's secret_fingerprint (in a decision log,
 //     its pseudonym) is replayed as production received it, so key: secret
 //     rules count it and an account's repeated guesses spend as they did.
+//   - A check of a tenant (tenant in the event) counts in that tenant, as
+//     production counted it (package keys), and its report settles there.
 //
 // Memory stays bounded whatever the length of the input: the store forgets
 // keys once they are back to full, reports are matched within the window
@@ -79,6 +81,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/aggregate"
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/event"
+	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/secret"
@@ -605,6 +608,7 @@ func (d *driver) check(ctx context.Context, ev *event.Event) error {
 	}
 	prev := d.clock.now
 	d.clock.now, _ = d.at(ev.Time)
+	ctx = keys.WithTenant(ctx, ev.Tenant)
 	for i, s := range d.sims {
 		dec, err := s.eng.Decide(ctx, &req, &ids)
 		if err != nil {
@@ -620,6 +624,7 @@ func (d *driver) check(ctx context.Context, ev *event.Event) error {
 	d.tick(ev.Time)
 	d.input.Checks++
 	e := d.pending.put(ev.ID, d.ids, d.clock.now)
+	e.tenant = ev.Tenant
 	e.trips = d.onCheck(ev, &ids, d.decisions, e.trips)
 	return nil
 }
@@ -648,7 +653,7 @@ func (d *driver) report(ctx context.Context, ev *event.Event) error {
 			s.reports.NotAllowed++
 			continue
 		}
-		_, err := s.eng.Report(ctx, e.ids[i], ev.Outcome)
+		_, err := s.eng.Report(keys.WithTenant(ctx, e.tenant), e.ids[i], ev.Outcome)
 		switch {
 		case err == nil:
 			s.reports.Applied++
@@ -693,6 +698,8 @@ type entry struct {
 	id  string
 	ids []string
 	at  time.Time
+	// tenant is the check's, which its report is made in.
+	tenant string
 	// trips wait for the check's outcome until settled.
 	trips   []trip
 	settled bool

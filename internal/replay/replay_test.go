@@ -364,10 +364,9 @@ func TestRunBadInput(t *testing.T) {
 	}
 }
 
-func TestRunReportsFindTheirChecks(t *testing.T) {
-	// A failures rule that allows one failure back to back: a success
-	// report gives its check's unit back, a failure keeps it.
-	const failures = `version: 1
+// oneFailure is a failures rule that allows one failure back to back: a
+// success report gives its check's unit back, a failure keeps it.
+const oneFailure = `version: 1
 rules:
   - name: fail
     flows: [login]
@@ -378,6 +377,8 @@ rules:
     per: 1h
     burst: 1
 `
+
+func TestRunReportsFindTheirChecks(t *testing.T) {
 	lines := []string{
 		`{"ts":"2026-11-29T10:00:00.000Z","type":"check","id":"a","flow":"login","account":"bob","ip":"192.0.2.1"}`,
 		`{"ts":"2026-11-29T10:00:01.000Z","type":"report","id":"a","outcome":"success"}`,
@@ -388,7 +389,7 @@ rules:
 		`{"ts":"2026-11-29T10:11:02.000Z","type":"report","id":"c","outcome":"failure"}`,
 		`{"ts":"2026-11-29T11:00:00.000Z","type":"report","id":"a","outcome":"failure"}`,
 	}
-	got, err := replay.Run(context.Background(), mustParse(t, failures), strings.NewReader(strings.Join(lines, "\n")+"\n"), replay.Config{})
+	got, err := replay.Run(context.Background(), mustParse(t, oneFailure), strings.NewReader(strings.Join(lines, "\n")+"\n"), replay.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,6 +401,31 @@ rules:
 	}
 	if r := got.Rules[0]; r.Checks != 3 || r.WouldSlow != 1 {
 		t.Errorf("fail = %+v, want 3 checks, 1 would slow", r)
+	}
+}
+
+// TestRunKeepsTenantsApart: one account name in two tenants is two
+// accounts in a replay as in production, and a report settles its check in
+// the check's tenant: bob in tenant a, his unit given back, then bob in
+// tenant b and bob of the default tenant each have theirs.
+func TestRunKeepsTenantsApart(t *testing.T) {
+	lines := []string{
+		`{"ts":"2026-11-29T10:00:00.000Z","type":"check","id":"a","flow":"login","account":"bob","ip":"192.0.2.1","tenant":"a"}`,
+		`{"ts":"2026-11-29T10:00:01.000Z","type":"report","id":"a","outcome":"success"}`,
+		`{"ts":"2026-11-29T10:00:02.000Z","type":"check","id":"b","flow":"login","account":"bob","ip":"192.0.2.1","tenant":"a"}`,
+		`{"ts":"2026-11-29T10:00:03.000Z","type":"check","id":"c","flow":"login","account":"bob","ip":"192.0.2.1","tenant":"b"}`,
+		`{"ts":"2026-11-29T10:00:04.000Z","type":"check","id":"d","flow":"login","account":"bob","ip":"192.0.2.1"}`,
+		`{"ts":"2026-11-29T10:00:05.000Z","type":"check","id":"e","flow":"login","account":"bob","ip":"192.0.2.1","tenant":"b"}`,
+	}
+	got, err := replay.Run(context.Background(), mustParse(t, oneFailure), strings.NewReader(strings.Join(lines, "\n")+"\n"), replay.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (replay.ReportStats{Applied: 1}); got.Reports != want {
+		t.Errorf("reports = %+v, want %+v: the report settles in its check's tenant", got.Reports, want)
+	}
+	if r := got.Rules[0]; r.Checks != 5 || r.WouldSlow != 1 {
+		t.Errorf("fail = %+v, want 5 checks, 1 would slow (tenant b's second)", r)
 	}
 }
 

@@ -16,6 +16,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(ruleFile(rateFields...)))
 	f.Add([]byte(ruleFile(with(failureRateFields, "hysteresis: 0s")...)))
 	f.Add([]byte(ruleFile(with(distinctFields, "action: slow")...)))
+	f.Add([]byte(listRulesHead + "lists:\n  allow:\n    - {network: 203.0.113.0/24, exempt: [login-ip], reason: office}\n  deny:\n    - {network: \"2001:db8::1\"}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		set, err := Parse("f.yaml", data, t0)
 		if err != nil {
@@ -99,6 +100,7 @@ func checkSet(tb testing.TB, set *Set) {
 			tb.Errorf("rule %q: key %s with prefixes %d, %d", r.Name, r.Key, r.IPv4Prefix, r.IPv6Prefix)
 		}
 	}
+	checkLists(tb, set)
 	for _, flow := range Flows {
 		for _, r := range set.For(flow) {
 			if !slices.Contains(r.Flows, flow) {
@@ -116,4 +118,29 @@ func checkSet(tb testing.TB, set *Set) {
 		tb.Fatalf("Parse(JSON of a valid set): %v\n%s", err, data)
 	}
 	assertSameRules(tb, back.Rules, set.Rules)
+}
+
+// checkLists asserts the invariants of a set's static lists: valid masked
+// networks, allow entries exempting only from rules of the set they may
+// exempt from, deny entries exempting from nothing.
+func checkLists(tb testing.TB, set *Set) {
+	tb.Helper()
+	if set.Lists.Len() > MaxStaticEntries {
+		tb.Errorf("%d list entries", set.Lists.Len())
+	}
+	for _, e := range slices.Concat(set.Lists.Allow, set.Lists.Deny) {
+		if !e.Network.IsValid() || e.Network.Masked() != e.Network || e.Network.Addr().Is4In6() || len(e.Reason) > MaxReasonLen || e.Line < 1 {
+			tb.Errorf("list entry %+v", e)
+		}
+	}
+	for _, e := range set.Lists.Allow {
+		if len(e.Exempt) == 0 || set.CheckExempt(e.Exempt) != nil {
+			tb.Errorf("allow entry %+v exempts from %v", e, e.Exempt)
+		}
+	}
+	for _, e := range set.Lists.Deny {
+		if len(e.Exempt) != 0 {
+			tb.Errorf("deny entry %+v exempts", e)
+		}
+	}
 }

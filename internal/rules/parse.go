@@ -67,7 +67,9 @@ func Parse(source string, data []byte, loadedAt time.Time) (*Set, error) {
 		slices.SortStableFunc(p.errs, func(a, b Error) int { return cmp.Compare(a.Line, b.Line) })
 		return nil, p.errs
 	}
-	return newSet(source, loadedAt, rs, p.familiar), nil
+	set := newSet(source, loadedAt, rs, p.familiar)
+	set.Lists = p.static
+	return set, nil
 }
 
 // parser walks the YAML node tree of one file, collecting every problem.
@@ -75,6 +77,8 @@ type parser struct {
 	file     string
 	errs     Errors
 	familiar FamiliarNetworks
+	// static is the file's lists (lists.go).
+	static Lists
 }
 
 func (p *parser) errorf(line int, format string, args ...any) {
@@ -131,7 +135,7 @@ func (p *parser) document(data []byte) []Rule {
 		p.errorf(root.Line, "top level: got %s, want a mapping with version and rules", describe(root))
 		return nil
 	}
-	fs := p.fields(root, []string{"version", "rules", "familiar_networks"}, " at top level (want version, rules and familiar_networks)")
+	fs := p.fields(root, []string{"version", "rules", "familiar_networks", "lists"}, " at top level (want version, rules, familiar_networks and lists)")
 	if f, ok := fs["familiar_networks"]; ok {
 		p.familiarNetworks(f)
 	}
@@ -168,6 +172,9 @@ func (p *parser) document(data []byte) []Rule {
 		}
 	}
 	p.settlingFit(rs)
+	if l, ok := fs["lists"]; ok {
+		p.staticLists(l, rs)
+	}
 	return rs
 }
 
@@ -318,6 +325,8 @@ func (rp *ruleParse) common(names map[string]int) {
 		rp.errorf(rp.line, "name: required")
 	} else if v := f.value; v.Kind != yaml.ScalarNode || !ruleName.MatchString(v.Value) {
 		rp.errorf(f.key.Line, "name: got %s, want 1 to 63 of a-z, 0-9 and '-', not starting or ending with '-'", describe(v))
+	} else if v.Value == DenyListRule {
+		rp.errorf(f.key.Line, "name: %q is what a check a deny list blocks names; choose another", v.Value)
 	} else if first, dup := names[v.Value]; dup {
 		rp.errorf(f.key.Line, "name: %q is already the name of the rule at line %d", v.Value, first)
 	} else {

@@ -84,7 +84,7 @@ func TestParseErrors(t *testing.T) {
 		{"second document", ruleFile(rateFields...) + "---\nversion: 1\n", []string{"f.yaml:9: a second YAML document; a rules file holds one"}},
 		{"top level list", "- version: 1\n", []string{"f.yaml:1: top level: got a list, want a mapping with version and rules"}},
 		{"top level scalar", "rules\n", []string{`f.yaml:1: top level: got "rules", want a mapping with version and rules`}},
-		{"unknown top-level field", ruleFile(rateFields...) + "rule: []\n", []string{`f.yaml:9: unknown field "rule" at top level (want version, rules and familiar_networks)`}},
+		{"unknown top-level field", ruleFile(rateFields...) + "rule: []\n", []string{`f.yaml:9: unknown field "rule" at top level (want version, rules, familiar_networks and lists)`}},
 		{"duplicate top-level field", ruleFile(rateFields...) + "version: 1\n", []string{`f.yaml:9: duplicate field "version" (first at line 1)`}},
 		{"version missing", strings.TrimPrefix(ruleFile(rateFields...), "version: 1\n"), []string{"f.yaml:1: version: required, want version: 1"}},
 		{"version 2", "version: 2\n" + strings.TrimPrefix(ruleFile(rateFields...), "version: 1\n"), []string{"f.yaml:1: version: got 2, want 1"}},
@@ -98,7 +98,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown rule field", ruleFile(with(rateFields, "limt: 5")...), []string{`f.yaml:9: unknown field "limt" in a rule`}},
 		{"duplicate rule field", ruleFile(append(slices.Clone(rateFields), "limit: 6")...), []string{`f.yaml:9: duplicate field "limit" (first at line 7)`}},
 		{"merge key", "base: &b {key: account}\n" + ruleFile(with(rateFields, "<<: *b")...), []string{
-			`f.yaml:1: unknown field "base" at top level (want version, rules and familiar_networks)`,
+			`f.yaml:1: unknown field "base" at top level (want version, rules, familiar_networks and lists)`,
 			"f.yaml:10: merge keys (<<) are not supported; write each field out",
 		}},
 		{"field name a list", ruleFile(with(rateFields, "? [a]\n    : b")...), []string{"f.yaml:9: got a list as a field name, want a plain word"}},
@@ -365,7 +365,7 @@ rules:
     per: 1m
 `
 	_, err := Parse("f.yaml", []byte(src), t0)
-	if got, want := errorLines(t, err), []string{`f.yaml:2: unknown field "common" at top level (want version, rules and familiar_networks)`}; !slices.Equal(got, want) {
+	if got, want := errorLines(t, err), []string{`f.yaml:2: unknown field "common" at top level (want version, rules, familiar_networks and lists)`}; !slices.Equal(got, want) {
 		t.Errorf("Parse errors: got %q, want %q", got, want)
 	}
 

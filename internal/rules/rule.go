@@ -190,7 +190,10 @@ type Set struct {
 	// Familiar is the file's familiar_networks; its zero value (the file
 	// has none) learns no network.
 	Familiar FamiliarNetworks
-	byFlow   map[Flow][]*Rule
+	// Lists are the file's static list entries (lists.go); they take no
+	// part in Hash, since no attempt's settlement depends on them.
+	Lists  Lists
+	byFlow map[Flow][]*Rule
 	// hash is Hash, computed once by newSet.
 	hash string
 }
@@ -245,7 +248,9 @@ func (s *Set) InMode(m Mode) *Set {
 	for i := range rs {
 		rs[i].Mode = m
 	}
-	return newSet(s.Source, s.LoadedAt, rs, s.Familiar)
+	set := newSet(s.Source, s.LoadedAt, rs, s.Familiar)
+	set.Lists = s.Lists
+	return set
 }
 
 // newSet indexes rules by flow.

@@ -158,7 +158,7 @@ func field(t *testing.T, body map[string]any, name string) string {
 func TestOpenAPIRealAnswersWithDefaultRules(t *testing.T) {
 	c := loadOASContract(t)
 	s := newOASServer(t, "")
-	var attempt, device string
+	var attempt, device, denyID string
 	login := `{"flow": "login", "account": "alice@example.com", "ip": "203.0.113.7"}`
 	otpSend := text(`{"flow": "otp_send", "ip": "198.51.100.1", "recipient": "+1 (555) 010-0001"}`)
 	steps := []oasStep{
@@ -282,11 +282,27 @@ func TestOpenAPIRealAnswersWithDefaultRules(t *testing.T) {
 		{name: "status without account", method: "GET", path: "/v1/accounts/status", bearer: withAdmin, wantStatus: 400, wantCode: "missing_field"},
 		{name: "status of an empty account", method: "GET", path: "/v1/accounts/status?account=", bearer: withAdmin, wantStatus: 400, wantCode: "invalid_field"},
 		{name: "reset", method: "POST", path: "/v1/accounts/reset", body: text(`{"account": "alice@example.com"}`), bearer: withAdmin, wantStatus: 200},
+		{name: "deny a network", method: "POST", path: "/v1/lists/deny", body: text(`{"network": "198.51.100.0/24", "ttl": "1h", "reason": "stuffing"}`), bearer: withAdmin, wantStatus: 201,
+			then: func(t *testing.T, _ *httptest.ResponseRecorder, body map[string]any) { denyID = field(t, body, "id") }},
+		{name: "deny an account", method: "POST", path: "/v1/lists/deny", body: text(`{"account": "mallory@example.com", "ttl": "10m"}`), bearer: withAdmin, wantStatus: 201},
+		{name: "allow an office", method: "POST", path: "/v1/lists/allow", body: text(`{"network": "203.0.113.0/24", "exempt": ["login-ip"]}`), bearer: withAdmin, wantStatus: 201},
+		{name: "allow an account rule", method: "POST", path: "/v1/lists/allow", body: text(`{"network": "203.0.113.0/24", "exempt": ["login-account"]}`), bearer: withAdmin, wantStatus: 400, wantCode: "invalid_field"},
+		{name: "check from a denied network", method: "POST", path: "/v1/check", body: text(`{"flow": "login", "account": "bob@example.com", "ip": "198.51.100.9"}`), bearer: withCheck, wantStatus: 429,
+			then: func(t *testing.T, _ *httptest.ResponseRecorder, body map[string]any) {
+				if ms, _ := body["retry_after_ms"].(float64); body["rule"] != "deny-list" || ms <= 3590000 || ms > 3600000 {
+					t.Errorf("answer %v, want deny-list for the hour's remainder", body)
+				}
+			}},
+		{name: "lists", method: "GET", path: "/v1/lists", bearer: withAdmin, wantStatus: 200},
 		{name: "healthz", method: "GET", path: "/healthz", bearer: withNone, wantStatus: 200},
 		{name: "readyz", method: "GET", path: "/readyz", bearer: withNone, wantStatus: 200},
 		{name: "metrics", method: "GET", path: "/metrics", bearer: withNone, wantStatus: 200},
 	}
 	s.run(t, c, steps)
+	s.run(t, c, []oasStep{
+		{name: "delete a list entry", method: "DELETE", path: "/v1/lists/" + denyID, bearer: withAdmin, wantStatus: 200},
+		{name: "delete it again", method: "DELETE", path: "/v1/lists/" + denyID, bearer: withAdmin, wantStatus: 404, wantCode: "not_found"},
+	})
 }
 
 // oasRules holds a rule of each type: a blocking hard stop, a shadow rate

@@ -31,6 +31,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/fleet"
 	"github.com/guardian-sec/guardian/internal/httpapi"
 	"github.com/guardian-sec/guardian/internal/keys"
+	"github.com/guardian-sec/guardian/internal/lists"
 	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/requestid"
 	"github.com/guardian-sec/guardian/internal/revocation"
@@ -123,6 +124,10 @@ type Config struct {
 	// main listener then answers 404 for them. Empty: one listener serves
 	// everything.
 	AdminAddr string
+	// TenantMetrics names the tenants guardian_tenant_decisions_total
+	// counts under their own name (--tenant-metrics); every other tenant
+	// counts as one.
+	TenantMetrics []string
 	// TLSCertFile and TLSKeyFile, when set (both or neither), are a PEM
 	// certificate (its chain after it) and its key: every listener but
 	// pprof's serves TLS with them. Hangup and a change of either file
@@ -156,7 +161,9 @@ type Server struct {
 	keys       *tokens.Keys
 	ownHashKey bool
 	revoked    *revocation.List
-	tls        *certfile.Pair
+	// lists are the deny and allow lists (lists.go).
+	lists *lists.List
+	tls   *certfile.Pair
 	// admin serves the admin API apart (Config.AdminAddr); nil otherwise.
 	admin     *http.Server
 	adminLn   net.Listener
@@ -272,7 +279,8 @@ func (s *Server) joinFleet(storeHealthy func() bool, sh shared) {
 	})
 	s.tallies = shadow.NewFleet(shadow.FleetConfig{Book: s.shadow, Shared: sh.shadow, Instance: s.fleet.ID(), Logger: s.log})
 	s.revoked = revocation.New(revocation.Config{Shared: sh.revoked, Now: cfg.Now, Logger: s.log})
-	s.beat = newBeat(beatEvery, beatTimeout, s.fleet, s.tallies, s.revoked)
+	s.lists = s.newLists(sh.lists)
+	s.beat = newBeat(beatEvery, beatTimeout, s.fleet, s.tallies, s.revoked, s.lists)
 	s.agg = aggregate.New(aggregate.Config{
 		Now:       cfg.Now,
 		Shared:    sh.agg,
@@ -304,21 +312,23 @@ func (s *Server) traced(st store.Store) (store.Store, trace.Tracer, error) {
 func (s *Server) newEngine(st store.Store, trail *audit.Log) *engine.Engine {
 	cfg := s.cfg
 	return engine.New(engine.Config{
-		Rules:        &s.holder,
-		Store:        st,
-		Key:          cfg.SigningKey,
-		PreviousKeys: cfg.PreviousSigningKeys,
-		Keys:         s.keys,
-		HashKey:      cfg.HashKey,
-		Hasher:       s.hasher,
-		Normalizer:   cfg.Normalizer,
-		AttemptTTL:   cfg.AttemptTTL,
-		Aggregate:    s.agg,
-		Shadow:       s.shadow,
-		Metrics:      s.metrics,
-		Now:          cfg.Now,
-		Events:       trail,
-		Logger:       s.log,
+		Rules:         &s.holder,
+		Store:         st,
+		Key:           cfg.SigningKey,
+		PreviousKeys:  cfg.PreviousSigningKeys,
+		Keys:          s.keys,
+		HashKey:       cfg.HashKey,
+		Hasher:        s.hasher,
+		Normalizer:    cfg.Normalizer,
+		AttemptTTL:    cfg.AttemptTTL,
+		Aggregate:     s.agg,
+		Shadow:        s.shadow,
+		Metrics:       s.metrics,
+		Now:           cfg.Now,
+		Events:        trail,
+		Lists:         s.lists,
+		Logger:        s.log,
+		TenantMetrics: cfg.TenantMetrics,
 	})
 }
 
@@ -329,6 +339,7 @@ func (s *Server) newAPI(trail *audit.Log, storeHealthy func() bool, tracer trace
 		Engine:       s.decider(),
 		Tokens:       s.keys.Service().WithRevocations(s.revoked),
 		Revocations:  s.revoked,
+		Lists:        listAdmin{s},
 		AdminApart:   cfg.AdminAddr != "",
 		Shadow:       s.tallies,
 		Fleet:        s.fleet,
@@ -363,12 +374,14 @@ func withDefaults(cfg Config) Config {
 
 // shared is what the fleet's instances share through the store: the
 // failure counts of the global rate, heartbeats, shadow tallies and
-// revoked tokens. Each is nil on an instance that shares nothing.
+// revoked tokens, each nil on an instance that shares nothing, and the
+// deny and allow lists, never nil (listStore).
 type shared struct {
 	agg     aggregate.Shared
 	fleet   fleet.Shared
 	shadow  shadow.Shared
 	revoked revocation.Shared
+	lists   store.Lists
 }
 
 // openStore returns the instance's store, what /readyz asks of its health,
@@ -378,10 +391,11 @@ func (s *Server) openStore(m *metrics.Metrics) (store.Store, func() bool, shared
 	always := func() bool { return true }
 	switch {
 	case s.cfg.Store != nil:
-		return s.cfg.Store, always, shared{}, nil
+		return s.cfg.Store, always, shared{lists: listStore(s.cfg.Store, s.cfg.Now)}, nil
 	case s.cfg.RedisURL == "":
 		s.log.Warn("no --redis-url: limits live in this process only, correct for a single instance")
-		return memstore.New(memstore.Config{}), always, shared{}, nil
+		st := memstore.New(memstore.Config{})
+		return st, always, shared{lists: st}, nil
 	}
 	client, err := redisstore.OpenWith(s.cfg.RedisURL, s.cfg.Redis)
 	if err != nil {
@@ -413,7 +427,7 @@ func (s *Server) openStore(m *metrics.Metrics) (store.Store, func() bool, shared
 	s.invalidate = fc.Invalidate
 	// Resets anywhere in the fleet reach this instance's memory.
 	s.closers = append(s.closers, primary.Listen(fc.Forgotten, fc.Listening))
-	return fc, fc.Healthy, shared{agg: redisagg.New(client), fleet: redisagg.NewFleet(client), shadow: redisagg.NewShadow(client), revoked: redisagg.NewRevocations(client)}, nil
+	return fc, fc.Healthy, shared{agg: redisagg.New(client), fleet: redisagg.NewFleet(client), shadow: redisagg.NewShadow(client), revoked: redisagg.NewRevocations(client), lists: primary}, nil
 }
 
 // decider is what the HTTP API decides with: the engine, through the
@@ -668,6 +682,9 @@ func (s *Server) applyRules(set *rules.Set) {
 		s.trackGlobal(set)
 	}
 	s.holder.Store(set)
+	if s.lists != nil {
+		s.lists.SetStatic(set)
+	}
 }
 
 // trackGlobal keeps the aggregate's state of set's failure_rate rules only,

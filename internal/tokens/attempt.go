@@ -32,7 +32,7 @@ const (
 	addrLen         = 16
 	headerLen       = 1 + idLen + 8
 	uvarintMaxLen   = binary.MaxVarintLen64
-	maxRawAttempt   = headerLen + 1 + MaxAttemptFlowLen + 3*uvarintMaxLen + rulesHashLen + 4*subjectLen + 1 + MaxAttemptMemberLen + guessLen + addrLen + attemptTagLen
+	maxRawAttempt   = headerLen + 1 + MaxAttemptFlowLen + 3*uvarintMaxLen + rulesHashLen + 4*subjectLen + 1 + MaxAttemptMemberLen + guessLen + addrLen + 1 + keys.MaxTenantLen + attemptTagLen
 	maxAttemptCost  = 1 << 20
 	attemptDecodeTo = maxLegacyLen/4*3 + 3
 	// legacyVersion is the layout of attempt ids before this one, which
@@ -85,7 +85,7 @@ const _ = uint(MaxAttemptLen - (maxRawAttempt*8+5)/6)
 //	subject decoded), member (uvarint
 //	length, then the bytes), guess (8 bytes, big-endian), address (16
 //	bytes, the IPv6 form XOR a pad: HMAC-SHA256 of the id under a key of
-//	its own, truncated)
+//	its own, truncated), tenant (uvarint length, then the name)
 //	tag      16 bytes: HMAC-SHA256 of everything before it, truncated
 const (
 	flagFallback = 1 << iota
@@ -102,7 +102,8 @@ const (
 	flagGuess
 	flagAddr
 	flagIPv4
-	flagsKnown = flagIPv4<<1 - 1
+	flagTenant
+	flagsKnown = flagTenant<<1 - 1
 )
 
 // Attempt is what a check leaves for its report, sealed into the attempt
@@ -150,6 +151,10 @@ type Attempt struct {
 	// Counted reports that the check counted in the global failure rate,
 	// so that a success report takes it back (package aggregate).
 	Counted bool
+	// Tenant is the tenant of the check's service token, "" for the
+	// default tenant: only a report of that tenant settles it (package
+	// engine).
+	Tenant string
 	// Challenged reports that the end user passed a challenge; Familiar
 	// that the check's network was on its account's familiar list, so
 	// that its account rules counted in the network's buckets.
@@ -253,6 +258,7 @@ var (
 	errAttemptField    = wrap(ErrInvalidAttempt, "a flow longer than 32 bytes, or a cost out of range")
 	errAttemptSubject  = wrap(ErrInvalidAttempt, "a subject must be 22 characters of base64url")
 	errAttemptMember   = wrap(ErrInvalidAttempt, "a member must be at most 24 characters of base64url")
+	errAttemptTenant   = wrap(ErrInvalidAttempt, "a tenant must be a tenant name")
 	errAttemptTooLong  = wrap(ErrInvalidAttempt, "too long")
 	errAttemptEncoding = wrap(ErrInvalidAttempt, "malformed")
 	errAttemptTag      = wrap(ErrInvalidAttempt, "bad signature")
@@ -266,7 +272,7 @@ var strictB64 = base64.RawURLEncoding.Strict()
 // none. It refuses, with an error wrapping ErrInvalidAttempt, an Attempt
 // without an issue time, with a rules hash that is not one, a flow longer
 // than MaxAttemptFlowLen, a cost that is negative or above a million, or a
-// subject or member not of their form. An id is at most MaxAttemptLen
+// subject, member or tenant not of their form. An id is at most MaxAttemptLen
 // characters.
 func (a *Attempts) Seal(at Attempt) (string, error) {
 	st := a.state()
@@ -291,6 +297,9 @@ func (a *Attempts) Seal(at Attempt) (string, error) {
 	}
 	if len(at.Member) > MaxAttemptMemberLen || !allB64URL(at.Member) {
 		return "", errAttemptMember
+	}
+	if at.Tenant != "" && keys.CheckTenant(at.Tenant) != nil {
+		return "", errAttemptTenant
 	}
 
 	b := append(st.raw[:0], attemptVersion)
@@ -319,6 +328,9 @@ func (a *Attempts) Seal(at Attempt) (string, error) {
 		ip := at.IP.As16()
 		b = st.keys[0].xorPad(append(b, ip[:]...), id, st.sum[:0])
 	}
+	if at.Tenant != "" {
+		b = appendString(b, at.Tenant)
+	}
 	b = st.keys[0].seal(b, st.sum[:0])
 	txt := strictB64.AppendEncode(st.txt[:0], b)
 	return string(txt), nil
@@ -336,7 +348,7 @@ func (at *Attempt) flags() uint {
 		{at.Challenged, flagChallenged}, {at.Familiar, flagFamiliar}, {at.Rules != "", flagRules},
 		{at.Account != "", flagAccount}, {at.Bucket != "", flagBucket}, {at.Pair != "", flagPair},
 		{at.Recipient != "", flagRecipient}, {at.Member != "", flagMember}, {at.Guess != 0, flagGuess},
-		{at.IP.IsValid(), flagAddr}, {at.IP.Is4(), flagIPv4},
+		{at.IP.IsValid(), flagAddr}, {at.IP.Is4(), flagIPv4}, {at.Tenant != "", flagTenant},
 	} {
 		if c.on {
 			f |= c.flag
@@ -446,6 +458,10 @@ func parseAttempt(p []byte, k *attemptKey, st *attemptState) (Attempt, error) {
 		}
 	case f&flagIPv4 != 0:
 		r.bad = true
+	}
+	if f&flagTenant != 0 {
+		at.Tenant = r.string(keys.MaxTenantLen)
+		r.bad = r.bad || keys.CheckTenant(at.Tenant) != nil
 	}
 	if r.bad || len(r.b) != 0 {
 		return Attempt{}, errAttemptEncoding

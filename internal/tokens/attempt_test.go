@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/guardian-sec/guardian/internal/keys"
 )
 
 // sampleAttempt is an Attempt with every field set.
@@ -32,6 +34,7 @@ func sampleAttempt() Attempt {
 		Counted:    true,
 		Challenged: true,
 		Familiar:   true,
+		Tenant:     "acme",
 	}
 }
 
@@ -73,8 +76,10 @@ func TestAttemptRoundTrip(t *testing.T) {
 			Issued: t0, Rules: "ffffffffffffffff", Flow: strings.Repeat("f", MaxAttemptFlowLen), Cost: 1 << 20, Spent: 1<<64 - 1,
 			Account: "AbCdEfGhIjKlMnOpQrStUg", Bucket: "AbCdEfGhIjKlMnOpQrStUg", Pair: "AbCdEfGhIjKlMnOpQrStUg", Recipient: "AbCdEfGhIjKlMnOpQrStUg",
 			Member: strings.Repeat("m", MaxAttemptMemberLen), Guess: 1<<64 - 1, IP: netip.MustParseAddr("ffff::ffff"),
+			Tenant:   strings.Repeat("t", keys.MaxTenantLen),
 			Fallback: true, HardStop: true, Counted: true, Challenged: true, Familiar: true,
 		}},
+		{"a tenant alone", Attempt{Issued: t0, Flow: "login", Tenant: "shop-eu-1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -353,6 +358,8 @@ func TestAttemptSealRejects(t *testing.T) {
 		{"recipient not canonical", Attempt{Issued: t0, Recipient: "AbCdEfGhIjKlMnOpQrStUv"}},
 		{"member too long", Attempt{Issued: t0, Member: strings.Repeat("m", MaxAttemptMemberLen+1)}},
 		{"member not base64url", Attempt{Issued: t0, Member: "a:b"}},
+		{"tenant not a name", Attempt{Issued: t0, Tenant: "Acme"}},
+		{"tenant too long", Attempt{Issued: t0, Tenant: strings.Repeat("t", keys.MaxTenantLen+1)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

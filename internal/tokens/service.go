@@ -6,6 +6,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/secret"
 )
 
@@ -27,6 +28,9 @@ type Claims struct {
 	Subject string
 	// Scope is what the token may call.
 	Scope Scope
+	// Tenant is the tenant whose accounts the token's calls see
+	// (package keys), "" for the default tenant.
+	Tenant string
 	// ID is the token's jti, what POST /v1/tokens/revoke names it by; ""
 	// for a token issued before tokens carried one.
 	ID string
@@ -40,6 +44,8 @@ type Claims struct {
 type serviceClaims struct {
 	jwt.RegisteredClaims
 	Scope Scope `json:"scope"`
+	// Tenant is absent for the default tenant.
+	Tenant string `json:"tenant,omitempty"`
 }
 
 // Revocations says which service tokens were revoked before they expire,
@@ -65,6 +71,7 @@ type Service struct {
 	reasons    jwtReasons
 	badIss     error
 	badScp     error
+	badTenant  error
 	revokedErr error
 	revoked    Revocations
 	cache      verified[Claims]
@@ -84,6 +91,7 @@ func newService(keys *Keys) *Service {
 		reasons:    newJWTReasons(ErrInvalidToken),
 		badIss:     wrap(ErrInvalidToken, "wrong issuer"),
 		badScp:     wrap(ErrInvalidToken, "bad scope"),
+		badTenant:  wrap(ErrInvalidToken, "bad tenant"),
 		revokedErr: wrap(ErrInvalidToken, "revoked"),
 		cache:      newVerified[Claims](maxCached),
 	}
@@ -96,6 +104,9 @@ func (s *Service) WithRevocations(r Revocations) *Service {
 	return s
 }
 
+// errBadTenant reports a tenant name Issue refuses.
+var errBadTenant = errors.New("tokens: tenant must be 1 to 32 characters of a-z, 0-9 and '-', not starting or ending with '-'")
+
 // errBadTTL reports a token lifetime that is not positive or longer than
 // MaxTTL.
 var errBadTTL = errors.New("tokens: token lifetime must be positive and at most 8760h")
@@ -104,11 +115,21 @@ var errBadTTL = errors.New("tokens: token lifetime must be positive and at most 
 // now for ttl (at most MaxTTL), with a fresh random jti. The expiry is kept
 // to the second, rounded down.
 func (s *Service) Issue(scope Scope, subject string, ttl time.Duration, now time.Time) (string, error) {
+	return s.IssueTenant(scope, subject, "", ttl, now)
+}
+
+// IssueTenant is Issue of a token of the tenant named (keys.CheckTenant),
+// whose calls see only that tenant's accounts; "" is the default tenant,
+// a token without the tenant claim.
+func (s *Service) IssueTenant(scope Scope, subject, tenant string, ttl time.Duration, now time.Time) (string, error) {
 	if !scope.Valid() {
 		return "", wrap(ErrInvalidScope, "must be check or admin")
 	}
 	if ttl <= 0 || ttl > MaxTTL {
 		return "", errBadTTL
+	}
+	if tenant != "" && keys.CheckTenant(tenant) != nil {
+		return "", errBadTenant
 	}
 	c := serviceClaims{
 		RegisteredClaims: jwt.RegisteredClaims{
@@ -118,7 +139,8 @@ func (s *Service) Issue(scope Scope, subject string, ttl time.Duration, now time
 			IssuedAt:  jwt.NewNumericDate(now),
 			ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
 		},
-		Scope: scope,
+		Scope:  scope,
+		Tenant: tenant,
 	}
 	return s.keys.load().signJWT(c, "")
 }
@@ -127,7 +149,8 @@ func (s *Service) Issue(scope Scope, subject string, ttl time.Duration, now time
 // token must be HS256 with this Service's key (alg none and every other
 // algorithm are refused) — the key its kid names, or any key in force when
 // it names none —, carry exp later than now, iss "guardian" and a scope of
-// check or admin, and not be revoked. Errors wrap ErrInvalidToken with a
+// check or admin, a valid tenant if any (keys.CheckTenant), and not be
+// revoked. Errors wrap ErrInvalidToken with a
 // short reason.
 func (s *Service) Verify(token string, now time.Time) (Claims, error) {
 	e, ok := s.cache.get(token)
@@ -171,7 +194,10 @@ func (s *Service) verify(token string) (cacheEntry[Claims], error) {
 	if !c.Scope.Valid() {
 		return cacheEntry[Claims]{}, s.badScp
 	}
-	claims := Claims{Subject: c.Subject, Scope: c.Scope, ID: c.ID, ExpiresAt: c.ExpiresAt.Time}
+	if c.Tenant != "" && keys.CheckTenant(c.Tenant) != nil {
+		return cacheEntry[Claims]{}, s.badTenant
+	}
+	claims := Claims{Subject: c.Subject, Scope: c.Scope, Tenant: c.Tenant, ID: c.ID, ExpiresAt: c.ExpiresAt.Time}
 	if c.IssuedAt != nil {
 		claims.IssuedAt = c.IssuedAt.Time
 	}

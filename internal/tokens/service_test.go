@@ -156,6 +156,9 @@ func TestServiceVerifyRejects(t *testing.T) {
 		{"scope of another type", craft(t, hs256, with(valid, "scope", 1), sha256.New, s.key()), "malformed"},
 		{"wrong issuer", craft(t, hs256, with(valid, "iss", "someone"), sha256.New, s.key()), "wrong issuer"},
 		{"no issuer", craft(t, hs256, with(valid, "iss", nil), sha256.New, s.key()), "wrong issuer"},
+		{"bad tenant", craft(t, hs256, with(valid, "tenant", "Acme Corp"), sha256.New, s.key()), "bad tenant"},
+		{"tenant too long", craft(t, hs256, with(valid, "tenant", strings.Repeat("a", 33)), sha256.New, s.key()), "bad tenant"},
+		{"tenant of another type", craft(t, hs256, with(valid, "tenant", 7), sha256.New, s.key()), "malformed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -315,5 +318,36 @@ func TestServiceVerifyConcurrent(t *testing.T) {
 	wg.Wait()
 	if len(failures) != 0 {
 		t.Errorf("%d concurrent verifications failed, first: %v", len(failures), failures[0])
+	}
+}
+
+func TestServiceTenant(t *testing.T) {
+	s := NewService(testKey(t, 1))
+	tok, err := s.IssueTenant(ScopeCheck, "shop", "acme", time.Hour, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Verify(tok, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Tenant != "acme" || got.Subject != "shop" || got.Scope != ScopeCheck {
+		t.Errorf("claims = %+v, want tenant acme, subject shop, scope check", got)
+	}
+	plain, err := s.Issue(ScopeCheck, "shop", time.Hour, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Verify(plain, t0); err != nil || got.Tenant != "" {
+		t.Errorf("a token without a tenant: %+v, %v; want the default tenant", got, err)
+	}
+	payload, _ := base64.RawURLEncoding.DecodeString(strings.Split(plain, ".")[1])
+	if strings.Contains(string(payload), "tenant") {
+		t.Errorf("a default-tenant token carries a tenant claim: %s", payload)
+	}
+	for _, bad := range []string{"Acme", "-acme", strings.Repeat("a", 33), "a b"} {
+		if _, err := s.IssueTenant(ScopeAdmin, "x", bad, time.Hour, t0); err == nil {
+			t.Errorf("IssueTenant(tenant %q) succeeded", bad)
+		}
 	}
 }

@@ -121,6 +121,8 @@ type Store struct {
 	seed   maphash.Seed
 	mask   uint64
 	shards []shard
+	// lists holds the Lists sets (lists.go), apart from the keys.
+	lists listSets
 
 	// n counts entries and slots taken for entries about to be added; marks
 	// and stops count the entries ranked marked and hardStop (evict.go);

@@ -76,6 +76,7 @@ var groups = [][]testCase{
 	familiarCases,
 	distinctCases,
 	attributeCases,
+	listCases,
 }
 
 // Run runs every conformance test against stores made by newStore, as
