@@ -484,7 +484,7 @@ func networks(ws []wireNetwork) []NetworkStatus {
 	}
 	out := make([]NetworkStatus, len(ws))
 	for i, n := range ws {
-		out[i] = NetworkStatus{Network: n.Network, ConsecutiveFailures: n.ConsecutiveFailures, Blocked: n.Blocked}
+		out[i] = NetworkStatus(n)
 	}
 	return out
 }
