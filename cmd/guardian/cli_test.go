@@ -39,6 +39,7 @@ func TestCLIGolden(t *testing.T) {
 		{"breached-help", []string{"breached", "--help"}, nil},
 		{"breached-build-help", []string{"breached", "build", "--help"}, nil},
 		{"version", []string{"version"}, nil},
+		{"pseudonym-help", []string{"pseudonym", "--help"}, nil},
 		{"version-flag", []string{"--version"}, nil},
 		{"unknown-command", []string{"frobnicate"}, nil},
 		{"unknown-flag", []string{"serve", "--bogus"}, nil},

@@ -51,11 +51,12 @@ Usage:
   guardian replay --compare OLD NEW EVENTS...   what NEW would decide differently from OLD
   guardian simulate [--rules FILE]              what rules do to built-in attacks, and cost users
   guardian breached build --out FILE [INPUT…]   a breached-password filter for serve --breached
+  guardian pseudonym [--kind KIND] VALUE        the pseudonym logs and the console name VALUE by
   guardian version                              print the version
 
 Run 'guardian COMMAND --help' for a command's flags. The flags of serve, and
-the signing key flags token shares with it, also read GUARDIAN_<FLAG> from the
-environment (--redis-url: GUARDIAN_REDIS_URL); a flag given on the command
+the key flags token and pseudonym share with it, also read GUARDIAN_<FLAG> from
+the environment (--redis-url: GUARDIAN_REDIS_URL); a flag given on the command
 line wins. No other command reads the environment.
 `
 
@@ -87,6 +88,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return simulateCmd(ctx, args, stdout, stderr)
 	case "breached":
 		return breachedCmd(ctx, args, stdout, stderr)
+	case "pseudonym":
+		return pseudonymCmd(args, getenv, stdout, stderr)
 	case "version":
 		return versionCmd(args, stdout, stderr)
 	}
@@ -447,6 +450,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	fs.StringVar(&cfg.AdminAddr, "admin-addr", "", "serve the admin API and the console on a listener of their own at this `address` (the main one then answers 404 for them); empty: on --addr")
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "PEM certificate (its chain after it) to serve TLS with on every listener but --pprof's, with --tls-key-file; read again on SIGHUP and whenever it changes")
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key-file", "", "PEM key of --tls-cert-file")
+	fs.Var((*urlList)(&cfg.WebhookURLs), "webhook-url", "send guardian's events (hard stops, resets, the global challenge, the fallback, reloads, list changes) to this `URL` as signed JSON POSTs (Standard Webhooks); repeat it for several receivers (GUARDIAN_WEBHOOK_URL holds one)")
+	fs.StringVar(&cfg.WebhookSecretFile, "webhook-secret-file", "", "`file` holding the webhooks' signing secret, whsec_ and base64 (required with --webhook-url)")
 	fs.StringVar(&tenantMetrics, "tenant-metrics", "", "comma-separated `tenants` (at most 64) that guardian_tenant_decisions_total counts under their own name; every other tenant counts as _other")
 	pos, code, ok := c.parse(args, getenv, stdout, stderr)
 	if !ok {
@@ -538,6 +543,17 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		fmt.Fprintf(stderr, "\n  development token (scope admin, also valid for check, 24h):\n  %s\n\n", tok)
 	}
 	return serveUntilSignalled(ctx, srv, log)
+}
+
+// urlList is a repeatable flag of URLs.
+type urlList []string
+
+func (u *urlList) String() string { return strings.Join(*u, " ") }
+
+// Set adds one URL.
+func (u *urlList) Set(v string) error {
+	*u = append(*u, v)
+	return nil
 }
 
 // normalizer builds the key normaliser of --account-fold and

@@ -17,8 +17,9 @@
 // carries the tenant's name in tenant; a line of the default tenant has
 // none. An account's pseudonym is its tenant's: the same name in two
 // tenants is two accounts with two pseudonyms.
-// No line carries an account in clear. account is a pseudonym: "h-" and 22
-// characters of a keyed hash of the account's subject, under the hash key,
+// No line carries an account in clear. account is its pseudonym
+// (keys.Hasher.Pseudonym): "h-" and 22 characters of a keyed hash under the
+// hash key, the one the decision log, the console and webhooks name it by,
 // so every instance of a fleet writes the same pseudonym for one account
 // and a reset's line names the account its hard stop's lines named, while
 // nobody without the key can tell which account it is. subject is the
@@ -48,10 +49,6 @@ const (
 	ResultOK         = "ok"
 	ResultError      = "error"
 )
-
-// pseudonymKind keeps audit pseudonyms apart from every other hash of a
-// subject.
-const pseudonymKind = "audit-account"
 
 // Config configures a Log. Metrics, and Hasher or Key, are required.
 type Config struct {
@@ -166,5 +163,5 @@ func (l *Log) hardStop(msg, event, tenant, account string) {
 
 // Pseudonym returns the pseudonym of the account whose subject is given.
 func (l *Log) Pseudonym(subject string) string {
-	return "h-" + l.hasher.Subject(pseudonymKind, subject)
+	return l.hasher.SubjectPseudonym(subject)
 }

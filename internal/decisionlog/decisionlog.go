@@ -6,11 +6,12 @@
 // No identifier is ever written in clear. Each is replaced by a pseudonym
 // keyed from the signing key, which keeps the grouping the rules count by,
 // so a replay of the log limits the same keys production did:
-//   - an account becomes "h-" and 32 hex digits, a keyed hash of the
-//     normalised account: "Alice" and "alice" are one account in the log as
-//     in production;
-//   - a recipient, phone or e-mail, becomes "h-<hex>@log.invalid", which a
-//     replay reads as an e-mail recipient;
+//   - an account becomes its pseudonym (keys.Hasher.Pseudonym), "h-" and
+//     22 base64url characters, the one audit lines, the console and webhooks
+//     name it by: "Alice" and "alice" are one account in the log as in
+//     production, and a replay keeps a pseudonym as it is (no case folding);
+//   - a recipient, phone or e-mail, becomes its pseudonym of kind
+//     recipient, which a replay accepts where a recipient is expected;
 //   - an address becomes another address of its family under a keyed
 //     prefix-preserving permutation: two addresses share exactly as many
 //     leading bits as their pseudonyms, so an IPv6 /64 stays one /64, an

@@ -34,6 +34,6 @@ func ExampleLog() {
 	}
 	fmt.Print(out.String())
 	// Output:
-	// {"ts":"2026-11-29T10:00:00.250Z","type":"check","id":"AC1VZyg0x_HiyvgJfdww_Q","flow":"otp_send","account":"h-46edbe8a0d703a2356b0dfcc3430d92b","ip":"195.250.118.123","recipient":"h-fe2f64e5d93077245605bb5404fe8c3e@log.invalid","decision":"allow","request_id":"req-1"}
+	// {"ts":"2026-11-29T10:00:00.250Z","type":"check","id":"AC1VZyg0x_HiyvgJfdww_Q","flow":"otp_send","account":"h-SFwb7u2aDIKffP96hRyUoQ","ip":"195.250.118.123","recipient":"h-axUnluolapgjuGzy4qx91Q","decision":"allow","request_id":"req-1"}
 	// {"ts":"2026-11-29T10:00:00.250Z","type":"report","id":"AC1VZyg0x_HiyvgJfdww_Q","outcome":"success","request_id":"req-2"}
 }

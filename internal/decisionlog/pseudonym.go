@@ -18,10 +18,6 @@ const (
 	padPurpose     = "guardian decision log address pads v1"
 )
 
-// recipientDomain is the domain of every recipient pseudonym: reserved, so
-// no message can ever be delivered to one.
-const recipientDomain = "@log.invalid"
-
 // pseudonyms turns a check's identifiers into the pseudonyms the log
 // writes, keyed from the signing key: the same identifier always gives the
 // same pseudonym under one key, so every instance of a fleet writes the same
@@ -65,17 +61,17 @@ func (p *pseudonyms) forTenant(name string) *pseudonyms {
 	return &t
 }
 
-// account returns the pseudonym of a normalised account: "h-" and 32
-// lowercase hex digits, which the account normaliser leaves as it is.
+// account returns the pseudonym of a normalised account
+// (keys.Hasher.Pseudonym), which a replay keeps as it is.
 func (p *pseudonyms) account(norm string) string {
-	return "h-" + lowerHex(p.hasher.Subject("log-account", norm))
+	return p.hasher.Pseudonym(keys.PseudonymAccount, norm)
 }
 
 // recipient returns the pseudonym of a normalised recipient, phone or
-// e-mail alike: an e-mail address at log.invalid, so that a replay
-// normalises it as the recipient it stands for.
+// e-mail alike (keys.Hasher.Pseudonym), which a replay accepts where a
+// recipient is expected and keeps as it is.
 func (p *pseudonyms) recipient(norm string) string {
-	return "h-" + lowerHex(p.hasher.Subject("log-recipient", norm)) + recipientDomain
+	return p.hasher.Pseudonym(keys.PseudonymRecipient, norm)
 }
 
 // secret returns the pseudonym of a check's secret fingerprint: "h-" and 32
@@ -97,8 +93,8 @@ func (p *pseudonyms) event(attemptID string) string {
 	return p.hasher.Subject("log-event", attemptID)
 }
 
-// lowerHex re-encodes a subject (base64url) as lowercase hex: account
-// normalisation folds case, which would merge base64 pseudonyms.
+// lowerHex re-encodes a subject (base64url) as lowercase hex, as a secret
+// fingerprint must be.
 func lowerHex(subject string) string {
 	var raw [32]byte
 	n, err := base64.RawURLEncoding.Decode(raw[:], []byte(subject))

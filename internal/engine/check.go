@@ -144,6 +144,7 @@ func (e *Engine) Decide(ctx context.Context, req *CheckRequest, ids *Identifiers
 	if d.Action == "" {
 		d.Action = rules.Allow
 	}
+	e.tally.Decided(d.Action, d.Rule)
 	e.metrics.Decisions.WithLabelValues(string(req.Flow), string(d.Action)).Inc()
 	if t := s.h.TenantName(); t != "" {
 		if !e.tenants[t] {
@@ -194,6 +195,7 @@ func (e *Engine) globalRule(r *rules.Rule, exempt bool, d *Decision) {
 		}
 		return
 	}
+	e.tally.Global(r.Name, inForce)
 	if e.aggregate.Degraded() {
 		// The fleet's rate is an estimate from this instance's own count.
 		d.Degraded = true
@@ -269,12 +271,15 @@ func (e *Engine) decideRule(en *plan.Entry, rs *store.Result, q *Quota, d *Decis
 	}
 	if r.Mode == rules.Shadow {
 		var tripped rules.Action
+		var key string
 		if denied {
-			tripped = action
+			tripped, key = action, e.hasher.SubjectPseudonym(en.Subject)
 			d.Shadow = append(d.Shadow, ShadowTrip{Rule: r.Name, Action: action, RetryAfter: retry})
 			e.metrics.RuleTrips.WithLabelValues(r.Name, string(rules.Shadow), string(action)).Inc()
 		}
-		e.shadow.Record(r.Name, tripped, en.Subject)
+		// Top keys are pseudonyms: a key: account rule's is the
+		// account's, as audit lines and the console name it.
+		e.shadow.Record(r.Name, tripped, key)
 		return
 	}
 	if r.Type != rules.Distinct {
@@ -289,6 +294,7 @@ func (e *Engine) decideRule(en *plan.Entry, rs *store.Result, q *Quota, d *Decis
 	}
 	if denied {
 		e.metrics.RuleTrips.WithLabelValues(r.Name, string(rules.Enforce), string(action)).Inc()
+		e.tally.Tripped(r.Name, action, en.Subject)
 		raise(d, action, r.Name, retry)
 	}
 }

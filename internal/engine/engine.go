@@ -110,6 +110,10 @@ type Config struct {
 	TenantMetrics []string
 	// Events, when set, hears accounts enter and leave a hard stop.
 	Events Events
+	// Tally, when set, hears every decision, every enforced rule that
+	// stopped a check and every failure_rate rule's state (package
+	// incident); nil: nothing does.
+	Tally Tally
 	// Lists, when set, are the deny and allow lists every check is
 	// matched against before its plan is built (lists.go).
 	Lists Lists
@@ -130,6 +134,27 @@ type Events interface {
 	HardStopEnded(tenant, account string)
 }
 
+// Tally hears what enforced rules decide, for the incident view. Calls
+// come from the check's own path and must not block. *incident.Book
+// implements it.
+type Tally interface {
+	// Decided: a check was decided with decision, by rule ("" on allow).
+	Decided(decision rules.Action, rule string)
+	// Tripped: the enforced rule stopped a check with decision; subject
+	// is the hashed key it counted the check by.
+	Tripped(rule string, decision rules.Action, subject string)
+	// Global: a check found the enforced failure_rate rule in force, or
+	// not.
+	Global(rule string, inForce bool)
+}
+
+// noTally is the Tally of an engine without one.
+type noTally struct{}
+
+func (noTally) Decided(rules.Action, string)         {}
+func (noTally) Tripped(string, rules.Action, string) {}
+func (noTally) Global(string, bool)                  {}
+
 // Engine decides checks and records reports. It is safe for concurrent use.
 type Engine struct {
 	rules     *rules.Holder
@@ -144,6 +169,7 @@ type Engine struct {
 	metrics   *metrics.Metrics
 	now       func() time.Time
 	events    Events
+	tally     Tally
 	lists     Lists
 	log       *slog.Logger
 	history   *history
@@ -181,8 +207,12 @@ func New(cfg Config) *Engine {
 		metrics:   cfg.Metrics,
 		now:       now,
 		events:    cfg.Events,
+		tally:     cfg.Tally,
 		lists:     cfg.Lists,
 		log:       cfg.Logger,
+	}
+	if e.tally == nil {
+		e.tally = noTally{}
 	}
 	// What only unreported checks counted is kept for twice the attempt
 	// TTL at most; a failure report confirms it for longer.

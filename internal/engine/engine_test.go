@@ -3,6 +3,8 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,6 +33,7 @@ type harness struct {
 	clock   *testclock.Clock
 	book    *shadow.Book
 	agg     *aggregate.Aggregate
+	tally   *tally
 }
 
 // newHarness is an engine under the rules of rulesYAML; newStore, when
@@ -56,16 +59,14 @@ func newHarnessSet(tb testing.TB, set *rules.Set, newStore ...func(now func() ti
 	tb.Helper()
 	var holder rules.Holder
 	holder.Store(set)
-	key, err := secret.New([]byte("engine-test-signing-key-0123456789abcdef"))
-	if err != nil {
-		tb.Fatal(err)
-	}
+	key := mustKey(tb)
 	clock := testclock.New(t0)
 	book := shadow.NewBook()
 	book.Sync(set.ShadowNames())
 	agg := aggregate.New(aggregate.Config{Now: clock.Now})
 	m := metrics.New(prometheus.NewRegistry())
 	var st store.Store = memstore.New(memstore.Config{Now: clock.Now})
+	tl := &tally{}
 	for _, f := range newStore {
 		st = f(clock.Now)
 	}
@@ -77,8 +78,19 @@ func newHarnessSet(tb testing.TB, set *rules.Set, newStore ...func(now func() ti
 		Shadow:    book,
 		Metrics:   m,
 		Now:       clock.Now,
+		Tally:     tl,
 	})
-	return &harness{eng: eng, metrics: m, clock: clock, book: book, agg: agg}
+	return &harness{eng: eng, metrics: m, clock: clock, book: book, agg: agg, tally: tl}
+}
+
+// mustKey returns the harness's signing key, which also keys its hashes.
+func mustKey(tb testing.TB) secret.Key {
+	tb.Helper()
+	key, err := secret.New([]byte("engine-test-signing-key-0123456789abcdef"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return key
 }
 
 func (h *harness) check(tb testing.TB, req engine.CheckRequest) engine.Decision {
@@ -265,6 +277,75 @@ rules:
 	}
 	if got := testutil.ToFloat64(h.metrics.FailureRateInForce.WithLabelValues("stuffing", "enforce")); got != 0 {
 		t.Fatalf("guardian_failure_rate_in_force = %v after the hysteresis, want 0", got)
+	}
+	// The incident view heard the rule come into force and leave it, and
+	// each challenge decided.
+	if got := fmt.Sprint(h.tally.changes()); got != "[stuffing:false stuffing:true stuffing:false]" {
+		t.Errorf("failure_rate states heard %s, want off, on, off", got)
+	}
+	if got := h.tally.decided["challenge/stuffing"]; got != 3 {
+		t.Errorf("challenges by stuffing heard %d, want 3", got)
+	}
+}
+
+// tally is an engine.Tally that records what it hears.
+type tally struct {
+	mu      sync.Mutex
+	decided map[string]int
+	tripped map[string]int
+	global  []string
+}
+
+func (t *tally) Decided(decision rules.Action, rule string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.decided == nil {
+		t.decided = map[string]int{}
+	}
+	t.decided[string(decision)+"/"+rule]++
+}
+
+func (t *tally) Tripped(rule string, decision rules.Action, subject string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.tripped == nil {
+		t.tripped = map[string]int{}
+	}
+	t.tripped[rule+"/"+string(decision)+"/"+subject]++
+}
+
+func (t *tally) Global(rule string, inForce bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := fmt.Sprintf("%s:%v", rule, inForce); len(t.global) == 0 || t.global[len(t.global)-1] != s {
+		t.global = append(t.global, s)
+	}
+}
+
+// changes returns the failure_rate states heard, each change once.
+func (t *tally) changes() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]string(nil), t.global...)
+}
+
+// TestTallyHearsEnforcedDecisions: every decision, and the key of the
+// enforced rule that stopped a check, by its subject; never a shadow rule's.
+func TestTallyHearsEnforcedDecisions(t *testing.T) {
+	h := newHarness(t, `version: 1
+rules:
+  - {name: acct, flows: [login], key: account, type: rate, limit: 1, per: 1h, burst: 1}
+  - {name: watch, flows: [login], key: ip, type: rate, limit: 1, per: 1h, burst: 1, mode: shadow}
+`)
+	for range 3 {
+		h.check(t, engine.CheckRequest{Flow: rules.Login, Account: "mallory", IP: "192.0.2.7"})
+	}
+	if got := fmt.Sprint(h.tally.decided); got != "map[allow/:1 slow/acct:2]" {
+		t.Errorf("decided %s, want 1 allowed, 2 slowed by acct", got)
+	}
+	subject, _ := keys.NewHasher(mustKey(t)).AccountSubject(nil, "mallory")
+	if got := fmt.Sprint(h.tally.tripped); got != "map[acct/slow/"+subject+":2]" {
+		t.Errorf("tripped %s, want acct's slows of mallory's subject", got)
 	}
 }
 

@@ -72,6 +72,10 @@ type Config struct {
 	Logger  *slog.Logger
 	// Now is the fallback's clock (default time.Now).
 	Now func() time.Time
+	// Changed, when set, hears the fallback start (active) and end; it is
+	// called on the path of the call that saw the change, so it must not
+	// block (a webhook queue's non-blocking send).
+	Changed func(active bool)
 }
 
 // Store is a store.Store that falls back per rule when the primary fails. It
@@ -263,7 +267,15 @@ func (s *Store) fail(err error, sent time.Time) {
 	if s.healthy.CompareAndSwap(true, false) {
 		s.since.Store(time.Now().UnixNano())
 		s.log.Warn("store failing: fallback active, every rule decided by its on_store_error", "kind", kind, "err", err)
+		s.changed(true)
 		go s.probe()
+	}
+}
+
+// changed tells Config.Changed, if any, that the fallback started or ended.
+func (s *Store) changed(active bool) {
+	if s.cfg.Changed != nil {
+		s.cfg.Changed(active)
 	}
 }
 
@@ -287,6 +299,7 @@ func (s *Store) probe() {
 		s.healthy.Store(true)
 		s.setActive(false)
 		s.log.Warn("store answering again: fallback ended", "after", time.Since(time.Unix(0, s.since.Load())).Round(time.Millisecond).String())
+		s.changed(false)
 		return
 	}
 }

@@ -65,6 +65,10 @@ type View struct {
 	// Partial reports that only this instance is listed: the store is the
 	// embedded one, or it could not be read.
 	Partial bool `json:"partial,omitempty"`
+	// Unavailable reports that the store could not be read: the fleet
+	// cannot be seen, so RulesConsistent is false, never a claim about
+	// instances this one cannot see.
+	Unavailable bool `json:"unavailable,omitempty"`
 }
 
 // Shared is the store where the heartbeats of a fleet meet. Package redisagg
@@ -210,7 +214,9 @@ func (f *Fleet) View(ctx context.Context) View {
 	list, err := f.cfg.Shared.List(ctx, f.cfg.TTL)
 	if err != nil {
 		f.log.Warn("fleet: could not read the fleet's heartbeats; listing this instance alone", "err", err)
-		return newView([]Instance{self}, true)
+		v := newView([]Instance{self}, true)
+		v.RulesConsistent, v.Unavailable = false, true
+		return v
 	}
 	i := slices.IndexFunc(list, func(in Instance) bool { return in.ID == self.ID })
 	if i < 0 {

@@ -162,16 +162,22 @@ func TestViewShowsThisInstanceAsItIsNow(t *testing.T) {
 
 func TestViewAlone(t *testing.T) {
 	healthy := true
-	for name, sh := range map[string]fleet.Shared{
-		"embedded store":    nil,
-		"store unreachable": &fakeShared{err: errors.New("dial tcp: connection refused")},
+	for _, tt := range []struct {
+		name        string
+		sh          fleet.Shared
+		unavailable bool
+	}{
+		{"embedded store", nil, false},
+		// The fleet cannot be seen: never consistent rules of instances
+		// this one cannot see.
+		{"store unreachable", &fakeShared{err: errors.New("dial tcp: connection refused")}, true},
 	} {
-		t.Run(name, func(t *testing.T) {
-			f := newFleet("a", sh, rules.Default(), &healthy)
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFleet("a", tt.sh, rules.Default(), &healthy)
 			f.Ride(context.Background(), false)
 			v := f.View(context.Background())
-			if got := ids(v); got != "a" || !v.Partial || !v.RulesConsistent {
-				t.Errorf("got %s partial %v consistent %v, want a alone, partial, consistent", got, v.Partial, v.RulesConsistent)
+			if got := ids(v); got != "a" || !v.Partial || v.RulesConsistent == tt.unavailable || v.Unavailable != tt.unavailable {
+				t.Errorf("got %s partial %v consistent %v unavailable %v, want a alone, partial, unavailable %v", got, v.Partial, v.RulesConsistent, v.Unavailable, tt.unavailable)
 			}
 			if got, want := v.Instances[0].LastSeen, t0.Add(time.Second); !got.Equal(want) {
 				t.Errorf("last_seen: got %v, want this instance's now %v", got, want)

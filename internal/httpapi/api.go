@@ -81,6 +81,14 @@ type Config struct {
 	// Breached holds the breached-password filter in use, if any (nil:
 	// none ever is).
 	Breached *breached.Holder
+
+	// Pseudonyms answers POST /v1/pseudonyms.
+	Pseudonyms Pseudonymizer
+	// Incident answers GET /v1/incident.
+	Incident IncidentViewer
+	// OnReset, when set, hears every account an admin call reset, in
+	// clear as the call named it (the webhooks' account_reset).
+	OnReset func(ctx context.Context, account string)
 }
 
 // Revoker revokes service tokens fleet-wide. *revocation.List implements
@@ -137,7 +145,10 @@ func New(cfg Config) *API {
 	admin.POST("/rules/reload", a.deploymentWide, a.reloadRules)
 	admin.GET("/shadow", a.getShadow)
 	admin.GET("/fleet", a.getFleet)
+	admin.GET("/incident", a.getIncident)
 	admin.GET("/accounts/status", a.accountStatus)
+	admin.POST("/accounts/status", a.postAccountStatus)
+	admin.POST("/pseudonyms", a.pseudonym)
 	admin.POST("/accounts/reset", a.accountReset)
 	admin.POST("/tokens/revoke", a.deploymentWide, a.revokeToken)
 	a.routeLists(admin)

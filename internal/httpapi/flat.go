@@ -202,11 +202,11 @@ func (r *reportRequest) set(key, val string, str bool) bool {
 
 func (r *reportRequest) reset() { *r = reportRequest{} }
 
-func (r *resetRequest) set(key, val string, str bool) bool {
+func (r *accountRequest) set(key, val string, str bool) bool {
 	if key == "account" {
 		return setString(&r.Account, &r.slot, val, str)
 	}
 	return false
 }
 
-func (r *resetRequest) reset() { *r = resetRequest{} }
+func (r *accountRequest) reset() { *r = accountRequest{} }

@@ -43,7 +43,7 @@ func (r *passwordCheckRequest) show() string { return show(r.SHA1) }
 
 func (r *reportRequest) show() string { return show(r.AttemptID, r.Outcome) }
 
-func (r *resetRequest) show() string { return show(r.Account) }
+func (r *accountRequest) show() string { return show(r.Account) }
 
 func TestParseFlatReadsWhatClientsSend(t *testing.T) {
 	for _, tt := range []struct {
@@ -179,7 +179,7 @@ func TestDecodeIsStrict(t *testing.T) {
 			t.Errorf("report body %s accepted", body)
 		}
 	}
-	if err := decodeJSON([]byte(`{"account":"a","ACCOUNT":"b"}`), &resetRequest{}); err == nil {
+	if err := decodeJSON([]byte(`{"account":"a","ACCOUNT":"b"}`), &accountRequest{}); err == nil {
 		t.Errorf("reset body with a case variant accepted")
 	}
 }
@@ -222,7 +222,7 @@ func FuzzParseFlat(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body string) {
 		fuzzFlat[checkRequest](t, body)
 		fuzzFlat[reportRequest](t, body)
-		fuzzFlat[resetRequest](t, body)
+		fuzzFlat[accountRequest](t, body)
 		fuzzFlat[passwordCheckRequest](t, body)
 		fuzzStrict(t, body)
 	})

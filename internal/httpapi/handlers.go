@@ -303,6 +303,27 @@ func (a *API) accountStatus(c *gin.Context) {
 		a.abort(c, newError(http.StatusBadRequest, "missing_field", "account: required"))
 		return
 	}
+	a.answerStatus(c, account)
+}
+
+// postAccountStatus is the GET's answer for the account of a body, so an
+// account never lands in a URL or an access log.
+func (a *API) postAccountStatus(c *gin.Context) {
+	var body accountRequest
+	if err := decode(c, &body); err != nil {
+		a.abort(c, err)
+		return
+	}
+	account, err := required(body.Account, "account")
+	if err != nil {
+		a.abort(c, err)
+		return
+	}
+	a.answerStatus(c, account)
+}
+
+// answerStatus answers where account stands.
+func (a *API) answerStatus(c *gin.Context, account string) {
 	st, err := a.cfg.Engine.Status(c.Request.Context(), account)
 	if err != nil {
 		a.abort(c, err)
@@ -327,8 +348,9 @@ func networksJSON(ns []engine.NetworkStatus) []gin.H {
 	return out
 }
 
-// resetRequest is the body of /v1/accounts/reset.
-type resetRequest struct {
+// accountRequest is the body of /v1/accounts/reset and of POST
+// /v1/accounts/status.
+type accountRequest struct {
 	Account *string `json:"account"`
 
 	slot string // what Account points at when parseFlat read the body
@@ -347,7 +369,7 @@ func (a *API) accountReset(c *gin.Context) {
 // reset decodes a reset request and resets its account; it returns the
 // account, or "" when the request named none.
 func (a *API) reset(c *gin.Context) (string, error) {
-	var body resetRequest
+	var body accountRequest
 	if err := decode(c, &body); err != nil {
 		return "", err
 	}
@@ -355,5 +377,11 @@ func (a *API) reset(c *gin.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return account, a.cfg.Engine.Reset(c.Request.Context(), account)
+	if err := a.cfg.Engine.Reset(c.Request.Context(), account); err != nil {
+		return account, err
+	}
+	if a.cfg.OnReset != nil {
+		a.cfg.OnReset(c.Request.Context(), account)
+	}
+	return account, nil
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/audit"
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/fleet"
+	"github.com/guardian-sec/guardian/internal/incident"
 	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/lists"
 	"github.com/guardian-sec/guardian/internal/metrics"
@@ -460,6 +461,10 @@ func newTestAPI(tb testing.TB, fake *fakeDecider, edit func(*Config)) *testAPI {
 		Reload:       func(context.Context, string) (*rules.Set, error) { return fake.set, nil },
 		StoreHealthy: func() bool { return true },
 		Gatherer:     prometheus.NewRegistry(),
+		Incident:     incident.NewFleet(incident.FleetConfig{Book: incident.NewBook(incident.BookConfig{}), Instance: "a", Name: keys.NewHasher(secret.Generate()).SubjectPseudonym}),
+		Pseudonyms: func(_ context.Context, kind, value string) (string, error) {
+			return keys.NewHasher(secret.Generate()).PseudonymOf(nil, kind, value)
+		},
 	}
 	if edit != nil {
 		edit(&cfg)
@@ -561,7 +566,7 @@ func TestSpecSecurityMatchesHandlers(t *testing.T) {
 // states, and checks each against the contract.
 func TestHandlerAnswersMatchSpec(t *testing.T) {
 	c := loadContract(t)
-	subject := keys.NewHasher(secret.Generate()).Subject("ip", "203.0.113.0/24")
+	subject := keys.NewHasher(secret.Generate()).Pseudonym(keys.PseudonymNetwork, "203.0.113.0/24")
 	custom, err := rules.Parse("rules.yaml", []byte(`version: 1
 rules:
   - name: ip-rate
@@ -753,6 +758,20 @@ rules:
 			wantStatus: 200,
 		},
 		{
+			name: "incident in an attack",
+			edit: func(cfg *Config) {
+				b := incident.NewBook(incident.BookConfig{})
+				b.Decided(rules.Allow, "")
+				b.Decided(rules.Slow, "login-ip")
+				b.Tripped("login-ip", rules.Slow, subject)
+				b.HardStopStarted("", subject)
+				b.Global("login-global", true)
+				cfg.Incident = incident.NewFleet(incident.FleetConfig{Book: b, Instance: "a", Name: keys.NewHasher(secret.Generate()).SubjectPseudonym})
+			},
+			method: "GET", path: "/v1/incident", admin: true,
+			wantStatus: 200,
+		},
+		{
 			name:   "fleet alone",
 			method: "GET", path: "/v1/fleet", admin: true,
 			wantStatus: 200,
@@ -773,6 +792,47 @@ rules:
 			name:   "status without account",
 			method: "GET", path: "/v1/accounts/status", admin: true,
 			wantStatus: 400, wantCode: "missing_field",
+		},
+		{
+			name:   "status in the body",
+			fake:   fakeDecider{status: engine.AccountStatus{ConsecutiveFailures: 3}},
+			method: "POST", path: "/v1/accounts/status", body: `{"account": "alice@example.com"}`, admin: true,
+			wantStatus: 200,
+		},
+		{
+			name:   "status in the body without account",
+			method: "POST", path: "/v1/accounts/status", body: `{}`, admin: true,
+			wantStatus: 400, wantCode: "missing_field",
+		},
+		{
+			name:   "pseudonym of an account",
+			method: "POST", path: "/v1/pseudonyms", body: `{"account": "Alice@example.com"}`, admin: true,
+			wantStatus: 200,
+		},
+		{
+			name:   "pseudonym of a network",
+			method: "POST", path: "/v1/pseudonyms", body: `{"network": "198.51.100.7/24"}`, admin: true,
+			wantStatus: 200,
+		},
+		{
+			name:   "pseudonym of nothing",
+			method: "POST", path: "/v1/pseudonyms", body: `{}`, admin: true,
+			wantStatus: 400, wantCode: "missing_field",
+		},
+		{
+			name:   "pseudonym of two identifiers",
+			method: "POST", path: "/v1/pseudonyms", body: `{"account": "a", "network": "192.0.2.1"}`, admin: true,
+			wantStatus: 400, wantCode: "invalid_field",
+		},
+		{
+			name:   "pseudonym of a bad network",
+			method: "POST", path: "/v1/pseudonyms", body: `{"network": "192.0.2.0/40"}`, admin: true,
+			wantStatus: 400, wantCode: "invalid_field",
+		},
+		{
+			name:   "pseudonym of a bad recipient",
+			method: "POST", path: "/v1/pseudonyms", body: `{"recipient": "12"}`, admin: true,
+			wantStatus: 400, wantCode: "invalid_recipient",
 		},
 		{
 			name:   "reset",

@@ -599,10 +599,8 @@ func (d *driver) tick(t time.Time) {
 // and leaves no trace, not even on the clock.
 func (d *driver) check(ctx context.Context, ev *event.Event) error {
 	req := engine.CheckRequest{Flow: ev.Flow, Account: ev.Account, IP: ev.IP, Recipient: ev.Recipient, Cost: ev.Cost, SecretFingerprint: ev.SecretFingerprint}
-	// The default normalisation, the sims' engines' own: a decision
-	// log's pseudonyms stay themselves under every keys.Options. The check
-	// is normalised once for every sim.
-	ids, err := req.Normalise(nil)
+	// The check is normalised once for every sim.
+	ids, err := normalise(req)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrRejected, err)
 	}
@@ -627,6 +625,34 @@ func (d *driver) check(ctx context.Context, ev *event.Event) error {
 	e.tenant = ev.Tenant
 	e.trips = d.onCheck(ev, &ids, d.decisions, e.trips)
 	return nil
+}
+
+// opaqueRecipient stands in for a recipient pseudonym while a check is
+// validated: a valid recipient, reserved, so it names no one.
+const opaqueRecipient = "pseudonym@log.invalid"
+
+// normalise returns req's identifiers as the sims' engines count them: the
+// default normalisation, but for an account or a recipient that is a
+// pseudonym (keys.IsPseudonym, as a decision log writes them), kept as it
+// is. Case folding would merge pseudonyms that differ only in case, and a
+// recipient pseudonym is neither a phone number nor an e-mail address.
+func normalise(req engine.CheckRequest) (engine.Identifiers, error) {
+	recipient := req.Recipient
+	opaque := keys.IsPseudonym(recipient)
+	if opaque {
+		req.Recipient = opaqueRecipient
+	}
+	ids, err := req.Normalise(nil)
+	if err != nil {
+		return ids, err
+	}
+	if keys.IsPseudonym(req.Account) {
+		ids.Account = req.Account
+	}
+	if opaque {
+		ids.Recipient = recipient
+	}
+	return ids, nil
 }
 
 // report replays one report through every sim that allowed its check, and

@@ -568,3 +568,38 @@ func TestRunReportsProgress(t *testing.T) {
 		t.Fatalf("progress at lines %v, want %v", got, want)
 	}
 }
+
+// TestRunKeepsPseudonymsAsTheyAre: a decision log names accounts and
+// recipients by pseudonyms, "h-" and 22 base64url characters; a replay
+// keeps each as it is, so two that differ only in case stay two accounts,
+// and a recipient pseudonym is a recipient. Clear accounts still fold.
+func TestRunKeepsPseudonymsAsTheyAre(t *testing.T) {
+	const ts = `{"ts":"2026-11-29T10:00:00.000Z","type":"check","id":"c",`
+	line := func(field, v string) string {
+		return ts + `"flow":"otp_send","ip":"192.0.2.1","recipient":"h-RRRRRRRRRRRRRRRRRRRRRR",` + field + `:"` + v + `"}`
+	}
+	tests := []struct {
+		name     string
+		accounts []string
+		slowed   uint64
+	}{
+		{"pseudonyms differing in case", []string{"h-AbCdEfGhIjKlMnOpQrStUv", "h-abcdefghijklmnopqrstuv", "h-ABCDEFGHIJKLMNOPQRSTUV"}, 0},
+		{"one pseudonym thrice", []string{"h-AbCdEfGhIjKlMnOpQrStUv", "h-AbCdEfGhIjKlMnOpQrStUv", "h-AbCdEfGhIjKlMnOpQrStUv"}, 1},
+		{"clear accounts differing in case", []string{"Alice", "alice", "ALICE"}, 1},
+	}
+	for _, tt := range tests {
+		var lines []string
+		for _, a := range tt.accounts {
+			lines = append(lines, line(`"account"`, a))
+		}
+		got, err := replay.Run(context.Background(), mustParse(t, oneRule), strings.NewReader(strings.Join(lines, "\n")), replay.Config{
+			Malformed: func(e *replay.LineError) { t.Errorf("%s: skipped %v", tt.name, e) },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Input.Checks != 3 || got.Rules[0].WouldSlow != tt.slowed {
+			t.Errorf("%s: %d checks, %d slowed; want 3, %d", tt.name, got.Input.Checks, got.Rules[0].WouldSlow, tt.slowed)
+		}
+	}
+}

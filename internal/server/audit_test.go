@@ -157,6 +157,10 @@ func TestAuditAndHardStopLines(t *testing.T) {
 		t.Fatalf("hard_stop_started account %q, want a pseudonym h-…", account)
 	}
 	wantFields(t, "hard_stop_started", started[0], map[string]any{"event": "hard_stop_started", "account": account})
+	// The pseudonym POST /v1/pseudonyms gives the account is the lines'.
+	if p := in.do(t, "POST", "/v1/pseudonyms", in.adminToken, map[string]any{"account": "alice@EXAMPLE.com"}); p.status != 200 || str(p.body["pseudonym"]) != account {
+		t.Errorf("POST /v1/pseudonyms: %d %s, want the pseudonym %q of the audit lines", p.status, p.raw, account)
+	}
 	if r := in.check(t, login); str(r.body["decision"]) != "block" {
 		t.Fatalf("check after the hard stop: %s, want block", r.raw)
 	}
@@ -432,5 +436,53 @@ func TestRulesSwapUnderLoad(t *testing.T) {
 	wg.Wait()
 	if failed.Load() != 0 || answered.Load() == 0 {
 		t.Errorf("%d checks answered, %d failed; want none failed", answered.Load(), failed.Load())
+	}
+}
+
+// TestIncidentView counts an instance's enforced decisions and names its
+// hard stops by the pseudonyms the audit lines carry.
+func TestIncidentView(t *testing.T) {
+	in, logs := startLogged(t, hardStopRules)
+	login := map[string]any{"flow": "login", "account": "carol@example.com", "ip": "203.0.113.8"}
+	for range 3 {
+		in.report(t, str(in.check(t, login).body["attempt_id"]), "failure")
+	}
+	if r := in.check(t, login); str(r.body["decision"]) != "block" {
+		t.Fatalf("check after the hard stop: %s, want block", r.raw)
+	}
+	started := logs.lines(t, "event", "hard_stop_started")
+	if len(started) != 1 {
+		t.Fatalf("hard_stop_started lines: %v", started)
+	}
+	r := in.do(t, "GET", "/v1/incident", in.adminToken, nil)
+	if r.status != 200 {
+		t.Fatalf("GET /v1/incident: %d %s", r.status, r.raw)
+	}
+	var v struct {
+		Fleet struct {
+			Available, Shared bool
+		}
+		Decisions []struct {
+			Rule, Decision string
+			Total          int
+		}
+		TopKeys []struct {
+			Rule string
+			Keys []struct{ Key string }
+		} `json:"top_keys"`
+		HardStops []struct{ Account string } `json:"hard_stops"`
+	}
+	if err := json.Unmarshal(r.raw, &v); err != nil {
+		t.Fatal(err)
+	}
+	account := started[0]["account"]
+	if !v.Fleet.Available || v.Fleet.Shared || len(v.Decisions) != 1 || v.Decisions[0].Rule != "hard-stop" || v.Decisions[0].Decision != "block" || v.Decisions[0].Total != 1 {
+		t.Errorf("incident view %s: want this instance's one block by hard-stop", r.raw)
+	}
+	if len(v.HardStops) != 1 || v.HardStops[0].Account != account || len(v.TopKeys) != 1 || v.TopKeys[0].Keys[0].Key != account {
+		t.Errorf("incident view %s: want the hard stop and top key of %s, the audit lines' pseudonym", r.raw, account)
+	}
+	if strings.Contains(string(r.raw), "carol") || strings.Contains(string(r.raw), "203.0.113") {
+		t.Errorf("the incident view names an identifier in clear: %s", r.raw)
 	}
 }

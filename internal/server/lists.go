@@ -68,4 +68,9 @@ func (a listAdmin) Entries(ctx context.Context, now time.Time) (deny, allow []li
 // the list_changed webhook event (contract 8.5) is sent from here.
 func (s *Server) listChanged(ctx context.Context, change string, e lists.Entry) {
 	s.log.DebugContext(ctx, "lists changed", "change", change, "list", e.List, "id", e.ID)
+	name := e.Account
+	if e.Network.IsValid() {
+		name = e.Network.String()
+	}
+	s.listEvent(e.List, change, e.ID, name, e.Tenant)
 }

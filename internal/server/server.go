@@ -30,6 +30,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/filewatch"
 	"github.com/guardian-sec/guardian/internal/fleet"
 	"github.com/guardian-sec/guardian/internal/httpapi"
+	"github.com/guardian-sec/guardian/internal/incident"
 	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/lists"
 	"github.com/guardian-sec/guardian/internal/metrics"
@@ -43,6 +44,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/store/redisstore"
 	"github.com/guardian-sec/guardian/internal/tokens"
 	"github.com/guardian-sec/guardian/internal/tracing"
+	"github.com/guardian-sec/guardian/internal/webhook"
 )
 
 // Config is everything an instance is built from.
@@ -134,6 +136,11 @@ type Config struct {
 	// read them again, for new connections; a pair that does not load is
 	// refused, logged, and the pair in force stays.
 	TLSCertFile, TLSKeyFile string
+	// WebhookURLs, when set, receive guardian's events (package webhook),
+	// signed with the secret of WebhookSecretFile ("whsec_" and base64, as
+	// the Standard Webhooks specification writes it), which they require.
+	WebhookURLs       []string
+	WebhookSecretFile string
 }
 
 // memoryEvery is how often the Redis memory ratio is read.
@@ -150,7 +157,13 @@ type Server struct {
 	tallies  *shadow.Fleet
 	agg      *aggregate.Aggregate
 	fleet    *fleet.Fleet
-	beat     *beat
+	// incidents counts this instance's enforced decisions; incidentFleet
+	// shares them and sums the fleet's (GET /v1/incident).
+	incidents     *incident.Book
+	incidentFleet *incident.Fleet
+	// hooks sends events to the webhooks; nil without any.
+	hooks *webhook.Notifier
+	beat  *beat
 	// hasher is the instance's one Hasher of the hash key.
 	hasher *keys.Hasher
 	engine *engine.Engine
@@ -210,6 +223,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.joinFleet(storeHealthy, sh)
+	if err := s.newHooks(sh.claims); err != nil {
+		return nil, err
+	}
 	trail := audit.New(audit.Config{Hasher: s.hasher, Metrics: s.metrics, Normalizer: s.cfg.Normalizer, Logger: s.log})
 	st, tracer, err := s.traced(st)
 	if err != nil {
@@ -246,6 +262,7 @@ func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 // key, which the engine, the audit trail and the decision log share.
 func newServer(cfg Config) *Server {
 	s := &Server{cfg: cfg, log: cfg.Logger, registry: prometheus.NewRegistry(), shadow: newBook(cfg), hasher: keys.NewHasher(cfg.HashKey)}
+	s.incidents = incident.NewBook(incident.BookConfig{Now: cfg.Now, Changed: s.globalChanged})
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -279,8 +296,9 @@ func (s *Server) joinFleet(storeHealthy func() bool, sh shared) {
 	})
 	s.tallies = shadow.NewFleet(shadow.FleetConfig{Book: s.shadow, Shared: sh.shadow, Instance: s.fleet.ID(), Logger: s.log})
 	s.revoked = revocation.New(revocation.Config{Shared: sh.revoked, Now: cfg.Now, Logger: s.log})
+	s.incidentFleet = incident.NewFleet(incident.FleetConfig{Book: s.incidents, Shared: sh.incident, Instance: s.fleet.ID(), Name: s.hasher.SubjectPseudonym, Now: cfg.Now, Logger: s.log})
 	s.lists = s.newLists(sh.lists)
-	s.beat = newBeat(beatEvery, beatTimeout, s.fleet, s.tallies, s.revoked, s.lists)
+	s.beat = newBeat(beatEvery, beatTimeout, s.fleet, s.tallies, s.revoked, s.lists, s.incidentFleet)
 	s.agg = aggregate.New(aggregate.Config{
 		Now:       cfg.Now,
 		Shared:    sh.agg,
@@ -325,7 +343,8 @@ func (s *Server) newEngine(st store.Store, trail *audit.Log) *engine.Engine {
 		Shadow:        s.shadow,
 		Metrics:       s.metrics,
 		Now:           cfg.Now,
-		Events:        trail,
+		Events:        events{trail, s.incidents, hookEvents{s}},
+		Tally:         s.incidents,
 		Lists:         s.lists,
 		Logger:        s.log,
 		TenantMetrics: cfg.TenantMetrics,
@@ -350,9 +369,19 @@ func (s *Server) newAPI(trail *audit.Log, storeHealthy func() bool, tracer trace
 		Metrics:      s.metrics,
 		Tracer:       tracer,
 		Breached:     &s.breached.holder,
+		Pseudonyms:   s.pseudonym,
+		Incident:     s.incidentFleet,
+		OnReset:      s.accountReset,
 		Logger:       s.log,
 		Now:          cfg.Now,
 	})
+}
+
+// pseudonym returns the pseudonym of an identifier of kind, normalised as
+// the instance normalises checks, under its hash key, in the tenant of ctx
+// (keys.TenantOf).
+func (s *Server) pseudonym(ctx context.Context, kind, value string) (string, error) {
+	return s.hasher.Tenant(keys.TenantOf(ctx)).PseudonymOf(s.cfg.Normalizer, kind, value)
 }
 
 // withDefaults returns cfg with its defaults filled in.
@@ -377,11 +406,13 @@ func withDefaults(cfg Config) Config {
 // revoked tokens, each nil on an instance that shares nothing, and the
 // deny and allow lists, never nil (listStore).
 type shared struct {
-	agg     aggregate.Shared
-	fleet   fleet.Shared
-	shadow  shadow.Shared
-	revoked revocation.Shared
-	lists   store.Lists
+	agg      aggregate.Shared
+	fleet    fleet.Shared
+	shadow   shadow.Shared
+	revoked  revocation.Shared
+	lists    store.Lists
+	incident incident.Shared
+	claims   webhook.Claimer
 }
 
 // openStore returns the instance's store, what /readyz asks of its health,
@@ -423,11 +454,13 @@ func (s *Server) openStore(m *metrics.Metrics) (store.Store, func() bool, shared
 		FleetSize: s.cfg.FleetSize,
 		Metrics:   m,
 		Logger:    s.log,
+		Changed:   s.fallbackChanged,
 	})
 	s.invalidate = fc.Invalidate
 	// Resets anywhere in the fleet reach this instance's memory.
 	s.closers = append(s.closers, primary.Listen(fc.Forgotten, fc.Listening))
-	return fc, fc.Healthy, shared{agg: redisagg.New(client), fleet: redisagg.NewFleet(client), shadow: redisagg.NewShadow(client), revoked: redisagg.NewRevocations(client), lists: primary}, nil
+	return fc, fc.Healthy, shared{agg: redisagg.New(client), fleet: redisagg.NewFleet(client), shadow: redisagg.NewShadow(client), revoked: redisagg.NewRevocations(client), lists: primary,
+		incident: redisagg.NewIncident(client), claims: redisagg.NewClaims(client)}, nil
 }
 
 // decider is what the HTTP API decides with: the engine, through the
@@ -480,6 +513,9 @@ func (s *Server) Start() error {
 		return err
 	}
 	s.done = make(chan struct{})
+	if s.hooks != nil {
+		s.hooks.Start()
+	}
 	s.agg.Start()
 	s.beat.start()
 	s.startWatching()
@@ -583,6 +619,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for _, c := range s.closers {
 		_ = c()
 	}
+	if s.hooks != nil {
+		err = errors.Join(err, s.hooks.Close(ctx))
+	}
 	s.log.Info("guardian stopped")
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
@@ -615,6 +654,7 @@ func (s *Server) reload(ctx context.Context, by string) (*rules.Set, error) {
 	}
 	s.metrics.RulesReloads.WithLabelValues("ok").Inc()
 	s.logReloaded(ctx, by, set, &changes)
+	s.rulesReloaded(set, by)
 	return set, nil
 }
 
@@ -702,4 +742,5 @@ func (s *Server) trackGlobal(set *rules.Set) {
 		}
 	}
 	s.agg.Forget(global)
+	s.incidents.Forget(global)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/decisionlog"
 	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/secret"
+	"github.com/guardian-sec/guardian/internal/webhook"
 )
 
 // family is one metric guardian exports: its type and label names.
@@ -67,6 +68,8 @@ func exported(t *testing.T) map[string]family {
 	metrics.New(rec)
 	// The decision log's own counter, registered when --decision-log is set.
 	decisionlog.New(decisionlog.Config{Out: io.Discard, Key: secret.Generate(), Registerer: rec}).Close()
+	// The webhooks' counter, registered when --webhook-url is set.
+	webhook.New(webhook.Config{URLs: []string{"http://127.0.0.1:1/"}, Registerer: rec})
 	if len(rec.collectors) == 0 {
 		t.Fatal("metrics.New registered nothing")
 	}

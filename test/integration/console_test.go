@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -143,9 +144,17 @@ func TestConsoleInABrowser(t *testing.T) {
 		}
 		fleet[i%2].report(t, a.str("attempt_id"), "failure")
 	}
-	if st := fleet[1].must(t, "GET", "/v1/accounts/status?account=victim@example.com", adminToken, nil); st.body["blocked"] != true {
+	if st := fleet[1].must(t, "POST", "/v1/accounts/status", adminToken, map[string]any{"account": "victim@example.com"}); st.body["blocked"] != true {
 		t.Fatalf("status before the console: %v, want blocked", st.body)
 	}
+	// One check at the hard stop: an enforced block, on the other instance
+	// than the one the console asks.
+	if a := fleet[1].check(t, map[string]any{"flow": "login", "account": "victim@example.com", "ip": "198.51.100.1"}); a.status != 429 || a.str("decision") != "block" {
+		t.Fatalf("check at the hard stop: %d %s, want 429 block", a.status, a.raw)
+	}
+	victim := fleet[0].must(t, "POST", "/v1/pseudonyms", adminToken, map[string]any{"account": "victim@example.com"}).str("pseudonym")
+	network := fleet[0].must(t, "POST", "/v1/pseudonyms", adminToken, map[string]any{"network": ip}).str("pseudonym")
+	listsAnswer := fleet[0].must(t, "GET", "/v1/lists", adminToken, nil).status
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -216,7 +225,21 @@ func TestConsoleInABrowser(t *testing.T) {
 		}
 	}
 	wait("the shadow rule's fleet-wide trips", `(document.querySelector('#shadow tr[data-rule="login-ip-strict"] .would-block') || {}).textContent === "4"`)
-	wait("its top key", `document.querySelector('#shadow tr[data-rule="login-ip-strict"]').textContent.includes("… 4")`)
+	wait("its top key, the address's pseudonym", fmt.Sprintf(`document.querySelector('#shadow tr[data-rule="login-ip-strict"]').textContent.includes(%q)`, network+" 4"))
+
+	// The incident view: the block by the hard stop, seen on the other
+	// instance, its key and the hard stop named by the account's pseudonym.
+	wait("the fleet-wide incident view", `document.getElementById("incident-scope").textContent === "fleet-wide, 2 instances"`)
+	wait("the enforced block", `(document.querySelector('#decisions tr[data-rule="login-hard-stop"][data-decision="block"] .total') || {}).textContent === "1"`)
+	wait("the hard stop's top key", fmt.Sprintf(`(document.querySelector('#top-keys tr[data-rule="login-hard-stop"]') || {textContent: ""}).textContent.includes(%q)`, victim+" 1"))
+	wait("the hard stop", fmt.Sprintf(`(document.querySelector('#hard-stops tr[data-account=%q]') || {textContent: ""}).textContent.includes("blocked")`, victim))
+	wait("one hard stop in force", `document.getElementById("n-stops").textContent === "1"`)
+	wait("no global challenge", `document.getElementById("n-global").textContent === "off"`)
+	if listsAnswer == 404 {
+		wait("lists not available", `!document.getElementById("lists-unavailable").hidden`)
+	} else {
+		wait("the lists", `!document.getElementById("lists").hidden`)
+	}
 	// Two more trips show as a bar of the chart once the page's next poll
 	// sees them.
 	for _, account := range []string{"a3@example.com", "a4@example.com"} {
@@ -232,6 +255,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	wait("the account's hard stop", `(document.querySelector('[data-fact="hard stop"]') || {}).textContent === "BLOCKED until reset"`)
 	wait("its consecutive failures", `document.querySelector('[data-fact="consecutive failures"]').textContent === "3"`)
 	wait("its limits", `document.querySelectorAll("#account-limits tbody tr").length === 2`)
+	wait("its pseudonym", fmt.Sprintf(`document.querySelector('[data-fact="pseudonym"]').textContent === %q`, victim))
 
 	// Asking for the reset only asks: the account stays blocked until the
 	// operator confirms.
@@ -241,16 +265,8 @@ func TestConsoleInABrowser(t *testing.T) {
 	if got := eval(`document.getElementById("confirm-account").textContent`); got != "victim@example.com" {
 		t.Fatalf("the confirmation names %q", got)
 	}
-	shot, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Fatal(err)
-	}
-	shotPath := filepath.Join(artefactDir(t), "console.png")
-	if err := os.WriteFile(shotPath, shot, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshot: %s", shotPath)
-	if st := fleet[1].must(t, "GET", "/v1/accounts/status?account=victim@example.com", adminToken, nil); st.body["blocked"] != true {
+	screenshot(t, tab, "console.png")
+	if st := fleet[1].must(t, "POST", "/v1/accounts/status", adminToken, map[string]any{"account": "victim@example.com"}); st.body["blocked"] != true {
 		t.Fatalf("the account was reset before the confirmation: %v", st.body)
 	}
 	if err := chromedp.Do(tab, chromedp.Click("#confirm-yes")); err != nil {
@@ -258,9 +274,22 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	wait("the reset done", `document.getElementById("reset-done").textContent === "Reset done."`)
 	wait("the hard stop gone on the page", `document.querySelector('[data-fact="hard stop"]').textContent === "no"`)
-	if st := fleet[1].must(t, "GET", "/v1/accounts/status?account=victim@example.com", adminToken, nil); st.body["blocked"] != false || st.body["consecutive_failures"] != 0.0 {
+	if st := fleet[1].must(t, "POST", "/v1/accounts/status", adminToken, map[string]any{"account": "victim@example.com"}); st.body["blocked"] != false || st.body["consecutive_failures"] != 0.0 {
 		t.Fatalf("status after the console's reset: %v, want not blocked, no failures", st.body)
 	}
+	wait("the hard stop reset in the incident view", fmt.Sprintf(`(document.querySelector('#hard-stops tr[data-account=%q]') || {textContent: ""}).textContent.includes("reset")`, victim))
+
+	// The outage: with Redis paused the page says the fleet view is
+	// unavailable and shows this instance alone, never "rules consistent".
+	redis.Pause(t)
+	wait("the outage banner", `!document.getElementById("outage").hidden`)
+	wait("no claim of consistent rules", `document.getElementById("n-consistent").textContent === "unknown"`)
+	wait("the instances unavailable", `document.getElementById("n-instances").textContent === "unavailable"`)
+	wait("the shadow trips of this instance", `document.getElementById("trips-scope").textContent.endsWith("(this instance)")`)
+	wait("the incident view of this instance alone", `document.getElementById("incident-scope").textContent.startsWith("this instance alone") && document.querySelectorAll("#incident-instances tbody tr").length === 1`)
+	screenshot(t, tab, "console-outage.png")
+	redis.Unpause(t)
+	wait("the fleet view back", `document.getElementById("outage").hidden && document.getElementById("n-consistent").textContent === "yes"`)
 
 	// The token: in the tab's sessionStorage, nowhere else.
 	if eval(`Object.values(sessionStorage).join(" ")`) != adminToken {
@@ -280,6 +309,9 @@ func TestConsoleInABrowser(t *testing.T) {
 	errs, requests := seen.snapshot()
 	origin, _ := url.Parse(base)
 	for _, r := range requests {
+		if strings.Contains(r, "victim") {
+			t.Errorf("an account is in the requested URL %q", r)
+		}
 		u, err := url.Parse(r)
 		if err != nil || u.Scheme != origin.Scheme || u.Host != origin.Host {
 			t.Errorf("the page requested %q, another origin than %s", r, base)
@@ -291,6 +323,11 @@ func TestConsoleInABrowser(t *testing.T) {
 	if len(requests) < 5 {
 		t.Errorf("saw %d requests, want the page, its files and its API calls: %q", len(requests), requests)
 	}
+	// A guardian without lists answers 404 for them, which the browser
+	// logs; the page shows "not available" for it.
+	errs = slices.DeleteFunc(errs, func(e string) bool {
+		return listsAnswer == 404 && strings.Contains(e, "404") && strings.HasSuffix(e, "/v1/lists")
+	})
 	if len(errs) > 0 {
 		t.Errorf("the page logged errors:\n\t%s", strings.Join(errs, "\n\t"))
 	}
@@ -302,6 +339,21 @@ func TestConsoleInABrowser(t *testing.T) {
 	if n := eval(`String(sessionStorage.length)`); n != "0" {
 		t.Errorf("sessionStorage holds %s items after forgetting the token", n)
 	}
+}
+
+// screenshot writes the whole page of tab to name in the artefact
+// directory.
+func screenshot(t *testing.T, tab context.Context, name string) {
+	t.Helper()
+	shot, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(artefactDir(t), name)
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
 }
 
 // shadowCount is a shadow rule's would_block in a GET /v1/shadow body.

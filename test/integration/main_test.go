@@ -71,6 +71,9 @@ type fleetConfig struct {
 	hashKey secret.Key
 	// breached is every instance's --breached filter file, "" for none.
 	breached string
+	// webhookURLs and webhookSecretFile are every instance's webhooks.
+	webhookURLs       []string
+	webhookSecretFile string
 }
 
 // startFleet starts n instances on cfg, stopped when the test ends.
@@ -102,6 +105,9 @@ func startFleet(t *testing.T, n int, cfg fleetConfig) []*instance {
 			Logger:       cfg.logger,
 			Redis:        cfg.redis,
 			BreachedPath: cfg.breached,
+
+			WebhookURLs:       cfg.webhookURLs,
+			WebhookSecretFile: cfg.webhookSecretFile,
 		}
 		if cfg.now != nil {
 			sc.Now = cfg.now(i)

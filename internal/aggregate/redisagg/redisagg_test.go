@@ -35,6 +35,8 @@ func TestRedis(t *testing.T) {
 		{"every_key_expires", testEveryKeyExpires},
 		{"heartbeats", testHeartbeats},
 		{"shadow_tallies", testShadowTallies},
+		{"incident_snapshots", testIncidentSnapshots},
+		{"webhook_claims", testWebhookClaims},
 		{"revocations", testRevocations},
 		// Last: it pauses the container.
 		{"paused", testPaused},

@@ -12,6 +12,7 @@
   const $ = (id) => document.getElementById(id);
   let timer = null;
   let samples = []; // {t, total}: every shadow rule's trips, fleet-wide
+  let samplesPartial = null; // whether samples are this instance's alone
 
   function token() { return sessionStorage.getItem(TOKEN_KEY); }
 
@@ -104,13 +105,18 @@
   async function refresh() {
     if (!token()) return;
     $("error").textContent = "";
-    const [fleet, set, explain, shadow] = await Promise.allSettled([
-      api("v1/fleet"), api("v1/rules"), api("v1/rules/explain"), api("v1/shadow"),
+    const [fleet, set, explain, shadow, incident, lists] = await Promise.allSettled([
+      api("v1/fleet"), api("v1/rules"), api("v1/rules/explain"), api("v1/shadow"), api("v1/incident"), api("v1/lists"),
     ]);
-    const errs = [fleet, set, explain, shadow].filter((r) => r.status === "rejected").map((r) => r.reason);
+    // A guardian without lists answers 404 for them: not an error.
+    const noLists = lists.status === "rejected" && lists.reason.status === 404;
+    const errs = [fleet, set, explain, shadow, incident, lists].filter((r) => r.status === "rejected" && !(r === lists && noLists)).map((r) => r.reason);
     if (errs.length) failed(errs.find((e) => e.status === 401 || e.status === 403) || errs[0]);
     if (!token()) return;
     if (fleet.status === "fulfilled") renderFleet(fleet.value);
+    if (incident.status === "fulfilled") renderIncident(incident.value);
+    if (lists.status === "fulfilled") renderLists(lists.value);
+    else if (noLists) renderLists(null);
     if (set.status === "fulfilled") renderRules(set.value, explain.status === "fulfilled" ? explain.value : { rules: [] });
     if (shadow.status === "fulfilled") renderShadow(shadow.value);
     $("updated").textContent = "updated " + new Date().toLocaleTimeString();
@@ -124,9 +130,17 @@
   function renderFleet(f) {
     const list = f.instances || [];
     const degraded = list.filter((i) => i.store !== "ok").length;
-    tile("degraded", degraded + " of " + list.length, degraded > 0 ? "bad" : "");
-    tile("consistent", f.rules_consistent ? "yes" : "NO", f.rules_consistent ? "" : "bad");
-    tile("instances", list.length, f.partial ? "warn" : "neutral");
+    $("outage").hidden = !f.unavailable;
+    if (f.unavailable) {
+      // Nothing is claimed of instances this one cannot see.
+      tile("degraded", "this one: " + (degraded > 0 ? "degraded" : "ok"), degraded > 0 ? "bad" : "warn");
+      tile("consistent", "unknown", "warn");
+      tile("instances", "unavailable", "warn");
+    } else {
+      tile("degraded", degraded + " of " + list.length, degraded > 0 ? "bad" : "");
+      tile("consistent", f.rules_consistent ? "yes" : "NO", f.rules_consistent ? "" : "bad");
+      tile("instances", list.length, f.partial ? "warn" : "neutral");
+    }
     $("partial").hidden = !f.partial;
     rows($("fleet").tBodies[0], list.map((i) => el("tr", {},
       el("td", { class: "hash" }, i.id),
@@ -135,6 +149,73 @@
       el("td", { class: "hash" }, (i.rules_hash || "").slice(0, 12)),
       el("td", {}, ago(i.rules_loaded_at)),
       el("td", {}, ago(i.last_seen)),
+    )));
+  }
+
+  // rate shows a rate per second with the digits a small one needs.
+  function rate(x) {
+    if (x === 0) return "0";
+    return x >= 10 ? x.toFixed(0) : x >= 0.1 ? x.toFixed(2) : x.toFixed(3);
+  }
+
+  function renderIncident(v) {
+    const alone = !v.fleet.available;
+    if (alone) $("outage").hidden = false;
+    $("incident-scope").textContent = alone ? "this instance alone: the fleet view is unavailable" : (v.fleet.shared ? "fleet-wide, " + v.fleet.instances + " instances" : "this instance, the whole fleet");
+    const decisions = v.decisions || [];
+    const recent = decisions.reduce((n, d) => n + d.last_minute_per_second, 0);
+    tile("checks", rate(v.checks_per_second), "neutral");
+    tile("enforced", rate(recent), recent > 0 ? "warn" : "neutral");
+    const on = (v.global_challenge || []).filter((g) => g.in_force);
+    tile("global", on.length ? "ON" : "off", on.length ? "bad" : "");
+    const stopped = (v.hard_stops || []).filter((h) => !h.ended_at);
+    tile("stops", stopped.length, stopped.length ? "warn" : "neutral");
+    $("decisions-empty").hidden = decisions.length > 0;
+    rows($("decisions").tBodies[0], decisions.map((d) => el("tr", { "data-rule": d.rule, "data-decision": d.decision },
+      el("td", {}, el("code", {}, d.rule)),
+      el("td", {}, d.decision),
+      el("td", { class: "num total" }, d.total),
+      el("td", { class: "num" }, rate(d.per_second)),
+      el("td", { class: "num" }, rate(d.last_minute_per_second)),
+    )));
+    rows($("top-keys").tBodies[0], (v.top_keys || []).map((t) => el("tr", { "data-rule": t.rule },
+      el("td", {}, el("code", {}, t.rule)),
+      el("td", {}, t.decision),
+      el("td", {}, ...t.keys.flatMap((k) => [el("span", { class: "hash" }, k.key + " " + k.hits), " "])),
+    )));
+    rows($("hard-stops").tBodies[0], (v.hard_stops || []).map((h) => el("tr", { "data-account": h.account },
+      el("td", { class: "hash" }, h.account),
+      el("td", {}, ago(h.started_at)),
+      el("td", {}, h.ended_at ? "reset " + ago(h.ended_at) : el("span", { class: "badge bad" }, "blocked")),
+    )));
+    rows($("global").tBodies[0], (v.global_challenge || []).map((g) => el("tr", { "data-rule": g.rule },
+      el("td", {}, el("code", {}, g.rule)),
+      el("td", {}, el("span", { class: "badge " + (g.in_force ? "bad" : "") }, g.in_force ? "in force" : "off")),
+      el("td", {}, ago(g.since)),
+      el("td", { class: "num" }, g.instances),
+    )));
+    rows($("incident-instances").tBodies[0], (v.instances || []).map((i) => el("tr", {},
+      el("td", { class: "hash" }, i.id),
+      el("td", { class: "num" }, i.checks),
+      el("td", { class: "num" }, i.enforced),
+    )));
+  }
+
+  // renderLists shows the deny and allow lists, or that this guardian has
+  // none (lists null: GET /v1/lists answered 404).
+  function renderLists(lists) {
+    $("lists-unavailable").hidden = lists !== null;
+    $("lists").hidden = lists === null;
+    if (lists === null) return;
+    const entries = [].concat(
+      (lists.deny || []).map((e) => ["deny", e]),
+      (lists.allow || []).map((e) => ["allow", e]));
+    rows($("lists").tBodies[0], entries.map(([kind, e]) => el("tr", {},
+      el("td", {}, el("span", { class: "badge " + (kind === "deny" ? "bad" : "") }, kind)),
+      el("td", { class: "hash" }, e.network || e.account || ""),
+      el("td", {}, (e.exempt || []).join(", ")),
+      el("td", {}, e.reason || ""),
+      el("td", {}, e.expires_at ? new Date(e.expires_at).toLocaleString() : "never"),
     )));
   }
 
@@ -157,6 +238,13 @@
 
   function renderShadow(rep) {
     const list = rep.rules || [];
+    // The fleet's counts and this instance's alone are not one series: a
+    // change of basis (the store lost or back) starts the chart afresh, so
+    // no stale total stands beside a fresh one.
+    const partial = !!rep.partial;
+    if (partial !== samplesPartial) samples = [];
+    samplesPartial = partial;
+    $("trips-scope").textContent = partial ? "shadow trips, last 5 min (this instance)" : "shadow trips, last 5 min";
     $("shadow-empty").hidden = list.length > 0;
     let total = 0;
     rows($("shadow").tBodies[0], list.map((r) => {
@@ -168,7 +256,7 @@
         el("td", { class: "num would-slow" }, r.would_slow),
         el("td", { class: "num would-block" }, r.would_block),
         el("td", { class: "num would-challenge" }, r.would_challenge),
-        el("td", {}, ...(r.top_keys || []).slice(0, 5).flatMap((k) => [el("span", { class: "hash" }, k.key.slice(0, 10) + "… " + k.hits), " "])),
+        el("td", {}, ...(r.top_keys || []).slice(0, 5).flatMap((k) => [el("span", { class: "hash" }, k.key + " " + k.hits), " "])),
       );
     }));
     samples.push({ t: Date.now(), total: total });
@@ -217,9 +305,14 @@
   let shownAccount = "";
 
   async function showStatus(account) {
-    const st = await api("v1/accounts/status?account=" + encodeURIComponent(account));
+    // In a body, never the URL: an account must not reach an access log.
+    const [st, ps] = await Promise.all([
+      api("v1/accounts/status", { account: account }),
+      api("v1/pseudonyms", { account: account }),
+    ]);
     shownAccount = account;
     const facts = [
+      ["pseudonym", ps.pseudonym],
       ["hard stop", st.blocked ? "BLOCKED until reset" : "no"],
       ["consecutive failures", st.consecutive_failures],
       ["next allowed in", duration(st.next_allowed_ms)],
