@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -20,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/guardian-sec/guardian/internal/gateway"
 	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/server"
@@ -450,6 +452,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	fs.StringVar(&cfg.AdminAddr, "admin-addr", "", "serve the admin API and the console on a listener of their own at this `address` (the main one then answers 404 for them); empty: on --addr")
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "PEM certificate (its chain after it) to serve TLS with on every listener but --pprof's, with --tls-key-file; read again on SIGHUP and whenever it changes")
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key-file", "", "PEM key of --tls-cert-file")
+	fs.StringVar(&cfg.ProxyPath, "proxy", "", "proxy `file` (YAML, docs/gateway.md): also run reverse proxies in front of logins that do not call guardian, each on its own listener; empty: none")
 	fs.Var((*urlList)(&cfg.WebhookURLs), "webhook-url", "send guardian's events (hard stops, resets, the global challenge, the fallback, reloads, list changes) to this `URL` as signed JSON POSTs (Standard Webhooks); repeat it for several receivers (GUARDIAN_WEBHOOK_URL holds one)")
 	fs.StringVar(&cfg.WebhookSecretFile, "webhook-secret-file", "", "`file` holding the webhooks' signing secret, whsec_ and base64 (required with --webhook-url)")
 	fs.StringVar(&tenantMetrics, "tenant-metrics", "", "comma-separated `tenants` (at most 64) that guardian_tenant_decisions_total counts under their own name; every other tenant counts as _other")
@@ -716,11 +719,12 @@ func checkTenant(name string) error {
 	return nil
 }
 
-const rulesHelp = `Usage: guardian rules check FILE
+const rulesHelp = `Usage: guardian rules check [FILE] [--proxy FILE]
        guardian rules explain [--format table|json] [FILE]
 
-Validates a rules file: prints every error as FILE:LINE: message on stderr.
-Exit status: 0 valid, 2 invalid.
+Validates a rules file, a proxy file given with --proxy, or both: prints
+every error as FILE:LINE: message on stderr. Exit status: 0 valid, 2
+invalid.
 `
 
 func rulesCmd(args []string, stdout, stderr io.Writer) int {
@@ -736,21 +740,62 @@ func rulesCmd(args []string, stdout, stderr io.Writer) int {
 		c.fail(stderr, "want 'guardian rules check FILE'")
 		return exitUsage
 	}
+	var proxyPath string
+	c.fs.StringVar(&proxyPath, "proxy", "", "also validate this proxy `file` (guardian serve --proxy)")
 	pos, code, ok := c.parse(args[1:], nil, stdout, stderr)
 	if !ok {
 		return code
 	}
-	if len(pos) != 1 {
-		c.fail(stderr, "want one rules file")
+	if len(pos) > 1 || (len(pos) == 0 && proxyPath == "") {
+		c.fail(stderr, "want one rules file, a --proxy file, or both")
 		return exitUsage
 	}
-	set := loadRulesFile(pos[0], stderr)
-	if set == nil {
-		return exitUsage
+	valid := true
+	if len(pos) == 1 {
+		set := loadRulesFile(pos[0], stderr)
+		if valid = set != nil; valid {
+			fmt.Fprintf(stdout, "%s: %d rules, valid, hash %s\n", pos[0], len(set.Rules), set.Hash())
+			if l := set.Lists; l.Len() > 0 {
+				fmt.Fprintf(stdout, "%s: lists: %d deny and %d allow entries, valid\n", pos[0], len(l.Deny), len(l.Allow))
+			}
+		}
 	}
-	fmt.Fprintf(stdout, "%s: %d rules, valid, hash %s\n", pos[0], len(set.Rules), set.Hash())
-	if l := set.Lists; l.Len() > 0 {
-		fmt.Fprintf(stdout, "%s: lists: %d deny and %d allow entries, valid\n", pos[0], len(l.Deny), len(l.Allow))
+	if proxyPath != "" {
+		f := loadProxyFile(proxyPath, stderr)
+		if f == nil {
+			valid = false
+		} else {
+			routes := 0
+			for _, p := range f.Proxies {
+				routes += len(p.Routes)
+			}
+			fmt.Fprintf(stdout, "%s: %d proxies, %d routes, valid\n", proxyPath, len(f.Proxies), routes)
+		}
+	}
+	if !valid {
+		return exitUsage
 	}
 	return exitOK
+}
+
+// loadProxyFile loads a proxy file, printing its errors, FILE:LINE:
+// message, on stderr; nil when it is not valid.
+func loadProxyFile(path string, stderr io.Writer) *gateway.File {
+	f, err := gateway.Load(path)
+	if err == nil {
+		return f
+	}
+	var errs gateway.Errors
+	if errors.As(err, &errs) {
+		for _, e := range errs {
+			fmt.Fprintln(stderr, e.Error())
+		}
+	} else {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		fmt.Fprintf(stderr, "%s: cannot read the proxy file: %v\n", path, err)
+	}
+	return nil
 }

@@ -98,6 +98,26 @@ func TestRulesCheckCommand(t *testing.T) {
 	}
 }
 
+func TestRulesCheckProxyFile(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "proxy.yaml")
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(good, []byte("version: 1\nproxies:\n  - listen: 127.0.0.1:8081\n    upstream: http://127.0.0.1:5232\n    routes:\n      - name: caldav\n        match: {path_prefix: /}\n        flow: login\n        account: {basic_auth: user}\n        outcome: {failure: [{status: 401}], success: [{status: 207}]}\n"), 0o600)
+	os.WriteFile(bad, []byte("version: 1\nproxies:\n  - listen: 127.0.0.1:8081\n    upstream: ftp://x\n    routes:\n      - name: caldav\n        match: {path_prefix: /}\n        flow: login\n        account: {cookie: sid}\n        outcome: {failure: [{status: 401}], success: [{status: 207}]}\n"), 0o600)
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"rules", "check", "--proxy", good}, env(nil), &out, &errOut); code != exitOK || out.String() != good+": 1 proxies, 1 routes, valid\n" {
+		t.Fatalf("valid proxy file: exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"rules", "check", "--proxy", bad}, env(nil), &out, &errOut); code != exitUsage {
+		t.Fatalf("invalid proxy file: exit %d, want 2", code)
+	}
+	lines := strings.Split(strings.TrimRight(errOut.String(), "\n"), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], bad+":4: upstream") || !strings.HasPrefix(lines[1], bad+":9: account") {
+		t.Fatalf("stderr %q, want errors at lines 4 and 9", errOut.String())
+	}
+}
+
 func TestServeRefusesBadNormalisationFlags(t *testing.T) {
 	tests := []struct {
 		name string

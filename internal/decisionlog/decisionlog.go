@@ -198,7 +198,7 @@ func (l *Log) Check(ctx context.Context, req engine.CheckRequest, d engine.Decis
 func (l *Log) Checked(ctx context.Context, req *engine.CheckRequest, ids *engine.Identifiers, d engine.Decision) {
 	tenant := keys.TenantOf(ctx)
 	ev := event.Event{Kind: event.Check, Flow: req.Flow, IP: l.names.ip(ids.IP).String(), Cost: req.Cost, Tenant: tenant,
-		Decision: d.Action, Rule: d.Rule, RequestID: requestid.From(ctx)}
+		Decision: d.Action, Rule: d.Rule, RequestID: requestid.From(ctx), Route: RouteFrom(ctx)}
 	if d.AttemptID != "" {
 		ev.ID = l.names.event(d.AttemptID)
 	} else {
@@ -221,6 +221,20 @@ func (l *Log) Checked(ctx context.Context, req *engine.CheckRequest, ids *engine
 // request id ctx carries.
 func (l *Log) Report(ctx context.Context, attemptID string, outcome engine.Outcome) {
 	l.append(&event.Event{Kind: event.Report, ID: l.names.event(attemptID), Outcome: outcome, RequestID: requestid.From(ctx)})
+}
+
+type routeKey struct{}
+
+// WithRoute returns ctx carrying the gateway route a check came through,
+// which the check's line names (route).
+func WithRoute(ctx context.Context, route string) context.Context {
+	return context.WithValue(ctx, routeKey{}, route)
+}
+
+// RouteFrom returns the route ctx carries (WithRoute), or "".
+func RouteFrom(ctx context.Context) string {
+	r, _ := ctx.Value(routeKey{}).(string)
+	return r
 }
 
 // randomID returns 16 random bytes in unpadded base64url, the form of every

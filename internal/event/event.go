@@ -86,6 +86,9 @@ type Event struct {
 	Decision  rules.Action
 	Rule      string
 	RequestID string
+	// Route is the gateway route a proxied check came through (package
+	// gateway); empty for a check through the API. A replay ignores it.
+	Route string
 }
 
 // eventJSON is the wire form of an Event; pointers tell absent fields from
@@ -108,6 +111,7 @@ type eventJSON struct {
 	Decision  *string `json:"decision"`
 	Rule      *string `json:"rule"`
 	RequestID *string `json:"request_id"`
+	Route     *string `json:"route"`
 }
 
 // Parse reads one line of the replay format. It checks the format, the
@@ -149,6 +153,9 @@ func Parse(line []byte) (Event, error) {
 	}
 	if w.RequestID != nil {
 		ev.RequestID = *w.RequestID
+	}
+	if w.Route != nil {
+		ev.Route = *w.Route
 	}
 	switch Kind(*w.Type) {
 	case Check:
@@ -260,8 +267,8 @@ func quote(s string) string {
 // AppendJSON appends ev as one line of the replay format, newline
 // included: ts (TimeLayout, UTC), type and id, then a check's flow,
 // account, ip, recipient, secret_fingerprint, cost and tenant (each only
-// when set; cost only when not 1), decision and rule (each only when set),
-// or a report's outcome, and last request_id when set.
+// when set; cost only when not 1), decision, rule and route (each only when
+// set), or a report's outcome, and last request_id when set.
 func (ev *Event) AppendJSON(b []byte) []byte {
 	b = append(b, `{"ts":"`...)
 	b = ev.Time.UTC().AppendFormat(b, TimeLayout)
@@ -302,6 +309,10 @@ func (ev *Event) AppendJSON(b []byte) []byte {
 		if ev.Rule != "" {
 			b = append(b, `,"rule":`...)
 			b = appendString(b, ev.Rule)
+		}
+		if ev.Route != "" {
+			b = append(b, `,"route":`...)
+			b = appendString(b, ev.Route)
 		}
 	case Report:
 		b = append(b, `,"outcome":`...)

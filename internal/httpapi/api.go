@@ -70,6 +70,10 @@ type Config struct {
 	// Revocations revokes service tokens fleet-wide (POST
 	// /v1/tokens/revoke); Tokens refuses what it revoked.
 	Revocations Revoker
+	// Proxies, when set, describes the gateway's proxies for GET
+	// /v1/proxies (a value encoding/json encodes: package gateway's
+	// View); nil: no proxy runs, and the answer lists none.
+	Proxies func() any
 	// Lists keeps the deny and allow lists (/v1/lists).
 	Lists Lister
 	// AdminApart serves the admin API and the console on a handler of
@@ -152,6 +156,7 @@ func New(cfg Config) *API {
 	admin.POST("/pseudonyms", a.pseudonym)
 	admin.POST("/accounts/reset", a.accountReset)
 	admin.POST("/tokens/revoke", a.deploymentWide, a.revokeToken)
+	admin.GET("/proxies", a.getProxies)
 	a.routeLists(admin)
 
 	a.router = r

@@ -82,7 +82,7 @@ func (a *API) check(c *gin.Context) {
 		status = http.StatusTooManyRequests
 	}
 	a.decided(c, string(d.Action), d.Rule, d.Degraded)
-	setCheckHeaders(c.Writer.Header(), &d)
+	SetCheckHeaders(c.Writer.Header(), &d)
 	writeAnswer(c, status, func(b []byte) []byte { return appendBreached(appendCheck(b, &d), br) })
 }
 
@@ -94,10 +94,10 @@ const (
 	hdrRetryAfter = "Retry-After"
 )
 
-// setCheckHeaders sets the rate-limit headers of the most constraining rate
+// SetCheckHeaders sets the rate-limit headers of the most constraining rate
 // rule, when one applied, and Retry-After on slow. The values share one
 // string and one slice, so the headers cost two allocations.
-func setCheckHeaders(h http.Header, d *engine.Decision) {
+func SetCheckHeaders(h http.Header, d *engine.Decision) {
 	q, slow := d.Quota, d.Action == rules.Slow
 	if q == nil && !slow {
 		return
@@ -297,6 +297,14 @@ func (a *API) getFleet(c *gin.Context) {
 	c.JSON(http.StatusOK, a.cfg.Fleet.View(c.Request.Context()))
 }
 
+func (a *API) getProxies(c *gin.Context) {
+	if a.cfg.Proxies == nil {
+		c.JSON(http.StatusOK, gin.H{"proxies": []any{}})
+		return
+	}
+	c.JSON(http.StatusOK, a.cfg.Proxies())
+}
+
 func (a *API) accountStatus(c *gin.Context) {
 	account, ok := c.GetQuery("account")
 	if !ok {
@@ -335,7 +343,17 @@ func (a *API) answerStatus(c *gin.Context, account string) {
 		"next_allowed_ms":      millis(st.NextAllowed),
 		"limits":               limitsJSON(st.Limits),
 		"remembered_guesses":   st.RememberedGuesses,
+		"networks":             networksJSON(st.Networks),
 	})
+}
+
+// networksJSON is the networks of an account's status: always an array.
+func networksJSON(ns []engine.NetworkStatus) []gin.H {
+	out := make([]gin.H, len(ns))
+	for i, n := range ns {
+		out[i] = gin.H{"network": n.Network, "consecutive_failures": n.ConsecutiveFailures, "blocked": n.Blocked}
+	}
+	return out
 }
 
 // accountRequest is the body of /v1/accounts/reset and of POST

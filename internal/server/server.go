@@ -29,6 +29,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/failclosed"
 	"github.com/guardian-sec/guardian/internal/filewatch"
 	"github.com/guardian-sec/guardian/internal/fleet"
+	"github.com/guardian-sec/guardian/internal/gateway"
 	"github.com/guardian-sec/guardian/internal/httpapi"
 	"github.com/guardian-sec/guardian/internal/incident"
 	"github.com/guardian-sec/guardian/internal/keys"
@@ -136,6 +137,11 @@ type Config struct {
 	// read them again, for new connections; a pair that does not load is
 	// refused, logged, and the pair in force stays.
 	TLSCertFile, TLSKeyFile string
+	// ProxyPath, when set, is a proxy file (package gateway,
+	// docs/gateway.md): Start also runs its reverse proxies, each on its
+	// own listener, deciding through the same engine. A file that does
+	// not parse stops New.
+	ProxyPath string
 	// WebhookURLs, when set, receive guardian's events (package webhook),
 	// signed with the secret of WebhookSecretFile ("whsec_" and base64, as
 	// the Standard Webhooks specification writes it), which they require.
@@ -201,6 +207,9 @@ type Server struct {
 	// serialises its reloads.
 	breached   breachedFile
 	breachedMu sync.Mutex
+
+	// gateway runs the proxies of Config.ProxyPath; nil without one.
+	gateway *gateway.Gateway
 }
 
 // New builds an instance from cfg; it loads the rules and opens the store but
@@ -218,6 +227,10 @@ func New(cfg Config) (*Server, error) {
 	if err := s.loadBreached(); err != nil {
 		return nil, err
 	}
+	proxies, err := s.loadGateway()
+	if err != nil {
+		return nil, err
+	}
 	st, storeHealthy, sh, err := s.openStore(s.metrics)
 	if err != nil {
 		return nil, err
@@ -232,7 +245,13 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.engine = s.newEngine(st, trail)
-	s.api = s.newAPI(trail, storeHealthy, tracer)
+	dec := s.decider()
+	if proxies != nil {
+		if s.gateway, err = s.newGateway(proxies, dec); err != nil {
+			return nil, err
+		}
+	}
+	s.api = s.newAPI(dec, trail, storeHealthy, tracer)
 	s.http = s.newHTTPServer(s.api)
 	if h := s.api.AdminHandler(); h != nil {
 		s.admin = s.newHTTPServer(h)
@@ -352,10 +371,10 @@ func (s *Server) newEngine(st store.Store, trail *audit.Log) *engine.Engine {
 }
 
 // newAPI returns the instance's HTTP API.
-func (s *Server) newAPI(trail *audit.Log, storeHealthy func() bool, tracer trace.Tracer) *httpapi.API {
+func (s *Server) newAPI(dec httpapi.Decider, trail *audit.Log, storeHealthy func() bool, tracer trace.Tracer) *httpapi.API {
 	cfg := s.cfg
 	return httpapi.New(httpapi.Config{
-		Engine:       s.decider(),
+		Engine:       dec,
 		Tokens:       s.keys.Service().WithRevocations(s.revoked),
 		Revocations:  s.revoked,
 		Lists:        listAdmin{s},
@@ -369,6 +388,7 @@ func (s *Server) newAPI(trail *audit.Log, storeHealthy func() bool, tracer trace
 		Metrics:      s.metrics,
 		Tracer:       tracer,
 		Breached:     &s.breached.holder,
+		Proxies:      s.proxiesView(),
 		Pseudonyms:   s.pseudonym,
 		Incident:     s.incidentFleet,
 		OnReset:      s.accountReset,
@@ -512,6 +532,15 @@ func (s *Server) Start() error {
 		ln.Close()
 		return err
 	}
+	if s.gateway != nil {
+		if err := s.gateway.Start(); err != nil {
+			ln.Close()
+			if s.adminLn != nil {
+				s.adminLn.Close()
+			}
+			return err
+		}
+	}
 	s.done = make(chan struct{})
 	if s.hooks != nil {
 		s.hooks.Start()
@@ -602,7 +631,7 @@ func (s *Server) AdminAddr() string {
 // Shutdown stops accepting requests and waits for in-flight ones to finish,
 // or for ctx to end.
 func (s *Server) Shutdown(ctx context.Context) error {
-	err := s.http.Shutdown(ctx)
+	err := errors.Join(s.http.Shutdown(ctx), s.shutdownGateway(ctx))
 	if s.admin != nil {
 		err = errors.Join(err, s.admin.Shutdown(ctx))
 	}

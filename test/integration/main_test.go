@@ -71,6 +71,9 @@ type fleetConfig struct {
 	hashKey secret.Key
 	// breached is every instance's --breached filter file, "" for none.
 	breached string
+	// proxy is the proxy file (guardian serve --proxy) of instance 0, ""
+	// for none.
+	proxy string
 	// webhookURLs and webhookSecretFile are every instance's webhooks.
 	webhookURLs       []string
 	webhookSecretFile string
@@ -120,6 +123,12 @@ func startFleet(t *testing.T, n int, cfg fleetConfig) []*instance {
 			sc.SigningKeyFile = cfg.keyFile(i)
 		}
 		sc.HashKey = cfg.hashKey
+		if cfg.proxy != "" && i == 0 {
+			sc.ProxyPath = filepath.Join(t.TempDir(), "proxy.yaml")
+			if err := os.WriteFile(sc.ProxyPath, []byte(cfg.proxy), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
 		srv, err := server.New(sc)
 		if err != nil {
 			t.Fatalf("instance %d: %v", i, err)

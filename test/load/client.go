@@ -18,8 +18,10 @@ import (
 // own HTTP. A conn is used by one worker at a time; after an error it
 // redials on the next request.
 type conn struct {
-	addr    string
-	auth    string // the Authorization header value, "" for none
+	addr string
+	auth string // the Authorization header value, "" for none
+	// extra are more header lines, each ending in CRLF.
+	extra   string
 	timeout time.Duration
 
 	c    net.Conn
@@ -77,6 +79,7 @@ func (cn *conn) roundTrip(method, path string, body []byte) (int, []byte, error)
 		b = append(b, cn.auth...)
 		b = append(b, "\r\n"...)
 	}
+	b = append(b, cn.extra...)
 	if body != nil {
 		b = append(b, "Content-Type: application/json\r\nContent-Length: "...)
 		b = strconv.AppendInt(b, int64(len(body)), 10)

@@ -56,6 +56,9 @@ type guardianOptions struct {
 	// (source-tree guardian only).
 	pprof bool
 	key   string
+	// proxyPath, when set, is a proxy file guardian also serves
+	// (serve --proxy).
+	proxyPath string
 }
 
 // startGuardian starts guardian and waits, at most timeout, until it serves.
@@ -73,6 +76,9 @@ func startGuardian(ctx context.Context, o guardianOptions, timeout time.Duration
 	}
 	if o.pprof {
 		args = append(args, "--pprof")
+	}
+	if o.proxyPath != "" {
+		args = append(args, "--proxy", o.proxyPath)
 	}
 	cmd := exec.Command(self, args...)
 	cmd.Env = append(os.Environ(), keyEnv+"="+o.key)
@@ -156,6 +162,9 @@ func startBinary(ctx context.Context, o guardianOptions, timeout time.Duration) 
 	args := append([]string{"serve", "--addr", addr, "--redis-url", o.redisURL, "--store-timeout", o.storeTimeout.String(), "--log-format", "json"}, o.redisFileFlags()...)
 	if o.rulesPath != "" {
 		args = append(args, "--rules", o.rulesPath)
+	}
+	if o.proxyPath != "" {
+		args = append(args, "--proxy", o.proxyPath)
 	}
 	cmd := exec.Command(o.bin, args...)
 	cmd.Env = append(os.Environ(), keyEnv+"="+o.key)
@@ -259,6 +268,7 @@ func serveChild(args []string) int {
 	rulesPath := fs.String("rules", "", "rules file; empty: the built-in rules")
 	storeTimeout := fs.Duration("store-timeout", 5*time.Millisecond, "deadline of one store call")
 	withPprof := fs.Bool("pprof", false, "serve net/http/pprof on a free port of 127.0.0.1")
+	proxyPath := fs.String("proxy", "", "proxy file (serve --proxy); empty: none")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -274,6 +284,7 @@ func serveChild(args []string) int {
 		Redis:        files,
 		SigningKey:   key,
 		StoreTimeout: *storeTimeout,
+		ProxyPath:    *proxyPath,
 		// guardian logs nothing per request at info level; warnings and
 		// errors still show on the run's stderr.
 		Logger: slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),

@@ -18,6 +18,10 @@
 //	open          the mix at a fixed arrival rate (open model), checks reported
 //	mix           the mix at maximum throughput, checks reported
 //	memory        checks of distinct new users, to measure Redis bytes per key
+//	proxy         GET /login with basic auth at --proxy-rate through guardian's
+//	              gateway (serve --proxy) in front of a trivial upstream, and
+//	              to the upstream direct: the latency gateway mode adds and
+//	              guardian's CPU per request beside the upstream's
 //
 // Latency in the open model runs from when a check was due, not from when
 // it was sent, so a stall shows in every check it delays (no coordinated
@@ -53,13 +57,16 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == childCommand {
 		os.Exit(serveChild(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == upstreamCommand {
+		os.Exit(serveUpstream())
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // config is the command line.
 type config struct {
 	duration, warmup   time.Duration
-	rate               float64
+	rate, proxyRate    float64
 	conns, openConns   int
 	phases             []string
 	memoryChecks       int64
@@ -85,10 +92,13 @@ type config struct {
 }
 
 // allPhases are the phases in the order they run, whatever the order of
-// --phases. Memory runs first, while Redis holds nothing but its own keys, so
-// that its figure is the cost of keys from zero to --memory-checks×3 and does
-// not depend on what the other phases left behind.
-var allPhases = []string{"memory", "healthz", "max", "open-healthz", "open-store", "open", "mix"}
+// --phases. The proxy phase runs first, before any phase has failed or left
+// checks unreported: its logins all succeed, and it measures them, not the
+// global failure-rate challenge the attack mix of the others sets off.
+// Memory runs next, while Redis holds little but its own keys, so that its
+// figure is the cost of keys from few to --memory-checks×3 and does not
+// depend on what the other phases left behind.
+var allPhases = []string{"proxy", "memory", "healthz", "max", "open-healthz", "open-store", "open", "mix"}
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	c := config{mix: &mix{}}
@@ -97,6 +107,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long each phase runs")
 	fs.DurationVar(&c.warmup, "warmup", 2*time.Second, "unmeasured load before each phase (connections, scripts, caches)")
 	fs.Float64Var(&c.rate, "rate", 2000, "arrival rate of the open phase, checks per second")
+	fs.Float64Var(&c.proxyRate, "proxy-rate", 1000, "arrival rate of the proxy phase (guardian's gateway in front of a trivial upstream, and the upstream direct), requests per second")
 	fs.IntVar(&c.conns, "conns", 8, "keep-alive connections at maximum throughput")
 	fs.IntVar(&c.openConns, "open-conns", 64, "keep-alive connections of the open phase: at most this many checks in flight")
 	phases := fs.String("phases", strings.Join(allPhases, ","), "phases to run, of "+strings.Join(allPhases, ","))
@@ -152,8 +163,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 			c.phases = append(c.phases, p)
 		}
 	}
-	if c.pprofPhase == "memory" || !contains(allPhases, c.pprofPhase) {
-		return c, fmt.Errorf("--pprof-phase: %q is not one of %s", c.pprofPhase, strings.Join(allPhases[1:], ", "))
+	// The memory and proxy phases measure what they measure their own way,
+	// without a profile.
+	if profiled := allPhases[2:]; !contains(profiled, c.pprofPhase) {
+		return c, fmt.Errorf("--pprof-phase: %q is not one of %s", c.pprofPhase, strings.Join(profiled, ", "))
 	}
 	switch {
 	case c.duration <= 0 || c.duration > time.Hour:
@@ -302,7 +315,24 @@ func bench(ctx context.Context, cfg *config, log io.Writer) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
+	var up *upstreamProc
+	var proxyPath, proxyListen string
+	if contains(cfg.phases, "proxy") {
+		if up, err = startUpstream(); err != nil {
+			return nil, err
+		}
+		defer up.stop()
+		dir, err := os.MkdirTemp("", "guardian-load-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		if proxyPath, proxyListen, err = writeProxyFile(dir, up.addr); err != nil {
+			return nil, err
+		}
+	}
 	g, err := startGuardian(ctx, guardianOptions{
+		proxyPath:    proxyPath,
 		bin:          cfg.guardianBin,
 		redisURL:     redisURL,
 		redisFiles:   cfg.redisFiles,
@@ -333,6 +363,15 @@ func bench(ctx context.Context, cfg *config, log io.Writer) (*result, error) {
 	for _, name := range cfg.phases {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		if name == "proxy" {
+			m.settle(ctx)
+			pr, err := proxyPhase(ctx, cfg, g, up, proxyListen)
+			if err != nil {
+				return nil, err
+			}
+			res.Proxy = pr
+			continue
 		}
 		if name == "memory" {
 			mr, err := memoryPhase(ctx, d, m, cfg)
@@ -374,6 +413,7 @@ func bench(ctx context.Context, cfg *config, log io.Writer) (*result, error) {
 		res.Phases = append(res.Phases, summarise(name, l, t, elapsed, before, after))
 	}
 	res.evaluate()
+	res.proxyTargets()
 	return res, nil
 }
 

@@ -15,6 +15,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == childCommand {
 		os.Exit(serveChild(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == upstreamCommand {
+		os.Exit(serveUpstream())
+	}
 	os.Exit(m.Run())
 }
 
@@ -28,6 +31,7 @@ func TestBenchEndToEnd(t *testing.T) {
 		duration:     500 * time.Millisecond,
 		warmup:       100 * time.Millisecond,
 		rate:         200,
+		proxyRate:    200,
 		conns:        2,
 		openConns:    8,
 		phases:       allPhases,
@@ -107,6 +111,20 @@ func TestBenchEndToEnd(t *testing.T) {
 	for _, f := range []string{"cpu.pprof", "allocs.pprof"} {
 		if fi, err := os.Stat(filepath.Join(prof, f)); err != nil || fi.Size() == 0 {
 			t.Errorf("profile %s: %v, want a profile", f, err)
+		}
+	}
+	// The proxy phase: duration × rate logins each way, all allowed and
+	// answered 200, guardian's CPU spent on the proxied ones only.
+	if p := res.Proxy; p == nil {
+		t.Error("no proxy phase")
+	} else {
+		for _, run := range []proxyRun{p.Direct, p.Proxied} {
+			if run.Requests != 100 || run.Errors != 0 || run.Latency.P50 <= 0 {
+				t.Errorf("proxy, %s: %d requests, %d errors (%s), p50 %v ms; want 100, none", run.Target, run.Requests, run.Errors, run.FirstError, run.Latency.P50)
+			}
+		}
+		if p.Proxied.GuardianCPU <= 0 || p.Proxied.UpstreamCPU <= 0 || p.CPURatio <= 0 {
+			t.Errorf("proxy: guardian CPU %v µs, upstream CPU %v µs per request; want both measured", p.Proxied.GuardianCPU, p.Proxied.UpstreamCPU)
 		}
 	}
 	if len(res.Targets) == 0 || res.Ceiling == nil {

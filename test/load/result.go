@@ -19,6 +19,7 @@ type result struct {
 	Micro         []microBench   `json:"micro_benchmarks,omitempty"`
 	Phases        []phaseResult  `json:"phases"`
 	Memory        *memoryResult  `json:"memory,omitempty"`
+	Proxy         *proxyResult   `json:"proxy,omitempty"`
 	Ceiling       *ceilingResult `json:"ceiling,omitempty"`
 	Targets       []targetResult `json:"targets"`
 	Profiles      string         `json:"profiles,omitempty"`
@@ -344,6 +345,17 @@ func printText(w io.Writer, r *result) {
 		for _, s := range m.Sample {
 			fmt.Fprintf(w, "  MEMORY USAGE %-24s %6.1f bytes per tracked key (%d keys in %d hashes; without the expiry entry)\n", s.Rule, s.Bytes, s.Keys, s.Hashes)
 		}
+	}
+	if p := r.Proxy; p != nil {
+		fmt.Fprintf(w, "\nproxy: GET /login with basic auth, open model %.0f/s, %d connections (a login checked and reported per request)\n", p.Rate, p.Conns)
+		for _, run := range []proxyRun{p.Direct, p.Proxied} {
+			fmt.Fprintf(w, "  %-22s %6.0f/s  p50 %.3f ms  p99 %.3f ms  p99.9 %.3f ms  %d errors  guardian CPU %.0f µs/req  upstream CPU %.0f µs/req\n",
+				run.Target, run.PerSec, run.Latency.P50, run.Latency.P99, run.Latency.P999, run.Errors, run.GuardianCPU, run.UpstreamCPU)
+			if run.FirstError != "" {
+				fmt.Fprintf(w, "    first error: %s\n", run.FirstError)
+			}
+		}
+		fmt.Fprintf(w, "  added by the gateway: p50 %+.3f ms, p99 %+.3f ms; guardian CPU ÷ upstream CPU per request %.2f\n", p.AddedP50, p.AddedP99, p.CPURatio)
 	}
 	if len(r.Micro) > 0 {
 		fmt.Fprintln(w, "\nGo benchmarks (-benchmem):")

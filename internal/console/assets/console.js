@@ -119,7 +119,31 @@
     else if (noLists) renderLists(null);
     if (set.status === "fulfilled") renderRules(set.value, explain.status === "fulfilled" ? explain.value : { rules: [] });
     if (shadow.status === "fulfilled") renderShadow(shadow.value);
+    refreshProxies();
     $("updated").textContent = "updated " + new Date().toLocaleTimeString();
+  }
+
+  // refreshProxies lists the gateway's proxies (guardian serve --proxy)
+  // and their routes; the section stays hidden when none runs.
+  async function refreshProxies() {
+    let v;
+    try {
+      v = await api("v1/proxies");
+    } catch (err) {
+      return; // an older instance without GET /v1/proxies
+    }
+    const list = v.proxies || [];
+    $("proxies-card").hidden = list.length === 0;
+    rows($("proxies").tBodies[0], list.flatMap((p) => (p.routes || []).map((r) => el("tr", {},
+      el("td", { class: "hash" }, p.addr || p.listen),
+      el("td", { class: "hash" }, p.upstream),
+      el("td", {}, el("span", { class: "badge " + (p.mode === "observe" ? "shadow" : "") }, p.mode)),
+      el("td", {}, el("code", {}, r.name)),
+      el("td", {}, (r.match.methods || []).join(" ") + " " + (r.match.path || (r.match.path_prefix || "") + "*")),
+      el("td", {}, r.flow),
+      el("td", {}, Object.entries(r.account).map(([k, x]) => k + ": " + x).join("")),
+      el("td", {}, r.challenge.type + (r.challenge.difficulty ? " " + r.challenge.difficulty : "") + (r.challenge.status ? " " + r.challenge.status : "")),
+    ))));
   }
 
   function tile(id, value, state) {
