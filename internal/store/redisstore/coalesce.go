@@ -66,9 +66,10 @@ func (c *coalescer) took(since time.Time) {
 	c.callTime.Store(old + (d-old)/8)
 }
 
-// fits reports whether a batch of n ops, queued now, would be sent before
-// deadline: the call in flight and one grouped call per maxGroupOps queued
-// ahead of it and with it, each as long as callTime. Under c.mu.
+// fits reports whether a batch of n ops, queued now, would be answered
+// before deadline: what is left of the call in flight (half a call, on
+// average) and one grouped call per maxGroupOps queued ahead of it and
+// with it, each as long as callTime. Under c.mu.
 func (c *coalescer) fits(n int, deadline time.Time, ok bool) bool {
 	if c.queued+n > c.maxQueued {
 		return c.queued == 0
@@ -76,8 +77,8 @@ func (c *coalescer) fits(n int, deadline time.Time, ok bool) bool {
 	if !ok {
 		return true
 	}
-	calls := 1 + (c.queued+n+maxGroupOps-1)/maxGroupOps
-	return time.Until(deadline) > time.Duration(int64(calls)*c.callTime.Load())
+	halves := 1 + 2*((c.queued+n+maxGroupOps-1)/maxGroupOps)
+	return 2*time.Until(deadline) > time.Duration(int64(halves)*c.callTime.Load())
 }
 
 // pending is a queued batch: its script arguments, made when it was queued
