@@ -235,3 +235,41 @@ func TestAbandonedBeforeSent(t *testing.T) {
 		t.Errorf("Redis ran %v for a check whose caller was gone", ran)
 	}
 }
+
+// TestAdmissionByDeadline: with the lane held and calls taking 10ms of
+// late, a batch whose deadline is 5ms away is refused at once — what is
+// left of the call in flight and its own call would outlast it — while one
+// with a second to spare queues and is spent.
+func TestAdmissionByDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	node := srv.Client(t)
+	g := newGate()
+	node.AddHook(g)
+	s := redisstore.New(node, redisstore.Config{Lanes: 1})
+	budget := rate("guardian:v3:{acct}:login", 1, time.Hour, 100)
+	var wg sync.WaitGroup
+	wg.Go(func() { do(t, s, budget) })
+	<-g.held
+	s.SetCallTime(10 * time.Millisecond)
+
+	short, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+	defer cancel()
+	if err := s.Do(short, []store.Op{budget}, make([]store.Result, 1)); !errors.Is(err, store.ErrOverloaded) {
+		t.Fatalf("a batch due in 5ms behind a 10ms call: err %v, want store.ErrOverloaded", err)
+	}
+	long, cancelLong := context.WithTimeout(context.Background(), time.Second)
+	defer cancelLong()
+	var err error
+	wg.Go(func() { err = s.Do(long, []store.Op{budget}, make([]store.Result, 1)) })
+	for s.Queued() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	close(g.opened)
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("a batch with a second to spare: %v", err)
+	}
+	if res := peek(t, s, budget); res[0].Remaining != 98 {
+		t.Errorf("after: %d remaining, want 98: the held check and the queued one spent, the refused one not", res[0].Remaining)
+	}
+}
