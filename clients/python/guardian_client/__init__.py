@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Optional, Union
 
 __all__ = [
-    "Client", "Policy", "Decision", "Attempt", "Limit", "ShadowResult", "ReportResult", "AccountStatus",
+    "Client", "Policy", "Decision", "Attempt", "Limit", "ShadowResult", "ReportResult", "AccountStatus", "NetworkStatus",
     "LocalLimits", "Rate", "Stats", "GuardianError", "UnavailableError", "ConfigError",
     "StaticToken", "FileToken", "Responder", "Response", "fingerprint",
     "RULE_LOCAL_ACCOUNT", "RULE_LOCAL_IP",
@@ -161,6 +161,10 @@ class Decision:
     shadow: tuple = ()
     trust: str = ""
     repeat_guess: bool = False
+    #: The check's fingerprint was one of the account's last failed ones,
+    #: but its free repeats for the day (20) were spent: the check counted
+    #: like any failure. Answer the end user alike either way.
+    repeat_capped: bool = False
     #: guardian did not answer and the policy decided; ``reason`` says why.
     unavailable: bool = False
     reason: str = ""
@@ -221,6 +225,23 @@ class AccountStatus:
     #: How many failed secret fingerprints guardian remembers for the
     #: account (at most 3, for 24 hours each).
     remembered_guesses: int = 0
+    #: The account's familiar networks (:class:`NetworkStatus`), each as a
+    #: check from there without a device token finds its own count;
+    #: ``consecutive_failures`` and ``blocked`` above are those of checks
+    #: from an unfamiliar network.
+    networks: tuple = ()
+
+
+@dataclass(frozen=True)
+class NetworkStatus:
+    """Where an account stands for checks from one of its familiar networks:
+    ``network`` is the network's pseudonym ("h-" and 22 characters),
+    ``blocked`` that checks from there without a device token are at its
+    hard stop."""
+
+    network: str
+    consecutive_failures: int
+    blocked: bool
 
 
 @dataclass(frozen=True)
@@ -659,7 +680,7 @@ class Client:
         w = self._admin("GET", "/v1/accounts/status?account=" + urllib.parse.quote(account, safe=""), None)
         return AccountStatus(int(w.get("consecutive_failures", 0)), bool(w.get("blocked")),
                              int(w.get("next_allowed_ms", 0)), _limits(w.get("limits")),
-                             int(w.get("remembered_guesses", 0)))
+                             int(w.get("remembered_guesses", 0)), _networks(w.get("networks")))
 
     def reset_account(self, account: str) -> None:
         """Lifts the account's hard stop and clears its counters (admin
@@ -808,6 +829,13 @@ def _limits(ws) -> tuple:
                  for w in ws if isinstance(w, dict))
 
 
+def _networks(ws) -> tuple:
+    if not isinstance(ws, list):
+        return ()
+    return tuple(NetworkStatus(str(w.get("network", "")), int(w.get("consecutive_failures", 0)), bool(w.get("blocked")))
+                 for w in ws if isinstance(w, dict))
+
+
 def _parse_decision(status, headers, data) -> Optional[Decision]:
     w = _json(data)
     if not isinstance(w, dict):
@@ -828,7 +856,8 @@ def _parse_decision(status, headers, data) -> Optional[Decision]:
         retry = _retry_after_ms(headers.get("retry-after", "")) or 0
     return Decision(action, rule=str(w.get("rule") or ""), retry_after_ms=retry, attempt_id=str(w.get("attempt_id") or ""),
                     degraded=bool(w.get("degraded")), limits=limits, shadow=shadow, trust=str(w.get("trust") or ""),
-                    repeat_guess=bool(w.get("repeat_guess")), ratelimit_policy=headers.get("ratelimit-policy", ""),
+                    repeat_guess=bool(w.get("repeat_guess")), repeat_capped=w.get("repeat_capped") is True,
+                    ratelimit_policy=headers.get("ratelimit-policy", ""),
                     ratelimit=headers.get("ratelimit", ""),
                     breached=w["breached"] if isinstance(w.get("breached"), bool) else None)
 

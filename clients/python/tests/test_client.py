@@ -10,9 +10,9 @@ import unittest
 
 from guardian_client import (Client, ConfigError, Decision, FileToken, GuardianError, LocalLimits, Policy, Rate,
                              Responder, UnavailableError, fingerprint, RULE_LOCAL_ACCOUNT, NoBreachedFilterError,
-                             password_sha1)
+                             password_sha1, NetworkStatus)
 
-from .fleet import BREACHED, ROOT, Fleet, free_port
+from .fleet import BREACHED, NETWORK_RULES, ROOT, Fleet, free_port
 
 
 def account() -> str:
@@ -82,6 +82,41 @@ class AgainstGuardian(unittest.TestCase):
         self.assertEqual([(l.rule, l.remaining) for l in d.limits], [("ct-account", 1)])
         admin = self.client(tokens=self.fleet.admin_token)
         self.assertEqual(admin.account_status(user).remembered_guesses, 1)
+
+    def test_repeat_capped(self):
+        c, user = self.client(), account()
+        fp = fingerprint(b"the auth service's fingerprint key", b"a constant fingerprint")
+        c.report(c.check("login", ip="203.0.113.7", account=user, secret_fingerprint=fp).attempt_id, "failure")
+        # 20 repeats a day are free; the 21st counts like any failure.
+        for _ in range(20):
+            d = c.check("login", ip="203.0.113.7", account=user, secret_fingerprint=fp)
+            self.assertEqual((d.decision, d.repeat_guess, d.repeat_capped), ("allow", True, False))
+        d = c.check("login", ip="203.0.113.7", account=user, secret_fingerprint=fp)
+        self.assertEqual((d.decision, d.repeat_guess, d.repeat_capped), ("allow", False, True))
+        self.assertEqual([(l.rule, l.remaining) for l in d.limits], [("ct-account", 0)])
+
+    def test_familiar_networks(self):
+        _, url = self.fleet.start_guardian(NETWORK_RULES, "networks.log")
+        c = Client(url, tokens=self.fleet.check_token, on_unavailable=Policy.FAIL_CLOSED, timeout=5.0)
+        admin = Client(url, tokens=self.fleet.admin_token, on_unavailable=Policy.FAIL_CLOSED, timeout=5.0)
+        self.addCleanup(c.close)
+        self.addCleanup(admin.close)
+        user = account()
+        self.assertEqual(admin.account_status(user).networks, ())
+        # The owner's success makes 198.51.100.0/24 familiar; failures from
+        # another of its addresses count there, not for other networks.
+        c.report(c.check("login", ip="198.51.100.7", account=user).attempt_id, "success")
+        for _ in range(3):
+            c.report(c.check("login", ip="198.51.100.9", account=user).attempt_id, "failure")
+        s = admin.account_status(user)
+        self.assertEqual((s.consecutive_failures, s.blocked), (0, False))
+        self.assertEqual(len(s.networks), 1)
+        n = s.networks[0]
+        self.assertIsInstance(n, NetworkStatus)
+        self.assertRegex(n.network, r"^h-[A-Za-z0-9_-]{22}$")
+        self.assertEqual((n.consecutive_failures, n.blocked), (3, True))
+        self.assertEqual(c.check("login", ip="198.51.100.9", account=user).decision, "block")
+        self.assertEqual(c.check("login", ip="203.0.113.7", account=user).decision, "allow")
 
     def test_report_twice(self):
         c, user = self.client(), account()
