@@ -64,6 +64,12 @@ export interface Decision {
   shadow: ShadowResult[];
   trust: string;
   repeatGuess: boolean;
+  /**
+   * The check's fingerprint was one of the account's last failed ones, but its
+   * free repeats for the day (20) were spent: the check counted like any
+   * failure. Answer the end user alike either way.
+   */
+  repeatCapped: boolean;
   /** The RateLimit-Policy and RateLimit headers as guardian sent them. */
   rateLimitPolicy: string;
   rateLimit: string;
@@ -113,6 +119,21 @@ export interface AccountStatus {
   limits: Limit[];
   /** Failed secret fingerprints guardian remembers for the account (at most 3, 24 h each). */
   rememberedGuesses: number;
+  /**
+   * The account's familiar networks, each as a check from there without a
+   * device token finds its own count; consecutiveFailures and blocked above
+   * are those of checks from an unfamiliar network.
+   */
+  networks: NetworkStatus[];
+}
+
+/** Where an account stands for checks from one of its familiar networks. */
+export interface NetworkStatus {
+  /** The network's pseudonym ("h-" and 22 characters). */
+  network: string;
+  consecutiveFailures: number;
+  /** Checks from the network without a device token are at its hard stop. */
+  blocked: boolean;
 }
 
 export interface Rate { burst: number; everyMs: number }

@@ -469,7 +469,7 @@ export class Client {
   async accountStatus(account) {
     const w = await this.#admin("GET", "/v1/accounts/status?account=" + encodeURIComponent(account));
     return { consecutiveFailures: w.consecutive_failures ?? 0, blocked: !!w.blocked, nextAllowedMs: w.next_allowed_ms ?? 0, limits: limits(w.limits),
-      rememberedGuesses: w.remembered_guesses ?? 0 };
+      rememberedGuesses: w.remembered_guesses ?? 0, networks: networks(w.networks) };
   }
 
   /** Lifts the account's hard stop after a verified reset (admin scope). */
@@ -563,8 +563,15 @@ function limits(ws) {
   return Array.isArray(ws) ? ws.map((l) => ({ rule: String(l?.rule ?? ""), remaining: Number(l?.remaining ?? 0), resetMs: Number(l?.reset_ms ?? 0) })) : [];
 }
 
+function networks(ws) {
+  return Array.isArray(ws)
+    ? ws.map((n) => ({ network: String(n?.network ?? ""), consecutiveFailures: Number(n?.consecutive_failures ?? 0), blocked: !!n?.blocked }))
+    : [];
+}
+
 function emptyDecision() {
   return { decision: "", rule: "", retryAfterMs: 0, attemptId: "", degraded: false, limits: [], shadow: [], trust: "", repeatGuess: false,
+    repeatCapped: false,
     rateLimitPolicy: "", rateLimit: "", unavailable: false, reason: "", challengePassed: false, breached: null };
 }
 
@@ -597,7 +604,7 @@ function parseDecision(a) {
     decision: w.decision, rule: String(w.rule ?? ""), retryAfterMs: retry, attemptId: String(w.attempt_id ?? ""),
     degraded: !!w.degraded, limits: limits(w.limits),
     shadow: Array.isArray(w.shadow) ? w.shadow.map((s) => ({ rule: String(s?.rule ?? ""), decision: String(s?.decision ?? ""), retryAfterMs: Number(s?.retry_after_ms ?? 0) })) : [],
-    trust: String(w.trust ?? ""), repeatGuess: !!w.repeat_guess,
+    trust: String(w.trust ?? ""), repeatGuess: !!w.repeat_guess, repeatCapped: w.repeat_capped === true,
     rateLimitPolicy: a.headers.get("ratelimit-policy") ?? "", rateLimit: a.headers.get("ratelimit") ?? "",
     unavailable: false, reason: "", challengePassed: false,
     breached: typeof w.breached === "boolean" ? w.breached : null,
