@@ -10,7 +10,7 @@ import unittest
 
 from guardian_client import (Client, ConfigError, Decision, FileToken, GuardianError, LocalLimits, Policy, Rate,
                              Responder, UnavailableError, fingerprint, RULE_LOCAL_ACCOUNT, NoBreachedFilterError,
-                             password_sha1, NetworkStatus)
+                             password_sha1, NetworkStatus, ListEntry, Lists)
 
 from .fleet import BREACHED, NETWORK_RULES, ROOT, Fleet, free_port
 
@@ -117,6 +117,47 @@ class AgainstGuardian(unittest.TestCase):
         self.assertEqual((n.consecutive_failures, n.blocked), (3, True))
         self.assertEqual(c.check("login", ip="198.51.100.9", account=user).decision, "block")
         self.assertEqual(c.check("login", ip="203.0.113.7", account=user).decision, "allow")
+
+    def test_lists(self):
+        _, url = self.fleet.start_guardian(NETWORK_RULES, "lists.log")
+        c = Client(url, tokens=self.fleet.check_token, on_unavailable=Policy.FAIL_CLOSED, timeout=5.0)
+        admin = Client(url, tokens=self.fleet.admin_token, on_unavailable=Policy.FAIL_CLOSED, timeout=5.0)
+        self.addCleanup(c.close)
+        self.addCleanup(admin.close)
+        user = account()
+        denied = admin.add_deny(account=user, ttl="1h", reason="incident 7")
+        self.assertTrue(denied.id)
+        self.assertRegex(denied.expires_at, r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+        d = c.check("login", ip="203.0.113.7", account=user)
+        self.assertEqual((d.decision, d.rule), ("block", "deny-list"))
+        self.assertGreater(d.retry_after_ms, 0)
+
+        allowed = admin.add_allow("192.0.2.0/28", ["ct-ip"], reason="office NAT")
+        self.assertIsNone(allowed.expires_at)
+        ls = admin.lists()
+        self.assertIsInstance(ls, Lists)
+        [deny] = [e for e in ls.deny if e.id == denied.id]
+        self.assertIsInstance(deny, ListEntry)
+        # The account only as its pseudonym.
+        self.assertRegex(deny.account, r"^h-[A-Za-z0-9_-]{22}$")
+        self.assertNotIn(user, repr(ls))
+        self.assertEqual((deny.network, deny.reason, deny.expires_at, deny.subject, deny.source),
+                         ("", "incident 7", denied.expires_at, "client-test", "api"))
+        [allow] = [e for e in ls.allow if e.id == allowed.id]
+        self.assertEqual((allow.network, allow.exempt, allow.reason, allow.expires_at), ("192.0.2.0/28", ("ct-ip",), "office NAT", None))
+
+        # An allow entry never lifts an account's limits.
+        with self.assertRaises(GuardianError) as e:
+            admin.add_allow("192.0.2.0/28", ["ct-hard-stop"])
+        self.assertEqual((e.exception.status, e.exception.code), (400, "invalid_field"))
+
+        admin.delete_list_entry(denied.id)
+        admin.delete_list_entry(allowed.id)
+        self.assertEqual(c.check("login", ip="203.0.113.7", account=user).decision, "allow")
+        self.assertEqual([e.id for e in admin.lists().deny + admin.lists().allow if e.id in (denied.id, allowed.id)], [])
+        with self.assertRaises(GuardianError) as e:
+            admin.delete_list_entry(denied.id)
+        self.assertEqual(e.exception.status, 404)
 
     def test_report_twice(self):
         c, user = self.client(), account()
