@@ -82,6 +82,41 @@ describe("against guardian", () => {
     assert.equal((await c.check({ flow: "login", ip: IP, account: user })).decision, "allow");
   });
 
+  test("deny and allow lists", async () => {
+    const { url } = await fleet.startGuardian(NETWORK_RULES, "lists.log");
+    const c = new Client(url, { tokens: fleet.checkToken, onUnavailable: Policy.FAIL_CLOSED, timeoutMs: 5000 });
+    const admin = new Client(url, { tokens: fleet.adminToken, onUnavailable: Policy.FAIL_CLOSED, timeoutMs: 5000 });
+    const user = account();
+    const denied = await admin.addDeny({ account: user, ttl: "1h", reason: "incident 7" });
+    assert.ok(denied.id);
+    assert.match(denied.expiresAt, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+    const d = await c.check({ flow: "login", ip: IP, account: user });
+    assert.deepEqual([d.decision, d.rule], ["block", "deny-list"]);
+    assert.ok(d.retryAfterMs > 0);
+
+    const allowed = await admin.addAllow({ network: "192.0.2.0/28", exempt: ["ct-ip"], reason: "office NAT" });
+    assert.equal(allowed.expiresAt, null);
+    const ls = await admin.lists();
+    const deny = ls.deny.find((e) => e.id === denied.id);
+    // The account only as its pseudonym.
+    assert.match(deny.account, /^h-[A-Za-z0-9_-]{22}$/);
+    assert.ok(!JSON.stringify(ls).includes(user));
+    assert.deepEqual([deny.network, deny.reason, deny.expiresAt, deny.subject, deny.source], ["", "incident 7", denied.expiresAt, "client-test", "api"]);
+    const allow = ls.allow.find((e) => e.id === allowed.id);
+    assert.deepEqual([allow.network, allow.exempt, allow.reason, allow.expiresAt], ["192.0.2.0/28", ["ct-ip"], "office NAT", null]);
+
+    // An allow entry never lifts an account's limits.
+    await assert.rejects(admin.addAllow({ network: "192.0.2.0/28", exempt: ["ct-hard-stop"] }),
+      (e) => e instanceof GuardianError && e.status === 400 && e.code === "invalid_field");
+
+    await admin.deleteListEntry(denied.id);
+    await admin.deleteListEntry(allowed.id);
+    assert.equal((await c.check({ flow: "login", ip: IP, account: user })).decision, "allow");
+    const left = await admin.lists();
+    assert.deepEqual([...left.deny, ...left.allow].filter((e) => e.id === denied.id || e.id === allowed.id), []);
+    await assert.rejects(admin.deleteListEntry(denied.id), (e) => e instanceof GuardianError && e.status === 404);
+  });
+
   test("slow with Retry-After", async () => {
     const c = client(), user = account();
     for (let i = 0; i < 2; i++) assert.equal((await c.check({ flow: "login", ip: IP, account: user })).decision, "allow");
