@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -234,6 +235,53 @@ func TestBasicAuthSlowedPastTheBurstAndTheOwnerGetsThroughOnTheDevice(t *testing
 		t.Errorf("guardian_proxy_outcomes_total{outcome=success}: got %v, want 2", got)
 	}
 	g.assertNoSecret(t, "right", "wrong-1")
+}
+
+func TestADeviceCookieIsKeptUntilNearItsExpiry(t *testing.T) {
+	g := newTestGateway(t, "enforce", "")
+	dev := cookieOf(g.basic(t, "alice", "right"), DeviceCookie)
+	if dev == nil {
+		t.Fatal("no device cookie after the first success")
+	}
+	if again := g.basic(t, "alice", "right", dev); again.StatusCode != http.StatusMultiStatus || cookieOf(again, DeviceCookie) != nil {
+		t.Fatalf("success on the device: got %d, cookie %v; want 207 and the cookie kept, none set", again.StatusCode, cookieOf(again, DeviceCookie))
+	}
+	if other := g.basic(t, "bob", "right", dev); cookieOf(other, DeviceCookie) != nil {
+		t.Fatalf("a failure of another account set a device cookie")
+	}
+	// 61 days on, the cookie expires within deviceRenewal: renewed.
+	later := time.Now().Add(61 * 24 * time.Hour)
+	g.gw.challenges.now = func() time.Time { return later }
+	renewed := cookieOf(g.basic(t, "alice", "right", dev), DeviceCookie)
+	if renewed == nil || renewed.Value == dev.Value {
+		t.Fatalf("near its expiry: got %v, want a new device cookie", renewed)
+	}
+}
+
+func TestRenewDeviceReadsTheExpiry(t *testing.T) {
+	g := newTestGateway(t, "enforce", "")
+	now := time.Now()
+	g.gw.challenges.now = func() time.Time { return now }
+	tok := func(payload string) string {
+		return "eyJhbGciOiJIUzI1NiJ9." + base64.RawURLEncoding.EncodeToString([]byte(payload)) + ".sig"
+	}
+	tests := []struct {
+		tok  string
+		want bool
+	}{
+		{tok(fmt.Sprintf(`{"sub":"a","exp":%d}`, now.Add(60*24*time.Hour).Unix())), false},
+		{tok(fmt.Sprintf(`{"sub":"a","exp":%d}`, now.Add(29*24*time.Hour).Unix())), true},
+		{tok(`{"sub":"a"}`), true},
+		{tok(`not json`), true},
+		{"no-dots", true},
+		{"a.!!!.b", true},
+		{tok(`{"sub":"` + strings.Repeat("a", 2000) + `"}`), true},
+	}
+	for _, tt := range tests {
+		if got := g.gw.renewDevice(tt.tok); got != tt.want {
+			t.Errorf("renewDevice(%.60s…) = %v, want %v", tt.tok, got, tt.want)
+		}
+	}
 }
 
 // assertNoSecret fails when a password is in the logs or the metrics.
