@@ -61,6 +61,10 @@ type proxy struct {
 	// routes[i] the series of its i-th route, resolved once each.
 	upstream lazy[prometheus.Observer]
 	routes   []routeMetrics
+	// bound[i] is what a challenge of the i-th route is bound to: its
+	// name, after the proxy's tenant if it has one, so that a pass earned
+	// in one tenant is no pass in another.
+	bound []string
 }
 
 // state is what one request through a proxy carries to the upstream's
@@ -92,6 +96,11 @@ func newProxy(gw *Gateway, px *Proxy) *proxy {
 	p.upstream.resolve = func() prometheus.Observer { return m.upstream.WithLabelValues(px.Name) }
 	for i := range px.Routes {
 		p.routes[i].init(m, px.Name, px.Routes[i].Name)
+		bound := px.Routes[i].Name
+		if px.Tenant != "" {
+			bound = px.Tenant + "/" + bound
+		}
+		p.bound = append(p.bound, bound)
 	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
@@ -113,7 +122,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Header.Set("X-Request-Id", id)
 	}
 	w.Header().Set("X-Request-Id", id)
-	ctx := requestid.With(r.Context(), id)
+	ctx := keys.WithTenant(requestid.With(r.Context(), id), p.Tenant)
 	if strings.HasPrefix(r.URL.Path, "/.guardian/") {
 		p.gw.serveGuardian(w, r.WithContext(ctx), p)
 		return
@@ -182,7 +191,7 @@ func (p *proxy) checked(w http.ResponseWriter, r *http.Request, ctx context.Cont
 		req.DeviceToken = c.Value
 	}
 	// The binding is an HMAC: made only for a pass or a challenge.
-	bind := func() [bindLen]byte { return p.gw.challenges.binding(account, client, rt.Name) }
+	bind := func() [bindLen]byte { return p.gw.challenges.binding(account, client, p.bound[i]) }
 	if pass := passOf(r); pass != "" && p.gw.challenges.redeem(pass, bind()) == nil {
 		req.ChallengePassed = true
 	}

@@ -431,3 +431,56 @@ func TestEngineErrorsAnswerTheErrorShape(t *testing.T) {
 		t.Errorf("an account too long: got %d %+v", resp.StatusCode, e)
 	}
 }
+
+func TestProxiesOfTwoTenantsKeepAnAccountsBudgetsApart(t *testing.T) {
+	up := newTestUpstream(t)
+	proxy := func(listen, tenant string) string {
+		return fmt.Sprintf(`
+  - listen: %s
+    upstream: %s
+    tenant: %s
+    routes:
+      - name: basic
+        match: {path_prefix: /dav/}
+        flow: login
+        account: {basic_auth: user}
+        outcome:
+          failure: [{status: [401]}]
+          success: [{status: [207]}]`, listen, up.URL, tenant)
+	}
+	f, err := Parse("test.yaml", []byte("version: 1\nproxies:"+proxy("127.0.0.1:1", "acme")+proxy("127.0.0.1:2", "globex")+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, key := newTestEngine(t)
+	gw, err := New(Config{File: f, Decider: eng, ChallengeKey: key.Derive("c"), FingerprintKey: key.Derive("f")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acme, globex := httptest.NewServer(gw.Handler(0)), httptest.NewServer(gw.Handler(1))
+	t.Cleanup(acme.Close)
+	t.Cleanup(globex.Close)
+	login := func(srv *httptest.Server, pass string) *http.Response {
+		req, _ := http.NewRequest("PROPFIND", srv.URL+"/dav/", nil)
+		req.SetBasicAuth("alice", pass)
+		return do(t, req)
+	}
+	for i := range 3 {
+		if resp := login(acme, fmt.Sprint("wrong-", i)); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("acme failure %d: got %d, want 401", i, resp.StatusCode)
+		}
+	}
+	if resp := login(acme, "wrong-3"); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("acme past the burst: got %d, want 429", resp.StatusCode)
+	}
+	if resp := login(globex, "wrong-0"); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("globex, the same account: got %d, want 401 (a budget of its own)", resp.StatusCode)
+	}
+	// A success is reported in the check's own tenant: it earns a device.
+	if resp := login(globex, "right"); resp.StatusCode != http.StatusMultiStatus || cookieOf(resp, DeviceCookie) == nil {
+		t.Fatalf("globex success: got %d, cookie %v; want 207 and a device cookie", resp.StatusCode, cookieOf(resp, DeviceCookie))
+	}
+	if v := gw.View(); v.Proxies[0].Tenant != "acme" || v.Proxies[1].Tenant != "globex" {
+		t.Errorf("view tenants: got %q, %q", v.Proxies[0].Tenant, v.Proxies[1].Tenant)
+	}
+}
