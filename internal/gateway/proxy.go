@@ -121,7 +121,9 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		id = requestid.New()
 		r.Header.Set("X-Request-Id", id)
 	}
-	w.Header().Set("X-Request-Id", id)
+	// One value for the answer's header and the request's: a Set
+	// replaces it, an Add (cap 1) copies it first.
+	w.Header()["X-Request-Id"] = r.Header["X-Request-Id"][:1:1]
 	ctx := keys.WithTenant(requestid.With(r.Context(), id), p.Tenant)
 	if strings.HasPrefix(r.URL.Path, "/.guardian/") {
 		p.gw.serveGuardian(w, r.WithContext(ctx), p)
@@ -344,9 +346,12 @@ func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 			proto = v
 		}
 	}
-	out.Header.Set("X-Forwarded-For", xff)
-	out.Header.Set("X-Forwarded-Proto", proto)
-	out.Header.Set("X-Forwarded-Host", in.Host)
+	// One array behind the three values (cap 1 each, as Set makes them).
+	fwd := [...]string{xff, proto, in.Host}
+	vals := fwd[:]
+	out.Header["X-Forwarded-For"] = vals[0:1:1]
+	out.Header["X-Forwarded-Proto"] = vals[1:2:2]
+	out.Header["X-Forwarded-Host"] = vals[2:3:3]
 	out.Header.Del(PassHeader)
 	out.Header.Del(BreachedHeaderName)
 	stripCookies(out.Header)
