@@ -349,6 +349,7 @@ func parseDecision(a answer, now time.Time) (Decision, bool) {
 		AttemptID:       w.AttemptID,
 		Degraded:        w.Degraded,
 		RepeatGuess:     w.RepeatGuess,
+		RepeatCapped:    w.RepeatCapped,
 		Trust:           w.Trust,
 		Limits:          limits(w.Limits),
 		Shadow:          make([]ShadowResult, len(w.Shadow)),
@@ -471,7 +472,21 @@ func (c *Client) AccountStatus(ctx context.Context, account string) (AccountStat
 		NextAllowed:         time.Duration(w.NextAllowedMS) * time.Millisecond,
 		Limits:              limits(w.Limits),
 		RememberedGuesses:   w.RememberedGuesses,
+		Networks:            networks(w.Networks),
 	}, nil
+}
+
+// networks converts a status's familiar networks; none is nil (a server
+// of before familiar networks sends none).
+func networks(ws []wireNetwork) []NetworkStatus {
+	if len(ws) == 0 {
+		return nil
+	}
+	out := make([]NetworkStatus, len(ws))
+	for i, n := range ws {
+		out[i] = NetworkStatus(n)
+	}
+	return out
 }
 
 // ResetAccount lifts account's hard stop and clears its counters in
@@ -677,6 +692,7 @@ type (
 		AttemptID    string       `json:"attempt_id"`
 		Degraded     bool         `json:"degraded"`
 		RepeatGuess  bool         `json:"repeat_guess"`
+		RepeatCapped bool         `json:"repeat_capped"`
 		Trust        string       `json:"trust"`
 		Limits       []wireLimit  `json:"limits"`
 		Shadow       []wireShadow `json:"shadow"`
@@ -701,11 +717,17 @@ type (
 		DeviceToken string `json:"device_token"`
 	}
 	wireStatus struct {
-		ConsecutiveFailures int64       `json:"consecutive_failures"`
-		Blocked             bool        `json:"blocked"`
-		NextAllowedMS       int64       `json:"next_allowed_ms"`
-		Limits              []wireLimit `json:"limits"`
-		RememberedGuesses   int64       `json:"remembered_guesses"`
+		ConsecutiveFailures int64         `json:"consecutive_failures"`
+		Blocked             bool          `json:"blocked"`
+		NextAllowedMS       int64         `json:"next_allowed_ms"`
+		Limits              []wireLimit   `json:"limits"`
+		RememberedGuesses   int64         `json:"remembered_guesses"`
+		Networks            []wireNetwork `json:"networks"`
+	}
+	wireNetwork struct {
+		Network             string `json:"network"`
+		ConsecutiveFailures int64  `json:"consecutive_failures"`
+		Blocked             bool   `json:"blocked"`
 	}
 	wireReset struct {
 		Account string `json:"account"`

@@ -187,6 +187,13 @@ func TestCheckReadsGuardiansDecision(t *testing.T) {
 				RateLimitPolicy: `"login-account";q=5;w=300`, RateLimit: `"login-account";r=4;t=60`},
 		},
 		{
+			name: "allow, a repeat past the free ones",
+			handler: answer(200, `{"decision":"allow","retry_after_ms":0,"attempt_id":"att-2","degraded":false,"repeat_guess":false,
+				"repeat_capped":true,"limits":[],"shadow":[]}`),
+			want: client.Decision{Action: client.Allow, AttemptID: "att-2", RepeatCapped: true,
+				Limits: []client.Limit{}, Shadow: []client.ShadowResult{}},
+		},
+		{
 			name: "challenge, degraded, with a shadow rule",
 			handler: answer(200, `{"decision":"challenge","rule":"login-global-failures","attempt_id":"att-2","degraded":true,"trust":"network",
 				"limits":[],"shadow":[{"rule":"login-ip-strict","decision":"block","retry_after_ms":0}]}`),
@@ -670,7 +677,8 @@ func TestAccountStatusAndReset(t *testing.T) {
 		switch r.URL.Path {
 		case "/v1/accounts/status":
 			answer(200, `{"consecutive_failures":100,"blocked":true,"next_allowed_ms":1500,"remembered_guesses":2,
-				"limits":[{"rule":"login-hard-stop","remaining":0,"reset_ms":7776000000}]}`)(w, r)
+				"limits":[{"rule":"login-hard-stop","remaining":0,"reset_ms":7776000000}],
+				"networks":[{"network":"h-q3bVd0Z8kL2mXn5pR7sT1u","consecutive_failures":4,"blocked":false}]}`)(w, r)
 		case "/v1/accounts/reset":
 			answer(200, `{"reset":true}`)(w, r)
 		}
@@ -681,7 +689,8 @@ func TestAccountStatusAndReset(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := client.AccountStatus{ConsecutiveFailures: 100, Blocked: true, NextAllowed: 1500 * time.Millisecond, RememberedGuesses: 2,
-		Limits: []client.Limit{{Rule: "login-hard-stop", Remaining: 0, Reset: 90 * 24 * time.Hour}}}
+		Limits:   []client.Limit{{Rule: "login-hard-stop", Remaining: 0, Reset: 90 * 24 * time.Hour}},
+		Networks: []client.NetworkStatus{{Network: "h-q3bVd0Z8kL2mXn5pR7sT1u", ConsecutiveFailures: 4}}}
 	if !reflect.DeepEqual(st, want) {
 		t.Fatalf("AccountStatus() = %+v, want %+v", st, want)
 	}

@@ -112,6 +112,10 @@ type Decision struct {
 	// the account's last failed ones: the check cost the account nothing.
 	// The secret must be verified all the same.
 	RepeatGuess bool
+	// RepeatCapped reports that it was one of them, but the account's free
+	// repeats for the day (20) were spent: the check counted like any
+	// failure. Answer the end user alike either way.
+	RepeatCapped bool
 	// Trust is the bucket guardian's account rules counted the check in:
 	// "device", "network", "challenge" or "none"; empty when guardian did
 	// not answer.
@@ -196,11 +200,12 @@ type ReportResult struct {
 
 // AccountStatus is where an account stands in guardian (admin scope).
 type AccountStatus struct {
-	// ConsecutiveFailures is the account's count of failures since its last
-	// success.
+	// ConsecutiveFailures is the account's count of failures, for checks
+	// from networks it is not familiar with, that no success from their
+	// own address lifted.
 	ConsecutiveFailures int64
-	// Blocked reports that the hard stop is in force: only ResetAccount
-	// lifts it.
+	// Blocked reports that the hard stop is in force for those checks:
+	// only ResetAccount lifts it.
 	Blocked bool
 	// NextAllowed is how long until an untrusted check of the account could
 	// be allowed; zero when one could be now.
@@ -210,4 +215,19 @@ type AccountStatus struct {
 	// RememberedGuesses is how many failed secret fingerprints guardian
 	// remembers for the account (at most 3, for 24 hours each).
 	RememberedGuesses int64
+	// Networks are the account's familiar networks, each as a check from
+	// there without a device token finds its own count.
+	Networks []NetworkStatus
+}
+
+// NetworkStatus is where an account stands for checks from one of its
+// familiar networks.
+type NetworkStatus struct {
+	// Network is the network's pseudonym ("h-" and 22 characters).
+	Network string
+	// ConsecutiveFailures is the network's own count.
+	ConsecutiveFailures int64
+	// Blocked reports that checks from the network without a device token
+	// are at its hard stop.
+	Blocked bool
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/otp"
 	"github.com/guardian-sec/guardian/internal/plan"
 	"github.com/guardian-sec/guardian/internal/rules"
+	"github.com/guardian-sec/guardian/internal/store"
 )
 
 // build fills p with the plan of a check of flow spending cost, whose
@@ -58,6 +59,7 @@ func (e *Engine) build(p *plan.Plan, rs *ruleSet, flow rules.Flow, cost int64, s
 		if settles {
 			loginlimits.Settle(&en)
 		}
+		s.exemptFrom(&en)
 		switch {
 		case r.Type == rules.Distinct:
 			s.addDistinct(p, en)
@@ -77,6 +79,26 @@ func (e *Engine) build(p *plan.Plan, rs *ruleSet, flow rules.Flow, cost int64, s
 	return nil
 }
 
+// exemptFrom makes en, the entry of a rule for the check of s, exempt from its
+// rule where contract 8.1 says so: a check with a valid device token is
+// never slowed or challenged by an address rule, and neither it nor a check
+// whose end user passed a challenge by a distinct rule. The op still
+// counts; as a soft op it denies nothing. A passed challenge does not
+// bypass other address rules (7.1).
+func (s *subjects) exemptFrom(en *plan.Entry) {
+	r := en.Rule
+	switch {
+	case r.Type == rules.Distinct && (s.trusted || s.passed):
+	case r.Key == rules.KeyIP && s.trusted:
+	default:
+		return
+	}
+	en.Exempt = true
+	if en.Op.Role != store.Shadow {
+		en.Op.Role = store.Soft
+	}
+}
+
 // distinctMemberLen is how many characters of the account's subject a
 // distinct rule counts it by: 96 bits, so that two of a network's accounts
 // coincide with odds far below the estimate's own error.
@@ -94,6 +116,10 @@ func (s *subjects) addDistinct(p *plan.Plan, en plan.Entry) {
 	en.Op.Member = s.account[:distinctMemberLen]
 	if en.Rule.Count == rules.Failures && s.trusted {
 		en.Op.Cost = 0
+	}
+	if en.Success.Action == store.Add {
+		// A success stops the account counting (loginlimits.Settle).
+		en.Success.Member = en.Op.Member
 	}
 	p.Add(en)
 }

@@ -56,6 +56,10 @@ type Decision struct {
 	// as one of its last failed ones: the check spent nothing on the
 	// account's own rules (guess.go).
 	RepeatGuess bool
+	// RepeatCapped reports that the guess was one of those, but the
+	// account's free repeats for the day were spent: the check counted
+	// like any failure (guess.go).
+	RepeatCapped bool
 }
 
 // Limit is where one rule stands after a check.
@@ -237,7 +241,8 @@ func (e *Engine) decide(p *plan.Plan, s *subjects, d *Decision) {
 	if quota.Rule != "" {
 		d.Quota = &quota
 	}
-	d.Trust, d.RepeatGuess = s.trust(p), repeatGuess(p)
+	d.Trust = s.trust(p)
+	d.RepeatGuess, d.RepeatCapped = repeatGuess(p)
 }
 
 // decideRule folds what the store found for en, the entry of a rule, into
@@ -254,6 +259,8 @@ func (e *Engine) decideRule(en *plan.Entry, rs *store.Result, q *Quota, d *Decis
 		// never block an account for a table's size.
 		action = rules.Slow
 	}
+	// An exempt check counts on the rule, which decides nothing for it.
+	denied := !rs.Allowed && !en.Exempt
 	retry := rs.RetryAfter
 	if action == rules.Slow && retry == 0 && !rs.Allowed {
 		// A slowing consecutive-failure count lifts when it is forgotten.
@@ -265,7 +272,7 @@ func (e *Engine) decideRule(en *plan.Entry, rs *store.Result, q *Quota, d *Decis
 	if r.Mode == rules.Shadow {
 		var tripped rules.Action
 		var key string
-		if !rs.Allowed {
+		if denied {
 			tripped, key = action, e.hasher.SubjectPseudonym(en.Subject)
 			d.Shadow = append(d.Shadow, ShadowTrip{Rule: r.Name, Action: action, RetryAfter: retry})
 			e.metrics.RuleTrips.WithLabelValues(r.Name, string(rules.Shadow), string(action)).Inc()
@@ -279,13 +286,13 @@ func (e *Engine) decideRule(en *plan.Entry, rs *store.Result, q *Quota, d *Decis
 		// A distinct rule is neither a rate nor a count of failures.
 		d.Limits = append(d.Limits, Limit{Rule: r.Name, Remaining: rs.Remaining, Reset: rs.ResetAfter})
 	}
-	if r.Type == rules.Rate {
+	if r.Type == rules.Rate && !en.Exempt {
 		c := Quota{Rule: r.Name, Burst: r.Burst, Window: time.Duration(r.Burst) * r.Interval(), Remaining: rs.Remaining, Reset: rs.ResetAfter}
 		if q.Rule == "" || c.Remaining < q.Remaining || (c.Remaining == q.Remaining && c.Reset > q.Reset) {
 			*q = c
 		}
 	}
-	if !rs.Allowed {
+	if denied {
 		e.metrics.RuleTrips.WithLabelValues(r.Name, string(rules.Enforce), string(action)).Inc()
 		e.tally.Tripped(r.Name, action, en.Subject)
 		raise(d, action, r.Name, retry)

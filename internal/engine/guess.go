@@ -39,9 +39,22 @@ import (
 // becomes free. On a Cluster, where the memory cannot see that denial, the
 // guess is forgotten again, which may forget one that concurrent tries
 // found; it then costs again, the strict side.
+//
+// A repeat is free at most freeRepeats times per account and day (a rate
+// of its own, burst freeRepeats, refilling over freeRepeatsPer): past that
+// it spends and counts like any failure, and the answer says so
+// (Decision.RepeatCapped). So an auth service that sends a constant or
+// wrong fingerprint, which makes every guess look like a repeat, cannot
+// remove an account's limits: an attacker gets at most 20 more guesses a
+// day than the account's rules allow.
 const (
 	rememberedGuesses = 3
 	guessHold         = 24 * time.Hour
+	freeRepeats       = 20
+	freeRepeatsPer    = 24 * time.Hour
+	// repeatsName names the store key of the account's allowance of free
+	// repeats, in the memory's slot.
+	repeatsName = "_repeats"
 	// guessesName names the memory's store key beside the account's
 	// rules: '_' is in no rule name. The memory is no rule: its op names
 	// none, in metrics or anywhere else.
@@ -109,15 +122,27 @@ func (e *Engine) addGuesses(p *plan.Plan, s *subjects) {
 		Success: store.Settlement{Action: store.Forget},
 		Failure: store.Settlement{Action: store.Confirm, Guess: s.guess, Span: guessHold},
 	})
+	p.Add(plan.Entry{
+		Kind: plan.Repeats,
+		Op: store.Op{Key: repeatsKey(s.account), Role: store.Soft, Cost: 1, OnRepeat: true,
+			Limit: store.Rate{Interval: freeRepeatsPer / freeRepeats, Burst: freeRepeats}},
+		Subject: s.account,
+		Bit:     plan.NoBit,
+	})
 }
 
+// repeatsKey is the store key of the account's allowance of free repeats.
+func repeatsKey(account string) string { return keys.StoreKey(account, repeatsName) }
+
 // repeatGuess reports whether p's memory of guesses found the check's guess
-// remembered.
-func repeatGuess(p *plan.Plan) bool {
+// remembered and free, and whether it found it but the account's free
+// repeats were spent (capped).
+func repeatGuess(p *plan.Plan) (repeat, capped bool) {
 	for i := range p.Entries() {
 		if en := &p.Entries()[i]; en.Kind == plan.Guesses {
-			return p.Result(en).Repeat
+			r := p.Result(en)
+			return r.Repeat, r.Capped
 		}
 	}
-	return false
+	return false, false
 }

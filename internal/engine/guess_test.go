@@ -357,6 +357,7 @@ func testConcurrentFirstTries(t *testing.T, h *harness) {
 		wg      sync.WaitGroup
 		mu      sync.Mutex
 		repeats int
+		capped  int
 		start   = make(chan struct{})
 	)
 	for range callers {
@@ -372,16 +373,22 @@ func testConcurrentFirstTries(t *testing.T, h *harness) {
 			if d.RepeatGuess {
 				repeats++
 			}
+			if d.RepeatCapped {
+				capped++
+			}
 		})
 	}
 	close(start)
 	wg.Wait()
-	if repeats != callers-1 {
-		t.Errorf("%d repeats, want %d", repeats, callers-1)
+	// One try records the guess, the next 20 are free (the day's free
+	// repeats), and the other 29 count like any failure: 2 fit the
+	// account's burst, 27 are slowed.
+	if repeats != 20 || capped != callers-21 {
+		t.Errorf("%d free repeats and %d capped, want 20 and %d", repeats, capped, callers-21)
 	}
 	d := h.guess(t, guessIP, "a", "")
-	if !d.RepeatGuess || limit(t, d, "login-account") != 2 || limit(t, d, "login-pair") != 99 || limit(t, d, "login-hard-stop") != 99 {
-		t.Errorf("after the race: repeat %v, %+v; want one spend on each account rule", d.RepeatGuess, d.Limits)
+	if d.RepeatGuess || !d.RepeatCapped || limit(t, d, "login-account") != 0 || limit(t, d, "login-pair") != 97 || limit(t, d, "login-hard-stop") != 97 {
+		t.Errorf("after the race: repeat %v capped %v, %+v; want three spends on each account rule", d.RepeatGuess, d.RepeatCapped, d.Limits)
 	}
 	if got := limit(t, d, "login-ip"); got != 100-callers-1 {
 		t.Errorf("login-ip remaining %d, want %d: every try counts on the address", got, 100-callers-1)

@@ -40,6 +40,7 @@ var settlingRules = []string{
 	"key: secret, type: rate, count: failures, limit: 1000, per: 1h, burst: 1000, action: challenge",
 	"key: account, type: rate, count: failures, limit: 1000, per: 1h, burst: 1000, mode: shadow",
 	"key: account, type: consecutive_failures, limit: 100, mode: shadow",
+	"key: ip, type: distinct, of: account, count: failures, limit: 1000, per: 24h",
 }
 
 // otherRules are rules a report settles nothing of.
@@ -47,7 +48,7 @@ var otherRules = []string{
 	"key: account, type: rate, limit: 1000, per: 1h, burst: 1000",
 	"key: ip, type: rate, limit: 1000, per: 1h, burst: 1000, ipv4_prefix: %d, ipv6_prefix: %d",
 	"key: recipient, type: rate, limit: 1000, per: 1h, burst: 1000, mode: shadow",
-	"key: ip, type: distinct, of: account, limit: 1000, per: 24h",
+	"key: ip, type: distinct, of: account, count: attempts, limit: 1000, per: 24h",
 	"key: global, type: failure_rate, limit: 1000000, per: 1m",
 }
 
@@ -287,6 +288,13 @@ func playMaxFlow(t *testing.T, h *harness, flow rules.Flow, ip string) int {
 			got, was := remaining(again, name), remaining(d, name)
 			if r.Type == rules.ConsecutiveFailures {
 				was = r.Limit - 1
+			}
+			if r.Type == rules.ConsecutiveFailures && r.Key == rules.KeyAccount && c.device == "" && netip.MustParseAddr(ip).Is4() {
+				// The third check, from ip and never reported, stays
+				// counted: the neighbour's success lifts only the
+				// failures made from its own address (an IPv6
+				// neighbour shares ip's /64, and so its source).
+				was--
 			}
 			if got != was {
 				t.Errorf("trust %s, %s after a success: %d left, want %d", d.Trust, name, got, was)

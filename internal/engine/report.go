@@ -37,8 +37,9 @@ type ReportResult struct {
 // (build, package plan), in the store call that accepts it: a failure keeps
 // what the check reserved and confirms its counts, its count in the global
 // failure rate included; a success gives back what the check itself
-// reserved on failure-counting rules, resets its consecutive-failure
-// counts, learns its network and trusts its device (package loginlimits),
+// reserved on failure-counting rules, lifts the consecutive failures made
+// from its own address (or resets its device's), learns its network and
+// trusts its device (package loginlimits),
 // except on otp_send, where a success only means a code was sent (package
 // otp). A check decided by rules this instance does not know settles
 // nothing (see settlements). Only a report in the check's own tenant (ctx,
@@ -202,6 +203,10 @@ func (e *Engine) attempt(p *plan.Plan, rs *ruleSet, req *CheckRequest, s *subjec
 		case rules.KeyRecipient:
 			at.Recipient = s.recipient
 		case rules.KeyIP:
+			at.IP = s.ids.IP
+		}
+		if en.Success.Action == store.Lift {
+			// The report lifts what the check's source spent.
 			at.IP = s.ids.IP
 		}
 	}

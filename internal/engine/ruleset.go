@@ -40,17 +40,23 @@ type ruleOp struct {
 }
 
 // compile builds the ruleSet of set, keeping what only unreported checks
-// count at most hold (twice the attempt TTL).
+// count at most hold (twice the attempt TTL). The rules a report settles
+// get bits in file order, the distinct rules after the others, so that an
+// attempt id sealed before distinct rules settled keeps its meaning.
 func compile(set *rules.Set, hold time.Duration) *ruleSet {
 	rs := &ruleSet{set: set, hash: set.Hash(), flows: make(map[rules.Flow][]ruleOp, len(rules.Flows))}
 	for _, f := range rules.Flows {
-		bit := 0
 		for _, r := range set.For(f) {
-			c := ruleOp{rule: r, op: newRuleOp(r, hold), bit: plan.NoBit}
-			if r.GivesBack() {
-				c.bit, bit = bit, bit+1
+			rs.flows[f] = append(rs.flows[f], ruleOp{rule: r, op: newRuleOp(r, hold), bit: plan.NoBit})
+		}
+		bit := 0
+		for _, distinct := range []bool{false, true} {
+			for i := range rs.flows[f] {
+				c := &rs.flows[f][i]
+				if c.rule.GivesBack() && (c.rule.Type == rules.Distinct) == distinct {
+					c.bit, bit = bit, bit+1
+				}
 			}
-			rs.flows[f] = append(rs.flows[f], c)
 		}
 	}
 	return rs

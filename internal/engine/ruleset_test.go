@@ -55,7 +55,7 @@ func TestCompileGivesSettlingRulesTheirBits(t *testing.T) {
 	rs := compile(rules.Default(), 20*time.Minute)
 	want := map[string]int{
 		"login-account": 0, "login-ip": 1, "login-ip6-48": 2, "login-hard-stop": 3,
-		"login-global-failures": plan.NoBit, "login-ip-distinct-accounts": plan.NoBit,
+		"login-global-failures": plan.NoBit, "login-secret-spray": 4, "login-ip-distinct-accounts": 5,
 	}
 	for _, c := range rs.flows[rules.Login] {
 		if bit, ok := want[c.rule.Name]; ok && c.bit != bit {

@@ -152,6 +152,10 @@ type subjects struct {
 	// says its end user passed a challenge, account or not.
 	challenged, passed bool
 	member             string
+	// source is the check's address as the account's consecutive-failure
+	// counts attribute it (loginlimits.Policy.Source), "" without an
+	// account.
+	source string
 	// pair, recipient and secret are the subjects of the check's
 	// account+ip pair, recipient and guess, "" until a rule asks.
 	pair, recipient, secret string
@@ -218,7 +222,7 @@ func (s *subjects) hashOnce(r *rules.Rule, dst *string) string {
 // buckets are the buckets loginlimits chooses among for the account rules
 // of an untrusted check.
 func (s *subjects) buckets() loginlimits.Buckets {
-	return loginlimits.Buckets{Account: s.account, Challenged: s.challenged, Member: s.member}
+	return loginlimits.Buckets{Account: s.account, Challenged: s.challenged, Member: s.member, Source: s.source}
 }
 
 // accountSubject returns the subject of account in the tenant ctx carries

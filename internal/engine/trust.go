@@ -35,8 +35,9 @@ const (
 // verifies the device token for it (one that does not verify is ignored,
 // never an error), and works out the account's other buckets: its
 // challenged bucket when the end user passed a challenge (unless a device
-// is trusted, which keeps its own bucket), and under familiar networks its
-// network's, which a success learns even on a trusted device.
+// is trusted, which keeps its own bucket), under familiar networks its
+// network's, which a success learns even on a trusted device, and the
+// source its consecutive failures are attributed to.
 func (e *Engine) resolve(h *keys.Hasher, req *CheckRequest, ids *Identifiers, fam rules.FamiliarNetworks, now time.Time) subjects {
 	s := subjects{ids: *ids, h: h, passed: req.ChallengePassed}
 	if req.SecretFingerprint != "" {
@@ -53,6 +54,9 @@ func (e *Engine) resolve(h *keys.Hasher, req *CheckRequest, ids *Identifiers, fa
 	s.challenged = req.ChallengePassed && !s.trusted
 	if fam.On() && ids.IP.IsValid() {
 		s.member = e.login.Member(s.account, keys.Prefix(ids.IP, fam.IPv4Prefix, fam.IPv6Prefix))
+	}
+	if ids.IP.IsValid() {
+		s.source = e.login.Source(s.account, ids.IP)
 	}
 	if s.ids.Guess != 0 {
 		s.guess = e.guesser.AccountGuess(s.account, s.ids.Guess)
@@ -78,6 +82,9 @@ func (e *Engine) restore(at *tokens.Attempt) subjects {
 	}
 	if at.Guess != 0 && at.Account != "" {
 		s.guess = e.guesser.AccountGuess(at.Account, at.Guess)
+	}
+	if at.IP.IsValid() && at.Account != "" {
+		s.source = e.login.Source(at.Account, at.IP)
 	}
 	return s
 }

@@ -442,6 +442,28 @@ func (s *Store) Delete(ctx context.Context, keys ...string) error {
 	return nil
 }
 
+// Familiar reads the familiar list at key on the primary, or on the
+// fallback while the primary is failing or cannot answer: what this
+// instance learned during an outage.
+func (s *Store) Familiar(ctx context.Context, key string) ([]string, error) {
+	if s.healthy.Load() {
+		var members []string
+		err := s.primary(ctx, func(ctx context.Context) error {
+			var err error
+			members, err = s.cfg.Primary.Familiar(ctx, key)
+			return err
+		})
+		if err == nil {
+			return members, nil
+		}
+	}
+	members, err := s.local.Familiar(context.WithoutCancel(ctx), key)
+	if err != nil {
+		return nil, fmt.Errorf("failclosed: local fallback: %w", err)
+	}
+	return members, nil
+}
+
 // Forgotten drops keys reset elsewhere in the fleet (or here) from what
 // this instance remembers, and stops its memory answering checks until the
 // store is asked again: an answer in flight may predate the reset.

@@ -67,6 +67,9 @@ func appendCheck(b []byte, d *engine.Decision) []byte {
 	b = strconv.AppendBool(b, d.Degraded)
 	b = append(b, `,"repeat_guess":`...)
 	b = strconv.AppendBool(b, d.RepeatGuess)
+	if d.RepeatCapped {
+		b = append(b, `,"repeat_capped":true`...)
+	}
 	b = append(b, `,"trust":`...)
 	b = appendString(b, string(trustOf(d)))
 	b = append(b, `,"limits":[`...)

@@ -343,7 +343,17 @@ func (a *API) answerStatus(c *gin.Context, account string) {
 		"next_allowed_ms":      millis(st.NextAllowed),
 		"limits":               limitsJSON(st.Limits),
 		"remembered_guesses":   st.RememberedGuesses,
+		"networks":             networksJSON(st.Networks),
 	})
+}
+
+// networksJSON is the networks of an account's status: always an array.
+func networksJSON(ns []engine.NetworkStatus) []gin.H {
+	out := make([]gin.H, len(ns))
+	for i, n := range ns {
+		out[i] = gin.H{"network": n.Network, "consecutive_failures": n.ConsecutiveFailures, "blocked": n.Blocked}
+	}
+	return out
 }
 
 // accountRequest is the body of /v1/accounts/reset and of POST

@@ -14,11 +14,13 @@
 //     address (IPv4) or /64 (IPv6): one source's guesses at one account.
 //   - What a report settles (Settle, Learn). A check reserves on count:
 //     failures rate rules and on consecutive_failures counters; a success
-//     report gives back its own reservation and resets its own counters, and
-//     nothing else: the failures an attacker spent on the account stay
-//     spent, so the real user logging in never hands the attacker a fresh
-//     burst. A failure report confirms the counts. A success also teaches
-//     the account its network.
+//     report gives back its own reservation and lifts the consecutive
+//     failures made from its own address (Attribute; a trusted device's
+//     count, its own, is reset), and nothing else: the failures an attacker
+//     spent on the account stay spent, so the real user logging in never
+//     hands the attacker a fresh burst or a fresh 100, from elsewhere or
+//     from another address of the owner's network. A failure report
+//     confirms the counts. A success also teaches the account its network.
 //   - Which device a success trusts: a success with an account earns a
 //     device token (package tokens), bound to the account's subject and a
 //     random device id, signed with a key derived for that purpose alone.

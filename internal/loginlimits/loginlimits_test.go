@@ -249,16 +249,16 @@ func TestBucketsAdd(t *testing.T) {
 		want    []string
 		wantIfs []store.When
 	}{
-		{"shared", loginlimits.Buckets{Account: account}, "login-account",
+		{"shared", loginlimits.Buckets{Source: "srcA", Account: account}, "login-account",
 			[]string{keys.StoreKey(account, "login-account")}, []store.When{store.Always}},
-		{"challenged", loginlimits.Buckets{Account: account, Challenged: true}, "login-account",
+		{"challenged", loginlimits.Buckets{Source: "srcA", Account: account, Challenged: true}, "login-account",
 			[]string{loginlimits.ChallengedKey(account, "login-account")}, []store.When{store.Always}},
-		{"challenged count", loginlimits.Buckets{Account: account, Challenged: true}, "login-hard-stop",
+		{"challenged count", loginlimits.Buckets{Source: "srcA", Account: account, Challenged: true}, "login-hard-stop",
 			[]string{keys.StoreKey(account, "login-hard-stop")}, []store.When{store.Always}},
-		{"familiar", loginlimits.Buckets{Account: account, Member: "netA"}, "login-hard-stop",
+		{"familiar", loginlimits.Buckets{Source: "srcA", Account: account, Member: "netA"}, "login-hard-stop",
 			[]string{loginlimits.FamiliarKey(account), keys.StoreKey(account, "login-hard-stop"), loginlimits.NetworkKey(account, "login-hard-stop", "netA")},
 			[]store.When{store.Always, store.IfUnfamiliar, store.IfFamiliar}},
-		{"challenged and familiar", loginlimits.Buckets{Account: account, Challenged: true, Member: "netA"}, "login-account",
+		{"challenged and familiar", loginlimits.Buckets{Source: "srcA", Account: account, Challenged: true, Member: "netA"}, "login-account",
 			[]string{loginlimits.FamiliarKey(account), loginlimits.ChallengedKey(account, "login-account"), loginlimits.NetworkKey(account, "login-account", "netA")},
 			[]store.When{store.Always, store.IfUnfamiliar, store.IfFamiliar}},
 	}
@@ -282,12 +282,24 @@ func TestBucketsAdd(t *testing.T) {
 				if e.Success.Action == 0 || e.Bit != 0 {
 					t.Errorf("%s: success %+v, bit %d; want the rule's", e.Op.Key, e.Success, e.Bit)
 				}
+				// A count is attributed to the check's source, and a
+				// success lifts that source's failures alone.
+				lift := store.Settlement{Action: store.Lift, Member: "srcA"}
+				if e.Rule.Type == rules.ConsecutiveFailures && (e.Op.Member != "srcA" || e.Success != lift) {
+					t.Errorf("%s: member %q, success %+v; want attributed to srcA and lifting it", e.Op.Key, e.Op.Member, e.Success)
+				}
 			}
 		})
 	}
-	// A second rule reads the same familiar list.
+	// Without a source, a success lifts nothing.
 	p := &plan.Plan{}
-	b := loginlimits.Buckets{Account: account, Member: "netA"}
+	loginlimits.Buckets{Account: account}.Add(p, entry(t, "login-hard-stop", account, 1))
+	if e := p.Entries()[0]; e.Success != (store.Settlement{}) || e.Op.Member != "" {
+		t.Errorf("no source: member %q, success %+v; want none", e.Op.Member, e.Success)
+	}
+	// A second rule reads the same familiar list.
+	p = &plan.Plan{}
+	b := loginlimits.Buckets{Source: "srcA", Account: account, Member: "netA"}
 	b.Add(p, entry(t, "login-account", account, 1))
 	b.Add(p, entry(t, "login-hard-stop", account, 1))
 	if n := len(p.Entries()); n != 5 {
@@ -306,15 +318,18 @@ func TestLearn(t *testing.T) {
 		}
 		got = append(got, e.Success)
 	}
+	// The network joins the list and nothing is reset: its bucket keeps
+	// what others on it failed, learned again or not.
 	want := []store.Settlement{
-		{Key: loginlimits.NetworkKey(account, "login-hard-stop", "netA"), Action: store.Reset},
 		{Key: loginlimits.FamiliarKey(account), Action: store.Learn, Member: "netA", Span: 90 * 24 * time.Hour},
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("Learn: %+v, want %+v", got, want)
 	}
-	if s := p.Settlements(true, 0, false); !slices.Equal(s, want) {
-		t.Errorf("a success settles %+v, want %+v", s, want)
+	for _, familiar := range []bool{false, true} {
+		if s := p.Settlements(true, 0, familiar); !slices.Equal(s, want) {
+			t.Errorf("a success settles %+v, want %+v", s, want)
+		}
 	}
 	if s := p.Settlements(false, 0, false); len(s) != 0 {
 		t.Errorf("a failure settles %+v, want nothing", s)
@@ -442,13 +457,19 @@ func TestStatusRulesAndResetKeys(t *testing.T) {
 		t.Errorf("StatusRules = %v, want %v", got, want)
 	}
 	const subject = "AbCdEfGhIjKlMnOpQrStUv"
-	got = loginlimits.ResetKeys(set, subject)
+	got = loginlimits.ResetKeys(set, subject, []string{"netA", "netB"})
 	want := []string{
 		keys.StoreKey(subject, "per-account"),
 		keys.StoreKey(subject, "per-account:challenged"),
+		loginlimits.NetworkKey(subject, "per-account", "netA"),
+		loginlimits.NetworkKey(subject, "per-account", "netB"),
 		keys.StoreKey(subject, "hard-stop"),
+		loginlimits.NetworkKey(subject, "hard-stop", "netA"),
+		loginlimits.NetworkKey(subject, "hard-stop", "netB"),
 		keys.StoreKey(subject, "per-account-next"),
 		keys.StoreKey(subject, "per-account-next:challenged"),
+		loginlimits.NetworkKey(subject, "per-account-next", "netA"),
+		loginlimits.NetworkKey(subject, "per-account-next", "netB"),
 		keys.StoreKey(subject, "familiar"),
 	}
 	if !slices.Equal(got, want) {

@@ -71,21 +71,27 @@ func ReadStatus(rs []*rules.Rule, res []store.Result) Status {
 
 // ResetKeys returns the store keys a reset of the account with subject
 // deletes: those of every rate and consecutive_failures rule keyed by
-// account, enforced or shadow, its challenged buckets, and its familiar
-// list. That lifts the hard stop and gives the account a full burst. The
-// buckets of its familiar networks are not derived from the account alone;
-// forgetting the list moves the account's checks back to the shared bucket,
-// which the reset emptied, and the next success from a network learns it
-// again with its consecutive-failure counts reset (Learn). The keys of its
-// trusted devices and of its account+ip pairs are left to expire.
-func ResetKeys(set *rules.Set, subject string) []string {
+// account, enforced or shadow, its challenged buckets, the buckets of the
+// networks on its familiar list (members, as store.Store.Familiar reads
+// them), and the list itself. That lifts the hard stop, from everywhere and
+// from each listed network, and gives the account a full burst. A network
+// pushed off the list before the reset keeps its buckets until they
+// expire: their keys are not derived from the account alone. The keys of
+// its trusted devices and of its account+ip pairs are left to expire too.
+func ResetKeys(set *rules.Set, subject string, members []string) []string {
 	var out []string
 	for i := range set.Rules {
 		r := &set.Rules[i]
-		if r.Key == rules.KeyAccount && r.Type != rules.FailureRate {
-			out = append(out, keys.StoreKey(subject, r.Name))
-			if r.Type == rules.Rate {
-				out = append(out, ChallengedKey(subject, r.Name))
+		if r.Key != rules.KeyAccount || r.Type == rules.FailureRate {
+			continue
+		}
+		out = append(out, keys.StoreKey(subject, r.Name))
+		if r.Type == rules.Rate {
+			out = append(out, ChallengedKey(subject, r.Name))
+		}
+		if Counts(r) {
+			for _, m := range members {
+				out = append(out, NetworkKey(subject, r.Name, m))
 			}
 		}
 	}

@@ -37,6 +37,9 @@ const (
 	Familiar
 	// Guesses is the account's memory of its last failed guesses.
 	Guesses
+	// Repeats is the account's allowance of free repeats of a remembered
+	// guess (store.Op.OnRepeat).
+	Repeats
 	// Learning is a lesson of a success, with no op: a network learned as
 	// familiar, or the count a rule kept for it reset.
 	Learning
@@ -61,6 +64,12 @@ type Entry struct {
 	// NoBit. Entries that settle alike share a bit: the two buckets of an
 	// account rule under familiar networks, of which the store counts one.
 	Bit int
+	// Exempt reports that the check is exempt from the entry's rule: its
+	// op counts as usual where it fits (the engine makes it soft, so that
+	// it denies nothing), and the rule decides nothing for the check: a
+	// trusted device on an address rule, a trusted device or a passed
+	// challenge on a distinct rule (contract 8.1).
+	Exempt bool
 	// Success and Failure are what a report of each outcome does to the
 	// state Op spent, on Op.Key unless they name a key of their own; the
 	// zero Settlement does nothing. An entry without an op settles on a

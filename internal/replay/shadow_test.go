@@ -79,7 +79,7 @@ rules:
     flows: [login]
     key: global
     type: failure_rate
-    limit: 8
+    limit: 5
     per: 1m
     hysteresis: 5s
 `

@@ -44,8 +44,8 @@ func TestParseRefusesMoreSettlingRulesThanAnAttemptRecords(t *testing.T) {
 	over, lines := manyRules(64, "[login, password_reset]", failuresRule)
 	_, err := Parse("rules.yaml", []byte(over), t0)
 	want := []string{
-		fmt.Sprintf("rules.yaml:%d: flows: flow login has more than 63 rules that a report settles (type rate with count: failures, or consecutive_failures); an attempt id records at most 63", lines[63]),
-		fmt.Sprintf("rules.yaml:%d: flows: flow password_reset has more than 63 rules that a report settles (type rate with count: failures, or consecutive_failures); an attempt id records at most 63", lines[63]),
+		fmt.Sprintf("rules.yaml:%d: flows: flow login has more than 63 rules that a report settles (type rate or distinct with count: failures, or consecutive_failures); an attempt id records at most 63", lines[63]),
+		fmt.Sprintf("rules.yaml:%d: flows: flow password_reset has more than 63 rules that a report settles (type rate or distinct with count: failures, or consecutive_failures); an attempt id records at most 63", lines[63]),
 	}
 	if got := errorLines(t, err); !slices.Equal(got, want) {
 		t.Fatalf("64 rules: errors\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -189,7 +189,7 @@ func (p *parser) settlingFit(rs []Rule) {
 		}
 		for _, f := range rs[i].Flows {
 			if n[f]++; n[f] == MaxSettlingRules+1 {
-				p.errorf(rs[i].Line, "flows: flow %s has more than %d rules that a report settles (type rate with count: failures, or consecutive_failures); an attempt id records at most %d", f, MaxSettlingRules, MaxSettlingRules)
+				p.errorf(rs[i].Line, "flows: flow %s has more than %d rules that a report settles (type rate or distinct with count: failures, or consecutive_failures); an attempt id records at most %d", f, MaxSettlingRules, MaxSettlingRules)
 			}
 		}
 	}

@@ -164,10 +164,11 @@ func (r *Rule) Interval() time.Duration {
 
 // GivesBack reports whether a report settles what a check spent on the
 // rule: a rate rule with count: failures (a success gives its reservation
-// back) and a consecutive_failures rule (a success resets its count, a
-// failure confirms it).
+// back), a consecutive_failures rule (a success lifts its own failures, a
+// failure confirms them) and a distinct rule with count: failures (a
+// success stops its account counting).
 func (r *Rule) GivesBack() bool {
-	return r.Type == ConsecutiveFailures || r.Type == Rate && r.Count == Failures
+	return r.Type == ConsecutiveFailures || (r.Type == Rate || r.Type == Distinct) && r.Count == Failures
 }
 
 // MaxSettlingRules is the most rules of one flow that GivesBack: the bound

@@ -17,6 +17,13 @@ package store
 // ResetAfter how long until the newest does. Nothing is ever given back: a
 // member once added stays counted until its sub-window leaves.
 //
+// An op with an Except key counts only the members of its window that are
+// not in the window of that key, a Distinct of the same Step: its Count is
+// estimated as |own ∪ except| − |except| (never below 0), exact for small
+// counts like the estimate itself. An Add settlement puts a member in the
+// current sub-window of its key: so a success report names an account
+// that stops counting (the accounts of failed or never reported checks).
+//
 // The estimate is Redis's HyperLogLog (PFADD, PFCOUNT over the sub-windows:
 // exact for small counts, about 0.81% standard error) or, in the embedded
 // store, one of its own with 4,096 registers (exact for small counts, about

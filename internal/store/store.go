@@ -35,9 +35,14 @@ type Op struct {
 	// When makes an op conditional on the batch's Familiar op
 	// (familiar.go); the zero value counts always.
 	When When
-	// Member is the network a Familiar op looks for, or the member a
-	// Distinct op adds. Familiar and Distinct only.
+	// Member is the network a Familiar op looks for, the member a
+	// Distinct op adds, or the source a Counter op's cost is attributed
+	// to (attribute.go), "" for none. Familiar, Distinct and Counter only.
 	Member string
+	// Except is the key of a Distinct whose members a Distinct op does
+	// not count (distinct.go): "" for none. It must share the op's
+	// Redis Cluster slot. Distinct only.
+	Except string
 	// Guess is the guess a Guesses op looks for and records: a keyed hash
 	// of a guessed secret, never the secret. Guesses only; never 0.
 	Guess uint64
@@ -46,6 +51,10 @@ type Op struct {
 	// evaluated as usual (it still denies when its cost does not fit) and
 	// not spent.
 	FreeOnRepeat bool
+	// OnRepeat marks the batch's allowance of free repeats (see Guesses):
+	// a soft Rate op that a repeat spends, and that bounds how often a
+	// repeat is free.
+	OnRepeat bool
 
 	// Rule names the rule the op belongs to, "" for an op of a feature of
 	// the check rather than of a rule (an account's memory of guesses, its
@@ -119,7 +128,9 @@ func (l Rate) valid(*Op) bool { return l.Interval > 0 && l.Burst > 0 }
 
 // Counter is a consecutive-failure count: Cost units fit while the count
 // plus Cost stays at or below Max. Each spend keeps the key for Hold at
-// least; a Confirm settlement keeps it longer.
+// least; a Confirm settlement keeps it longer. A spend of an op with a
+// Member attributes its cost to that member (attribute.go), so that a Lift
+// of the member takes back what it spent and nothing else.
 type Counter struct {
 	Max  int64
 	Hold time.Duration
@@ -128,7 +139,9 @@ type Counter struct {
 // Divided divides Max among n deciders.
 func (l Counter) Divided(n int64) Limit { return Counter{Max: max(1, l.Max/n), Hold: l.Hold} }
 
-func (l Counter) valid(*Op) bool { return l.Max > 0 && l.Hold > 0 }
+func (l Counter) valid(op *Op) bool {
+	return l.Max > 0 && l.Hold > 0 && (op.Member == "" || ValidMember(op.Member))
+}
 
 // Guesses is an account's memory of its last failed guesses: up to Max
 // guesses (Op.Guess values), each remembered for Hold at least from the last
@@ -138,6 +151,15 @@ func (l Counter) valid(*Op) bool { return l.Max > 0 && l.Hold > 0 }
 // the guess as the most recent, forgetting the oldest beyond Max. When it
 // finds its guess remembered, every FreeOnRepeat op of the batch is
 // evaluated and not spent. A batch holds at most one Guesses op.
+//
+// A batch may also hold one allowance of free repeats, a soft Rate op
+// marked OnRepeat: when the guess is remembered and the allowance fits, the
+// repeat is free as above and the allowance is spent with the batch; when
+// it does not fit, the repeat is not free (the Guesses op's Result is
+// Capped, not Repeat) and nothing is waived; when the guess is not
+// remembered, the allowance is evaluated and not spent. So a constant or
+// wrong fingerprint cannot make every guess free: at most the allowance's
+// burst and refill of them.
 type Guesses struct {
 	Max  int64
 	Hold time.Duration
@@ -165,7 +187,7 @@ type Distinct struct {
 func (l Distinct) Divided(n int64) Limit { return Distinct{Step: l.Step, Max: max(1, l.Max/n)} }
 
 func (l Distinct) valid(op *Op) bool {
-	return ValidMember(op.Member) && l.Step > 0 && l.Max > 0 && op.Cost <= 1 && op.Role != Toll
+	return ValidMember(op.Member) && l.Step > 0 && l.Max > 0 && op.Cost <= 1 && op.Role != Toll && op.Except != op.Key
 }
 
 // OnError is what the fail-closed wrapper does with an op when the store
@@ -208,6 +230,10 @@ type Result struct {
 	// ResetAfter how long until the last of those is forgotten: what a
 	// Peek of the account's memory reads.
 	Repeat bool
+	// Capped reports that a Guesses op found its guess remembered but the
+	// batch's allowance of free repeats (Op.OnRepeat) was spent: the
+	// repeat is not free, Repeat is false, and nothing was waived.
+	Capped bool
 }
 
 // Settlement is what a report does to one key its check spent on, once the
@@ -228,7 +254,8 @@ type Settlement struct {
 	// Counter.
 	Guess uint64
 	// Member is the network a Learn makes familiar to its key's account
-	// (familiar.go). Learn only.
+	// (familiar.go), or the source whose failures a Lift takes off a
+	// Counter (attribute.go). Learn and Lift only.
 	Member string
 	// Local reports that the fail-closed fallback made the spend, so the
 	// wrapper settles it there. Stores ignore it.
@@ -259,6 +286,16 @@ const (
 	Learn
 	// Forget removes a key: every guess of a Guesses key.
 	Forget
+	// Lift takes off a Counter key the count attributed to Member, and
+	// forgets the attribution; the key goes once its count is 0
+	// (attribute.go). A Counter whose count is not attributed to Member
+	// keeps it.
+	Lift
+	// Add puts Member in the current sub-window of a Distinct key whose
+	// Step is Span (distinct.go), creating the key: how a success names
+	// an account that a Distinct op with that key as its Except stops
+	// counting.
+	Add
 )
 
 // ConfirmedHold is how long a Confirm of span and max keeps a count of
@@ -292,6 +329,10 @@ type Store interface {
 	Settle(ctx context.Context, settlements []Settlement) error
 	// Delete removes keys; absent keys are ignored.
 	Delete(ctx context.Context, keys ...string) error
+	// Familiar returns the members of the familiar list at key
+	// (familiar.go) that are not forgotten, in no particular order; none
+	// when the key is absent.
+	Familiar(ctx context.Context, key string) ([]string, error)
 	// MarkOnce sets key for ttl if it is not set, and reports whether this
 	// call set it; when it did, it applies settlements as Settle does. It
 	// is how an attempt id is accepted only once, and how a report settles
@@ -327,13 +368,14 @@ var ErrBadReply = errors.New("store: bad reply")
 var ErrUnavailable = errors.New("store: unavailable")
 
 // ValidateSettlements checks settlements for what ErrBadBatch names: an
-// empty key, a negative span or max, an unknown action, or a Learn without a
-// valid member.
+// empty key, a negative span or max, an unknown action, a Learn, Lift or
+// Add without a valid member, or an Add without a span.
 func ValidateSettlements(settlements []Settlement) error {
 	for i := range settlements {
 		s := &settlements[i]
-		if s.Key == "" || s.Span < 0 || s.Max < 0 || s.Action < GiveBack || s.Action > Forget ||
-			s.Action == Learn && !ValidMember(s.Member) {
+		if s.Key == "" || s.Span < 0 || s.Max < 0 || s.Action < GiveBack || s.Action > Add ||
+			(s.Action == Learn || s.Action == Lift || s.Action == Add) && !ValidMember(s.Member) ||
+			s.Action == Add && s.Span <= 0 {
 			return fmt.Errorf("settlement %d: %w", i, ErrBadBatch)
 		}
 	}
@@ -349,17 +391,24 @@ func Validate(ops []Op, res []Result) error {
 	if err := validateFamiliar(ops); err != nil {
 		return err
 	}
-	guesses := 0
+	guesses, allowances := 0, 0
 	for i := range ops {
 		op := &ops[i]
 		if op.Key == "" || op.Cost < 0 || op.Role > Shadow || op.Limit == nil || !op.Limit.valid(op) {
 			return ErrBadBatch
 		}
 		if _, ok := op.Limit.(Guesses); ok {
-			if guesses++; guesses > 1 {
+			guesses++
+		}
+		if op.OnRepeat {
+			if _, rate := op.Limit.(Rate); !rate || op.Role != Soft || op.When != Always || op.FreeOnRepeat {
 				return ErrBadBatch
 			}
+			allowances++
 		}
+	}
+	if guesses > 1 || allowances > 1 || allowances > guesses {
+		return ErrBadBatch
 	}
 	return nil
 }

@@ -129,6 +129,14 @@ func (s *Store) Delete(ctx context.Context, keys ...string) error {
 	return err
 }
 
+// Familiar traces next.Familiar.
+func (s *Store) Familiar(ctx context.Context, key string) ([]string, error) {
+	ctx, span := s.start(ctx, "familiar", 1)
+	members, err := s.next.Familiar(ctx, key)
+	end(span, err)
+	return members, err
+}
+
 // MarkOnce traces next.MarkOnce.
 func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration, settlements ...store.Settlement) (bool, error) {
 	ctx, span := s.start(ctx, "mark_once", 1+len(settlements))

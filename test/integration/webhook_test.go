@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -99,6 +100,17 @@ func TestWebhooksOfAFleet(t *testing.T) {
 	for _, in := range fleet {
 		in.must(t, "POST", "/v1/rules/reload", adminToken, nil)
 	}
+	// Each instance dispatches its events in order, so once its reset
+	// (an event no other instance sends) is in, its reload's claim was
+	// settled, on a Redis that answered.
+	for i, in := range fleet {
+		account := fmt.Sprintf("webhook-fleet-%d", i)
+		in.must(t, "POST", "/v1/accounts/reset", adminToken, map[string]any{"account": account})
+		recv.waitFor(t, "account_reset by "+in.srv.InstanceID(), func() bool { return len(recv.of("account_reset")) > i })
+	}
+	if got := recv.of("rules_reloaded"); len(got) != 1 {
+		t.Errorf("rules_reloaded sent %d times (by %v), want once for the fleet", len(got), got)
+	}
 
 	redis.Pause(t)
 	for _, in := range fleet {
@@ -114,11 +126,6 @@ func TestWebhooksOfAFleet(t *testing.T) {
 		recv.waitFor(t, "fallback_ended of "+id, func() bool {
 			return strings.Contains(strings.Join(recv.of("fallback_ended"), " "), id)
 		})
-	}
-	// Each instance sends its events in order: its reload was settled
-	// before its fallback_started went out.
-	if got := recv.of("rules_reloaded"); len(got) != 1 {
-		t.Errorf("rules_reloaded sent %d times (by %v), want once for the fleet", len(got), got)
 	}
 	if got := recv.of("fallback_started"); len(got) != 2 {
 		t.Errorf("fallback_started sent by %v, want once by each instance", got)

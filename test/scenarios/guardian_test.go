@@ -138,6 +138,7 @@ type decision struct {
 	AttemptID    string  `json:"attempt_id"`
 	Degraded     bool    `json:"degraded"`
 	RepeatGuess  bool    `json:"repeat_guess"`
+	RepeatCapped bool    `json:"repeat_capped"`
 	Trust        string  `json:"trust"`
 	Limits       []limit `json:"limits"`
 }
@@ -166,6 +167,16 @@ type status struct {
 	NextAllowedMS       int64   `json:"next_allowed_ms"`
 	Limits              []limit `json:"limits"`
 	RememberedGuesses   int64   `json:"remembered_guesses"`
+	// Networks are the account's familiar networks as checks from there
+	// find them.
+	Networks []networkStatus `json:"networks"`
+}
+
+// networkStatus is one familiar network of an account's status.
+type networkStatus struct {
+	Network             string `json:"network"`
+	ConsecutiveFailures int64  `json:"consecutive_failures"`
+	Blocked             bool   `json:"blocked"`
 }
 
 // apiError is the contract's error body.

@@ -70,16 +70,18 @@ func TestOneGuessSprayedAcrossAccounts(t *testing.T) {
 	}
 }
 
-// A phone holding a stale password retries it all day: the account spends
-// one failure on it, never slows, and its hard-stop count stays at 1 (until
-// that one failure is held no longer, hold × 1/100); the user then logs in
-// with the right password. An attacker trying distinct
-// passwords on another account is slowed at the sixth, as ever.
+// A phone holding a stale password retries it hourly all day: the account
+// spends one failure on it, never slows, and its hard-stop count stays at 1
+// (until that one failure is held no longer, hold × 1/100); the user then
+// logs in with the right password. (24 repeats a day are within the 20 free
+// a day and the one more every 72 minutes, TestConstantFingerprint.) An
+// attacker trying distinct passwords on another account is slowed at the
+// sixth, as ever.
 func TestStalePasswordCostsOnce(t *testing.T) {
 	g := start(t, "")
 	const owner = "owner@example.com"
 	phone := attempt{Flow: "login", Account: owner, IP: "198.51.100.7", SecretFingerprint: fp("last year's password")}
-	for i := range 96 {
+	for i := range 24 {
 		d := g.fail(t, phone)
 		// The one unit the first try spent is back a minute later.
 		account := int64(5)
@@ -89,7 +91,7 @@ func TestStalePasswordCostsOnce(t *testing.T) {
 		if d.Decision != "allow" || d.RepeatGuess != (i > 0) || d.remaining(t, "login-account") != account || d.remaining(t, "login-hard-stop") < 99 {
 			t.Fatalf("stale retry %d: %v repeat %v, want allow with %d left on login-account, 99 or 100 on the hard stop", i, d, d.RepeatGuess, account)
 		}
-		g.clock.Advance(15 * time.Minute)
+		g.clock.Advance(time.Hour)
 	}
 	if st := g.status(t, owner); st.ConsecutiveFailures > 1 || st.RememberedGuesses != 1 || st.NextAllowedMS != 0 {
 		t.Fatalf("status after a day of stale retries: %+v", st)
@@ -108,5 +110,38 @@ func TestStalePasswordCostsOnce(t *testing.T) {
 		} else if d.Decision != want {
 			t.Fatalf("distinct guess %d: %v, want allow", i+1, d)
 		}
+	}
+}
+
+// TestConstantFingerprint: an auth service with a bug sends one constant
+// secret_fingerprint, so that every guess looks like a repeat. Before the
+// cap, 300 guesses from 300 /24s all went ahead and the account's
+// consecutive failures stayed at 1. Now a repeat is free 20 times a day (and
+// once more every 72 minutes): past that each guess counts like any
+// failure, the answer says so (repeat_capped), and the hard stop ends the
+// attacker as it would without fingerprints.
+func TestConstantFingerprint(t *testing.T) {
+	g := start(t, "")
+	const victim = "victim@example.com"
+	free, capped, allowed := 0, 0, 0
+	for i := range 300 {
+		d := g.fail(t, attempt{Flow: "login", Account: victim, IP: fmt.Sprintf("198.%d.%d.1", 18+i/250, i%250), SecretFingerprint: fp("constant")})
+		if d.Decision == "block" {
+			break
+		}
+		allowed++
+		if d.RepeatGuess {
+			free++
+		}
+		if d.RepeatCapped {
+			capped++
+		}
+		g.clock.Advance(time.Minute)
+	}
+	if free != 21 || capped != 99 || allowed != 121 {
+		t.Errorf("%d guesses went ahead, %d of them free repeats and %d capped; want 121, 21 and 99", allowed, free, capped)
+	}
+	if st := g.status(t, victim); !st.Blocked || st.ConsecutiveFailures != 100 {
+		t.Errorf("status = %+v, want the hard stop", st)
 	}
 }

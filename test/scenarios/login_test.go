@@ -60,6 +60,7 @@ func TestBruteForceOneAccountOneIP(t *testing.T) {
 			{Rule: "password-reset-account", Remaining: 10},
 			{Rule: "login-hard-stop", Remaining: 0, ResetMS: holdMS},
 		},
+		Networks: []networkStatus{},
 	}
 	if got := g.status(t, victim); !reflect.DeepEqual(got, want) {
 		t.Fatalf("status after 100 failures = %+v, want %+v", got, want)
@@ -89,7 +90,7 @@ func TestBruteForceOneAccountOneIP(t *testing.T) {
 		{Rule: "login-account", Remaining: 5, ResetMS: 0},
 		{Rule: "password-reset-account", Remaining: 10, ResetMS: 0},
 		{Rule: "login-hard-stop", Remaining: 100, ResetMS: 0},
-	}}
+	}, Networks: []networkStatus{}}
 	if got := g.status(t, victim); !reflect.DeepEqual(got, want) {
 		t.Fatalf("status after reset = %+v, want %+v", got, want)
 	}
@@ -276,7 +277,9 @@ func TestLockoutAsAWeapon(t *testing.T) {
 		t.Fatalf("status after 99 failures = %+v, want 99, not blocked, next in a minute", st)
 	}
 	// The victim waits out the slow-down on an untrusted device and logs
-	// in: the count resets, and only the victim's own unit comes back.
+	// in: the success lifts the victim's own failure alone (the count made
+	// from its address) and gives back the victim's own unit: the
+	// attacker's 99 stay counted, no fresh guesses and no fresh burst.
 	g.clock.Advance(time.Minute)
 	d := g.check(t, untrusted)
 	if d.Decision != "allow" || d.remaining(t, "login-account") != 0 {
@@ -284,18 +287,18 @@ func TestLockoutAsAWeapon(t *testing.T) {
 	}
 	g.report(t, d, "success")
 	st := g.status(t, victim)
-	if st.ConsecutiveFailures != 0 || st.Blocked || st.Limits[0].Remaining != 1 {
-		t.Fatalf("status after the victim's success = %+v, want 0 failures and 1 unit left, not a fresh burst", st)
+	if st.ConsecutiveFailures != 99 || st.Blocked || st.Limits[0].Remaining != 1 {
+		t.Fatalf("status after the victim's success = %+v, want the attacker's 99 failures and 1 unit left, not a fresh burst", st)
 	}
 
 	// That success made its network familiar: from there the victim has
-	// buckets of its own. The attacker goes on to the hard stop: now the
-	// untrusted victim on yet another network is blocked, and neither the
-	// trusted device nor the familiar network is.
+	// buckets of its own. The attacker's next failure is the 100th: now
+	// the untrusted victim on yet another network is blocked, and neither
+	// the trusted device nor the familiar network is.
 	familiar := untrusted
 	untrusted.IP = "198.18.0.1"
 	failures = 0
-	for failures < 100 {
+	for failures < 1 {
 		attack()
 	}
 	if d := g.check(t, untrusted); d.Decision != "block" || d.Rule != "login-hard-stop" {
@@ -401,7 +404,14 @@ func TestStatusDoesNotRevealAccounts(t *testing.T) {
 		{Rule: "login-account", Remaining: 5},
 		{Rule: "password-reset-account", Remaining: 10},
 		{Rule: "login-hard-stop", Remaining: 100},
-	}}
+	}, Networks: []networkStatus{}}
+	// The one difference is the network alice succeeded from, which the
+	// status lists (contract 8.1): an account that never logged in
+	// through guardian looks like one that does not exist.
+	if len(known.Networks) != 1 || known.Networks[0].ConsecutiveFailures != 0 || known.Networks[0].Blocked {
+		t.Fatalf("known %+v: want its one familiar network, at 0", known)
+	}
+	known.Networks = []networkStatus{}
 	if !reflect.DeepEqual(known, want) || !reflect.DeepEqual(unknown, want) {
 		t.Fatalf("known %+v, unknown %+v; want both %+v", known, unknown, want)
 	}

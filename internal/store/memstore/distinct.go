@@ -83,29 +83,74 @@ type distinctEval struct {
 }
 
 // evaluateDistinct evaluates a Distinct op on its entry e (found or not)
-// at now.
+// at now; the shard of its Except key, if it has one, must be locked too.
 func (s *Store) evaluateDistinct(op *store.Op, l store.Distinct, ev *eval, e entry, found bool, now int64) {
 	step := micros(l.Step)
 	d := distinctEval{w: now / step, oldest: -1, newest: -1}
 	var regs [hllRegisters]uint8
-	live := false
-	if found && e.dist != nil {
-		for j, w := range e.dist.window {
-			if l := e.dist.slots[j]; l != nil && w > d.w-store.DistinctSlots && w <= d.w {
-				l.mergeInto(&regs)
-				live = true
-				if d.oldest < 0 || w < d.oldest {
-					d.oldest = w
-				}
-				d.newest = max(d.newest, w)
-			}
-		}
-	}
-	if live {
-		d.count = hll.Estimate(regs[:])
+	if found && e.dist.merge(&regs, &d) {
+		d.count = s.countExcept(op, &regs, d.w, now)
 	}
 	ev.cur, ev.ok = d.count, d.count <= l.Max
 	ev.dist = d
+}
+
+// merge raises regs to the registers of st's live slots in the window
+// ending with d.w, keeping the oldest and newest of them in d, and reports
+// whether any slot was live. A nil st has none.
+func (st *distinctState) merge(regs *[hllRegisters]uint8, d *distinctEval) bool {
+	if st == nil {
+		return false
+	}
+	live := false
+	for j, w := range st.window {
+		if l := st.slots[j]; l != nil && w > d.w-store.DistinctSlots && w <= d.w {
+			l.mergeInto(regs)
+			live = true
+			if d.oldest < 0 || w < d.oldest {
+				d.oldest = w
+			}
+			d.newest = max(d.newest, w)
+		}
+	}
+	return live
+}
+
+// countExcept estimates the members of regs, the live registers of op's key
+// in window w, that are not in the window of op's Except key:
+// |own ∪ except| − |except|, never below 0 (store's distinct.go).
+func (s *Store) countExcept(op *store.Op, regs *[hllRegisters]uint8, w, now int64) int64 {
+	own := hll.Estimate(regs[:])
+	if op.Except == "" {
+		return own
+	}
+	sh := &s.shards[s.shardOf(op.Except)]
+	e, found := sh.m[op.Except]
+	if !found || e.exp <= now {
+		return own
+	}
+	var except [hllRegisters]uint8
+	if !e.dist.merge(&except, &distinctEval{w: w, oldest: -1, newest: -1}) {
+		return own
+	}
+	left := hll.Estimate(except[:])
+	for i, r := range except {
+		regs[i] = max(regs[i], r)
+	}
+	return max(hll.Estimate(regs[:])-left, 0)
+}
+
+// addDistinct applies an Add: st.Member joins the current sub-window of
+// the Distinct key st.Key, whose Step is st.Span, as a spend of a Distinct
+// op would add it. A new key takes a slot like any new key (upsert).
+func (s *Store) addDistinct(st *store.Settlement) {
+	op := store.Op{Key: st.Key, Member: st.Member, Cost: 1}
+	l := store.Distinct{Step: st.Span, Max: 1}
+	s.upsert(st.Key, func(e entry, found bool, now int64) entry {
+		var ev eval
+		s.evaluateDistinct(&op, l, &ev, e, found, now)
+		return s.spendDistinct(&op, l, &ev, e)
+	})
 }
 
 // spendDistinct adds op's member to the current slot of e's state; l is

@@ -1,6 +1,9 @@
 package memstore
 
 import (
+	"context"
+	"fmt"
+
 	"github.com/guardian-sec/guardian/internal/store"
 )
 
@@ -60,33 +63,9 @@ func (s *Store) evaluateFamiliar(ops []store.Op, evs []eval, now int64) bool {
 // addFamiliar applies a Learn: st.Member joins st.Key's list until st.Span
 // from now, or stays there until then if that is later; a full
 // list drops the member forgotten soonest first. A new list takes a slot
-// like any new key, evicting to make room; with none to be had, the network
-// is not learned.
+// like any new key (upsert).
 func (s *Store) addFamiliar(st *store.Settlement) {
-	now := s.now().UnixMicro()
-	sh := &s.shards[s.shardOf(st.Key)]
-	var held int64
-	for try := 0; ; try++ {
-		sh.mu.Lock()
-		e, found := sh.m[st.Key]
-		if found && e.exp <= now {
-			s.remove(sh, st.Key, e)
-			found = false
-		}
-		if !found && held == 0 {
-			held = s.take(1)
-		}
-		if !found && held == 0 {
-			sh.mu.Unlock()
-			if try == roomTries {
-				return
-			}
-			held = s.makeRoom(1, now)
-			continue
-		}
-		if found {
-			s.n.Add(-held)
-		}
+	s.upsert(st.Key, func(e entry, found bool, now int64) entry {
 		exp := now + min(micros(st.Span), maxSpan)
 		members := make([]famMember, 0, store.MaxFamiliar)
 		if found {
@@ -114,8 +93,63 @@ func (s *Store) addFamiliar(st *store.Settlement) {
 		for _, m := range members {
 			last = max(last, m.exp)
 		}
-		s.set(sh, st.Key, entry{exp: last, fam: &famList{members: members}})
+		return entry{exp: last, fam: &famList{members: members}}
+	})
+}
+
+// upsert sets key to what next makes of its entry, found unexpired or not,
+// at now, with key's shard locked: a settlement that creates its key. A new
+// key takes a slot, evicting to make room; with none to be had, nothing is
+// set.
+func (s *Store) upsert(key string, next func(e entry, found bool, now int64) entry) {
+	now := s.now().UnixMicro()
+	sh := &s.shards[s.shardOf(key)]
+	var held int64
+	for try := 0; ; try++ {
+		sh.mu.Lock()
+		e, found := sh.m[key]
+		if found && e.exp <= now {
+			s.remove(sh, key, e)
+			found = false
+		}
+		if !found && held == 0 {
+			held = s.take(1)
+		}
+		if !found && held == 0 {
+			sh.mu.Unlock()
+			if try == roomTries {
+				return
+			}
+			held = s.makeRoom(1, now)
+			continue
+		}
+		if found {
+			s.n.Add(-held)
+		}
+		s.set(sh, key, next(e, found, now))
 		sh.mu.Unlock()
 		return
 	}
+}
+
+// Familiar returns the unexpired members of the familiar list at key.
+func (s *Store) Familiar(ctx context.Context, key string) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("memstore: %w", err)
+	}
+	sh := &s.shards[s.shardOf(key)]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	now := s.now().UnixMicro()
+	e, found := sh.m[key]
+	if !found || e.exp <= now || e.fam == nil {
+		return nil, nil
+	}
+	out := make([]string, 0, len(e.fam.members))
+	for _, m := range e.fam.members {
+		if m.exp > now {
+			out = append(out, m.tag)
+		}
+	}
+	return out, nil
 }

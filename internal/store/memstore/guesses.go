@@ -107,15 +107,29 @@ func evaluateGuesses(op *store.Op, ev *eval, e entry, found bool, now int64) {
 }
 
 // waive marks the FreeOnRepeat ops of a batch whose Guesses op found its
-// guess remembered: they are evaluated, and not spent.
+// guess remembered: they are evaluated, and not spent. With an allowance
+// of free repeats (store.Op.OnRepeat) the repeat is free only while the
+// allowance fits, and the allowance is spent only by a free repeat.
 func waive(ops []store.Op, evs []eval) {
-	repeat := false
+	g, allowance := -1, -1
 	for i := range ops {
 		if _, ok := ops[i].Limit.(store.Guesses); ok {
-			repeat = evs[i].repeat
+			g = i
+		}
+		if ops[i].OnRepeat {
+			allowance = i
 		}
 	}
-	if !repeat {
+	if g < 0 {
+		return
+	}
+	if allowance >= 0 && evs[g].repeat && !evs[allowance].ok {
+		evs[g].repeat, evs[g].capped = false, true
+	}
+	if allowance >= 0 && !evs[g].repeat {
+		evs[allowance].waived = true
+	}
+	if !evs[g].repeat {
 		return
 	}
 	for i := range ops {
@@ -142,6 +156,7 @@ func fillGuesses(ev *eval, r *store.Result, now int64) {
 		Allowed:    true,
 		Spent:      ev.spent,
 		Repeat:     ev.repeat,
+		Capped:     ev.capped,
 		Count:      int64(ev.mem.n),
 		ResetAfter: duration(ev.mem.last(now) - now),
 	}

@@ -30,7 +30,8 @@
 // and Count is C', the count after the call; ResetAfter is the key's time to
 // live, 0 when absent; RetryAfter is 0. A Reset removes the key; a Confirm
 // keeps the count and makes D max(D, now + store.ConfirmedHold(Span, Max,
-// C)).
+// C)). A spend with a Member attributes its Cost to it, and a Lift takes a
+// member's units off C (store's attribute.go).
 //
 // Cost 0 evaluates and never spends, refreshes or adds a key.
 //
@@ -165,6 +166,9 @@ type entry struct {
 	mem  *memory
 	fam  *famList
 	dist *distinctState
+	// attr is a Counter key's attributed units (attribute.go), nil for
+	// none.
+	attr *attribution
 }
 
 // New returns an empty Store configured by cfg.
@@ -242,15 +246,17 @@ type eval struct {
 	// retry is the GCRA retry span in µs when the op does not fit.
 	retry int64
 	// mem is what a Guesses op found, and after a spend what it left;
-	// repeat reports that it found its guess. waived marks a FreeOnRepeat
-	// op of a batch whose guess is a repeat: evaluated, never spent.
-	mem            *memory
-	repeat, waived bool
+	// repeat reports that it found its guess, free (capped: found, but the
+	// allowance of free repeats was spent). waived marks a FreeOnRepeat op
+	// of a batch whose guess is a free repeat, or the allowance of a batch
+	// whose guess is not: evaluated, never spent.
+	mem                    *memory
+	repeat, waived, capped bool
 	// skip reports a conditional op that does not count (familiar.go).
 	skip bool
 	// dist is what a Distinct op found (distinct.go).
 	dist distinctEval
-	// found is the entry found, for a Distinct op's spend.
+	// found is the entry found, for a Distinct or a Counter op's spend.
 	found entry
 }
 
@@ -296,6 +302,10 @@ func (s *Store) run(ctx context.Context, ops []store.Op, res []store.Result, spe
 	for i := range ops {
 		evs[i].shard = s.shardOf(ops[i].Key)
 		set = addShard(set, evs[i].shard)
+		if ops[i].Except != "" {
+			// Read, never written, by the op (distinct.go).
+			set = addShard(set, s.shardOf(ops[i].Except))
+		}
 	}
 
 	var held int64 // slots taken for this batch's new keys
@@ -433,7 +443,7 @@ func (s *Store) evaluate(op *store.Op, ev *eval, now int64) {
 		}
 		ev.next, ev.ok, ev.retry = gcra(ev.cur, now, micros(l.Interval), l.Burst, op.Cost)
 	case store.Counter:
-		ev.cur, ev.curExp = 0, now
+		ev.cur, ev.curExp, ev.found = 0, now, e
 		if found {
 			ev.cur, ev.curExp = e.v, e.exp
 		}
@@ -462,6 +472,7 @@ func (s *Store) spend(op *store.Op, ev *eval, now int64) {
 	case store.Counter:
 		e.exp = counterExp(l, ev, now)
 		e.rank = counterRank(ev.next, l.Max)
+		e.attr = attributeSpend(op, ev)
 	case store.Guesses:
 		e = spendGuesses(op, l, ev, now)
 	case store.Distinct:
@@ -628,6 +639,7 @@ func addShard(set []uint32, i uint32) []uint32 {
 // back by its Span (rounded up to whole µs), removing the key once that
 // makes it full; a Reset or a Forget removes its key; a Confirm keeps a
 // Counter until at least Span from now, or a Guesses key's Guess until then;
+// a Lift takes a member's units off a Counter (attribute.go);
 // a Learn puts its member on a familiar list (familiar.go). Absent keys are
 // left alone, but for a Learn. A settlement store.ValidateSettlements
 // refuses is store.ErrBadBatch, and then none is applied.
@@ -646,8 +658,12 @@ func (s *Store) Settle(ctx context.Context, settlements []store.Settlement) erro
 
 // settle applies one settlement.
 func (s *Store) settle(st *store.Settlement) {
-	if st.Action == store.Learn {
+	switch st.Action {
+	case store.Learn:
 		s.addFamiliar(st)
+		return
+	case store.Add:
+		s.addDistinct(st)
 		return
 	}
 	sh := &s.shards[s.shardOf(st.Key)]
@@ -673,6 +689,9 @@ func (s *Store) settle(st *store.Settlement) {
 			hold := store.ConfirmedHold(st.Span, st.Max, e.v)
 			e.exp = max(e.exp, now+min(micros(hold), maxSpan))
 			s.set(sh, st.Key, e)
+			return
+		case st.Action == store.Lift:
+			s.lift(sh, st, e)
 			return
 		}
 	}

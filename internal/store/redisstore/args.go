@@ -28,11 +28,14 @@ var (
 	// counter, keep a counter longer, forget, put on a familiar list,
 	// forget one guess, keep one guess longer.
 	argGiveBack, argUncount, argConfirm, argForget, argAddFamiliar, argForgetGuess, argConfirmGuess any = "r", "c", "k", "x", "f", "g", "G"
+	// Take a member's units off a counter (store.Lift); put a member in a
+	// distinct key (store.Add), and its sub-windows.
+	argLift, argAddDistinct, argSubWindow any = "l", "d", "-"
 )
 
 // The op codes' letters: by kind (kindOf), by store.Role, by store.When.
 var (
-	kindLetters = [...]string{kindRate: "r", kindCounter: "c", kindFamiliar: "f", kindDistinct: "d"}
+	kindLetters = [...]string{kindRate: "r", kindCounter: "c", kindAttributed: "a", kindFamiliar: "f", kindDistinct: "d", kindExcept: "x"}
 	roleLetters = [...]string{store.Enforce: "e", store.Toll: "t", store.Soft: "s", store.Shadow: "h"}
 	whenLetters = [...]string{store.Always: "", store.IfFamiliar: "+", store.IfUnfamiliar: "-"}
 )
@@ -42,8 +45,10 @@ var (
 const (
 	kindRate = iota
 	kindCounter
+	kindAttributed
 	kindFamiliar
 	kindDistinct
+	kindExcept
 )
 
 // kindOf is the op code kind of op's limit, and false for a Guesses op.
@@ -52,10 +57,16 @@ func kindOf(op *store.Op) (int, bool) {
 	case store.Rate:
 		return kindRate, true
 	case store.Counter:
+		if op.Member != "" {
+			return kindAttributed, true
+		}
 		return kindCounter, true
 	case store.Familiar:
 		return kindFamiliar, true
 	case store.Distinct:
+		if op.Except != "" {
+			return kindExcept, true
+		}
 		return kindDistinct, true
 	}
 	return 0, false
@@ -80,13 +91,15 @@ func opCode(op *store.Op) any {
 }
 
 // doArgsPerOp is how many ARGV the do script takes per op (a distinct op
-// one more, its member), and doArgsPerBatch per batch besides.
+// or an attributed counter one more, its member), and doArgsPerBatch per
+// batch besides.
 const doArgsPerOp, doArgsPerBatch = 4, 2
 
 // giveback is one entry of the give-back step: how is argGiveBack,
-// argUncount, argConfirm, argForget, argAddFamiliar, argForgetGuess
-// or argConfirmGuess, amount its microseconds or units; spec, when set,
-// what the entry carries instead: argConfirm's "span:max",
+// argUncount, argConfirm, argForget, argAddFamiliar, argForgetGuess,
+// argConfirmGuess or argLift, amount its microseconds or units; spec, when
+// set, what the entry carries instead: argConfirm's "span:max", argLift's
+// member, argUncount's "units:member" for an attributed counter,
 // argAddFamiliar's "hold:member", argForgetGuess's guess,
 // argConfirmGuess's "guess:span".
 type giveback struct {
@@ -101,8 +114,8 @@ func settlementEntries(settlements []store.Settlement) ([]giveback, error) {
 	if err := store.ValidateSettlements(settlements); err != nil {
 		return nil, err
 	}
-	entries := make([]giveback, len(settlements))
-	for i, st := range settlements {
+	entries := make([]giveback, 0, len(settlements))
+	for _, st := range settlements {
 		e := giveback{key: st.Key, how: argForget}
 		switch {
 		case st.Action == store.GiveBack:
@@ -111,12 +124,21 @@ func settlementEntries(settlements []store.Settlement) ([]giveback, error) {
 			e.how, e.amount = argGiveBack, micros(st.Span)
 		case st.Action == store.Learn:
 			e.how, e.spec = argAddFamiliar, strconv.FormatInt(micros(st.Span), 10)+":"+st.Member
+		case st.Action == store.Lift:
+			e.how, e.spec = argLift, st.Member
+		case st.Action == store.Add:
+			e.how, e.spec = argAddDistinct, strconv.FormatInt(micros(st.Span), 10)+":"+st.Member
+			entries = append(entries, e)
+			for j := range store.DistinctSlots {
+				entries = append(entries, giveback{key: distinctSlotKey(st.Key, j), how: argSubWindow})
+			}
+			continue
 		case st.Action == store.Confirm && st.Guess == 0:
 			e.how, e.spec = argConfirm, strconv.FormatInt(micros(st.Span), 10)+":"+strconv.FormatInt(st.Max, 10)
 		case st.Action == store.Confirm:
 			e.how, e.spec = argConfirmGuess, guessText(st.Guess)+":"+strconv.FormatInt(micros(st.Span), 10)
 		}
-		entries[i] = e
+		entries = append(entries, e)
 	}
 	return entries, nil
 }
@@ -167,10 +189,19 @@ func appendOps(keys []string, args []any, mode string, ops []store.Op) ([]string
 			for j := range store.DistinctSlots {
 				keys = append(keys, distinctSlotKey(op.Key, j))
 			}
+			if op.Except != "" {
+				keys = append(keys, op.Except)
+				for j := range store.DistinctSlots {
+					keys = append(keys, distinctSlotKey(op.Except, j))
+				}
+			}
 			args = append(args, opCode(op), op.Cost, micros(l.Step), min(l.Max, maxSpan), op.Member)
 		case store.Counter:
 			p := paramsOf(op)
 			args = append(args, opCode(op), p.cost, p.limit, p.hold)
+			if op.Member != "" {
+				args = append(args, op.Member)
+			}
 		default:
 			p := paramsOf(op)
 			args = append(args, opCode(op), p.cost, p.interval, p.burst)

@@ -65,6 +65,10 @@ func TestCluster(t *testing.T) {
 		flush(t, c)
 		testCrossSlotDenied(t, c)
 	})
+	t.Run("cross_slot_denied_keeps_attribution", func(t *testing.T) {
+		flush(t, c)
+		testCrossSlotAttribution(t, c)
+	})
 	t.Run("cross_slot_spent_in_one_round_trip", func(t *testing.T) {
 		flush(t, c)
 		testCrossSlotOneRoundTrip(t, cl)
@@ -370,5 +374,30 @@ func testFailingSlot(t *testing.T, c redis.UniversalClient) {
 	}
 	if got := peek(t, s, rate(acctRate, 1, time.Minute, 5))[0]; got.Remaining != 4 {
 		t.Errorf("account after the failed batch: %+v, want 4 left (its spend given back)", got)
+	}
+}
+
+// testCrossSlotAttribution: a counter's spend that another slot's denial
+// gives back takes its units off the source it was attributed to, so that
+// a later Lift of that source takes back what it really spent.
+func testCrossSlotAttribution(t *testing.T, c redis.UniversalClient) {
+	clk := testclock.New(t0)
+	s := redisstore.New(c, redisstore.Config{Now: clk.Now})
+	do(t, s, storetest.From(counter(acctCounter, 2, 100, time.Hour), "ownerA"))
+	do(t, s, storetest.From(counter(acctCounter, 2, 100, time.Hour), "otherB"))
+	do(t, s, rate(ipRate, 2, time.Minute, 2))
+	res := do(t, s, storetest.From(counter(acctCounter, 1, 100, time.Hour), "otherB"), rate(ipRate, 1, time.Minute, 2))
+	if res[0].Spent || res[1].Allowed {
+		t.Fatalf("denied batch: %+v, want the counter given back", res)
+	}
+	if err := s.Settle(context.Background(), []store.Settlement{{Key: acctCounter, Action: store.Lift, Member: "otherB"}}); err != nil {
+		t.Fatal(err)
+	}
+	r := make([]store.Result, 1)
+	if err := s.Peek(context.Background(), []store.Op{counter(acctCounter, 1, 100, time.Hour)}, r); err != nil {
+		t.Fatal(err)
+	}
+	if r[0].Count != 2 {
+		t.Errorf("after lifting otherB: count %d, want ownerA's 2", r[0].Count)
 	}
 }

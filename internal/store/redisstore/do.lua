@@ -16,16 +16,22 @@
 --   n          how many ops
 --   per op     code, cost, then the kind's two arguments x and y, and a
 --              distinct op's member after them. The code is the kind ("r"
---              rate, "c" counter, "f" familiar, see familiar.lua, "d"
---              distinct), the role ("e" enforce, "t" toll, "s" soft, "h"
+--              rate, "c" counter, "a" a counter whose spend is attributed
+--              to the member after its arguments, "f" familiar, see
+--              familiar.lua, "d" distinct, "x" distinct not counting the
+--              members of another distinct key, whose six keys follow its
+--              own), the role ("e" enforce, "t" toll, "s" soft, "h"
 --              shadow) and, for an op that counts only when the batch's
 --              familiar op found its member, "+", or only when it did not,
 --              "-". x and y are a rate's interval and burst, a counter's
 --              limit and hold, a distinct op's sub-window and limit, and a
 --              familiar op's member and 0. A guesses op ("gs", at most one
 --              a batch, never conditional) has its guess (16 hex digits) as
---              x and "limit:hold:indexes" as y, the indexes (in the batch,
---              comma-separated) of the ops a repeat of it does not spend.
+--              x and "limit:hold:indexes:allowance" as y, the indexes (in
+--              the batch, comma-separated) of the ops a repeat of it does
+--              not spend, and the index of the batch's allowance of free
+--              repeats (0: none): a repeat is free only while it fits, and
+--              only a free repeat spends it.
 --
 -- The familiar op of a batch, if it has one, is read first: it decides the
 -- batch's conditional ops. One that does not count is skipped: it fits,
@@ -33,14 +39,15 @@
 -- nothing and replies allowed when it found its member.
 --
 -- A rate key holds its theoretical arrival time (TAT). A counter key holds
--- "count:deadline", the deadline being when the count is forgotten; a spend
--- keeps the later of that deadline and now + hold.
+-- "count:deadline", the deadline being when the count is forgotten, and its
+-- attribution (prelude.lua); a spend keeps the later of that deadline and
+-- now + hold.
 --
 -- A guesses key holds an account's remembered guesses (see prelude.lua).
 --
 -- Reply: six integers per op, batch after batch: allowed, spent, remaining,
 -- retry after, reset after, count. A guesses op replies 1 as remaining when
--- it found its guess remembered, the guesses it found as count, and when the
+-- it found its guess remembered and free, 2 when the allowance capped it, the guesses it found as count, and when the
 -- last of them is forgotten as reset after. A batch with a key whose value is not
 -- guardian's state spends nothing and replies -1 for each of its integers,
 -- so that the other batches of the call stand.
@@ -48,8 +55,9 @@
 -- An op is a table: kind, role and condition (the bytes of its code), its
 -- first key k, cost, and the kind's arguments. Each kind is one branch of
 -- read, write and settle.
-local RATE, COUNTER, FAMILIAR, DISTINCT, GUESSES =
-  string.byte('r'), string.byte('c'), string.byte('f'), string.byte('d'), string.byte('g')
+local RATE, COUNTER, ATTRIBUTED, FAMILIAR, DISTINCT, EXCEPT, GUESSES =
+  string.byte('r'), string.byte('c'), string.byte('a'), string.byte('f'), string.byte('d'), string.byte('x'),
+  string.byte('g')
 local ENFORCE, TOLL, SHADOW = string.byte('e'), string.byte('t'), string.byte('h')
 local IF_FAMILIAR, IF_UNFAMILIAR = string.byte('+'), string.byte('-')
 
@@ -61,10 +69,11 @@ local function readGuess(o)
   if not o.list then
     return nil
   end
-  local limit, hold, free = string.match(o.ys, '^(%d+):(%d+):([%d,]*)$')
+  local limit, hold, free, allow = string.match(o.ys, '^(%d+):(%d+):([%d,]*):(%d+)$')
   if not limit then
     return nil
   end
+  o.allow = tonumber(allow)
   o.x, o.y = tonumber(limit), tonumber(hold)
   o.found = guessIndex(o.list, o.xs, o.x) ~= nil
   -- what the op replies: what it found, before any write
@@ -126,17 +135,17 @@ local function read(o)
     o.count, o.deadline = 0, now
     local v = get(o.k)
     if v then
-      local c, d = counterState(v)
+      local c, d, rest = counterState(v)
       if not c then
         return nil
       end
       if d > now then
-        o.count, o.deadline = c, d
+        o.count, o.deadline, o.rest = c, d, rest
       end
     end
     return o.count + o.cost <= o.x
   elseif o.kind == DISTINCT then
-    o.dist = distinctOp(o.k, o.x)
+    o.dist = distinctOp(o.k, o.x, o.except)
     if not o.dist then
       return nil
     end
@@ -158,7 +167,11 @@ local function write(o)
     if now + o.y > o.deadline then
       o.deadline = now + o.y
     end
-    put(o.k, string.format('%d:%d', o.count, o.deadline), o.deadline)
+    local rest = o.rest or ''
+    if o.member then
+      rest = attrWith(rest, o.member, o.cost)
+    end
+    put(o.k, string.format('%d:%d', o.count, o.deadline) .. rest, o.deadline)
   else
     o.newest = distinctAdd(o.k, o.dist, o.x, o.member)
   end
@@ -169,7 +182,7 @@ local function settle(o)
   if o.kind == GUESSES then
     -- what it found: 1 for its guess, how long until the last guess is
     -- forgotten, and how many
-    return o.found and 1 or 0, 0, o.reset, o.count
+    return o.found and 1 or (o.capped and 2 or 0), 0, o.reset, o.count
   elseif o.kind == RATE then
     local remaining = math.floor((now + o.tau - o.tat) / o.x)
     if remaining < 0 then
@@ -219,6 +232,12 @@ local function parse(k, a, n)
     if kind == DISTINCT then
       o.member = ARGV[a]
       a, k = a + 1, k + 5
+    elseif kind == EXCEPT then
+      o.kind, o.member, o.except = DISTINCT, ARGV[a], k + 5
+      a, k = a + 1, k + 11
+    elseif kind == ATTRIBUTED then
+      o.kind, o.member = COUNTER, ARGV[a]
+      a = a + 1
     end
     ops[j] = o
   end
@@ -255,6 +274,7 @@ local function batch(spend, ops)
   local all, tolls = true, true
   -- the ops a remembered guess does not spend
   local waived = {}
+  local guess
   for _, o in ipairs(ops) do
     if o.kind == FAMILIAR then
       o.fits = true
@@ -269,11 +289,24 @@ local function batch(spend, ops)
       if o.waives then
         waived = o.waives
       end
+      if o.kind == GUESSES then
+        guess = o
+      end
       if not fits and o.role == ENFORCE then
         all = false
       elseif not fits and o.role == TOLL then
         all, tolls = false, false
       end
+    end
+  end
+  -- the allowance of free repeats: a repeat is free only while it fits,
+  -- and only a free repeat spends it
+  if guess and guess.allow > 0 then
+    if guess.found and not ops[guess.allow].fits then
+      guess.found, guess.capped, waived = false, true, {}
+    end
+    if not guess.found then
+      waived[guess.allow] = true
     end
   end
   for j, o in ipairs(ops) do

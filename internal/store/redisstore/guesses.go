@@ -18,7 +18,8 @@ func guessText(g uint64) string {
 // the batch ops: its code, its cost, its guess as the first number, and as
 // the second "limit:hold:" then the 1-based indexes, within the batch, of
 // the FreeOnRepeat ops a repeat of the guess does not spend,
-// comma-separated.
+// comma-separated, and ":" and the index of its allowance of free repeats
+// (store.Op.OnRepeat), 0 for none.
 func appendGuessOp(args []any, op *store.Op, ops []store.Op) []any {
 	p := paramsOf(op)
 	var y strings.Builder
@@ -26,23 +27,29 @@ func appendGuessOp(args []any, op *store.Op, ops []store.Op) []any {
 	y.WriteByte(':')
 	y.WriteString(strconv.FormatInt(p.hold, 10))
 	y.WriteByte(':')
-	sep := ""
+	sep, allowance := "", 0
 	for j := range ops {
 		if ops[j].FreeOnRepeat {
 			y.WriteString(sep)
 			y.WriteString(strconv.Itoa(j + 1))
 			sep = ","
 		}
+		if ops[j].OnRepeat {
+			allowance = j + 1
+		}
 	}
+	y.WriteByte(':')
+	y.WriteString(strconv.Itoa(allowance))
 	return append(args, argGuesses, p.cost, guessText(op.Guess), y.String())
 }
 
 // readGuesses turns what the do script replied for each Guesses op of ops
-// into its Result: a remaining of 1 is a remembered guess.
+// into its Result: a remaining of 1 is a remembered guess, free; 2 one
+// the allowance of free repeats capped.
 func readGuesses(ops []store.Op, res []store.Result) {
 	for i := range ops {
 		if _, ok := ops[i].Limit.(store.Guesses); ok {
-			res[i].Repeat = res[i].Remaining == 1
+			res[i].Repeat, res[i].Capped = res[i].Remaining == 1, res[i].Remaining == 2
 			res[i].Remaining = 0
 		}
 	}
@@ -76,6 +83,9 @@ func slotGiveback(op *store.Op, r *store.Result, denied, tollDenied, repeat bool
 	p := paramsOf(op)
 	if _, rate := op.Limit.(store.Rate); rate {
 		return giveback{key: op.Key, how: argGiveBack, amount: p.cost * p.interval}, true
+	}
+	if op.Member != "" {
+		return giveback{key: op.Key, how: argUncount, spec: strconv.FormatInt(p.cost, 10) + ":" + op.Member}, true
 	}
 	return giveback{key: op.Key, how: argUncount, amount: p.cost}, true
 }

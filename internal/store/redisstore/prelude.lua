@@ -47,13 +47,59 @@ local function forget(i)
   return redis.call('DEL', KEYS[i])
 end
 
--- counterState parses a counter value: its count and deadline, or nil.
+-- counterState parses a counter value: its count, its deadline and its
+-- attribution (below), or nil. A counter value is "count:deadline" and
+-- then, for each member its units are attributed to, " member=units", the
+-- most recent last (store.MaxAttributed of them at most).
 local function counterState(v)
-  local c, d = string.match(v, '^(%d+):(%d+)$')
-  if not c then
+  local c, d, rest = string.match(v, '^(%d+):(%d+)(.*)$')
+  if not c or string.gsub(rest, ' [%w_-]+=%d+', '') ~= '' then
     return nil
   end
-  return tonumber(c), tonumber(d)
+  return tonumber(c), tonumber(d), rest
+end
+
+-- attrWith returns the attribution rest with units more attributed to
+-- member, now the most recent; the least recent beyond 8 is forgotten, its
+-- units staying counted.
+local function attrWith(rest, member, units)
+  local list = {}
+  for m, u in string.gmatch(rest, ' ([%w_-]+)=(%d+)') do
+    if m == member then
+      units = units + tonumber(u)
+    else
+      list[#list + 1] = ' ' .. m .. '=' .. u
+    end
+  end
+  if #list >= 8 then
+    table.remove(list, 1)
+  end
+  list[#list + 1] = ' ' .. member .. '=' .. int(units)
+  return table.concat(list)
+end
+
+-- attrWithout returns the attribution rest without member, and the units
+-- it had (0 when none).
+local function attrWithout(rest, member)
+  local list, units = {}, 0
+  for m, u in string.gmatch(rest, ' ([%w_-]+)=(%d+)') do
+    if m == member then
+      units = tonumber(u)
+    else
+      list[#list + 1] = ' ' .. m .. '=' .. u
+    end
+  end
+  return table.concat(list), units
+end
+
+-- putCounter stores count c, deadline d and attribution rest at key i, or
+-- forgets the key when c is not positive or d has passed.
+local function putCounter(i, c, d, rest)
+  if c <= 0 or d <= now then
+    forget(i)
+  else
+    put(i, int(c) .. ':' .. int(d) .. rest, d)
+  end
 end
 
 -- Guesses. A Guesses key holds an account's remembered guesses, oldest
@@ -115,14 +161,20 @@ end
 -- familiarAdd is familiar.lua's: it applies a familiar give-back entry.
 local familiarAdd
 
+-- distinctSettle is distinct.lua's: it applies a distinct give-back entry.
+local distinctSettle
+
 -- giveBack applies give-back entries to keys first..#KEYS, entry i's how and
 -- amount at ARGV[at+2(i-first)] and the one after: "r" takes microseconds
 -- off a rate key's arrival time, "c" takes units off a counter, "k" keeps a
 -- counter of count c until at least now + span × c ÷ max microseconds, all
 -- of span when max is 0 or c is at or past it (amount is "span:max", a
--- confirmed count, store.ConfirmedHold),
+-- confirmed count, store.ConfirmedHold), "l" takes the units attributed to
+-- a member off a counter (amount is the member; store.Lift), "c" may name
+-- the member its units were attributed to ("units:member"),
 -- "x" forgets, "f" puts a member on a familiar list ("hold:member", see
--- familiar.lua), "g" forgets one guess of a Guesses key (amount is the
+-- familiar.lua), "d" a member in a distinct key's current sub-window
+-- ("step:member", see distinct.lua; its five sub-windows follow as "-"), "g" forgets one guess of a Guesses key (amount is the
 -- guess), "G" keeps one until at least a span from now (amount is
 -- "guess:span"). A key that no longer exists is left alone; state never goes
 -- below empty. It returns how many keys changed, or nil and an error.
@@ -165,6 +217,14 @@ local function giveBack(first, at)
         return nil, err
       end
       changed = changed + 1
+    elseif how == 'd' then
+      local ok, err = distinctSettle(i, ARGV[at + 2 * (i - first) + 1])
+      if not ok then
+        return nil, err
+      end
+      changed = changed + 1
+    elseif how == '-' then
+      -- a sub-window of the distinct entry before it
     else
       local v = get(i)
       if v then
@@ -181,7 +241,7 @@ local function giveBack(first, at)
             put(i, int(tat), tat)
           end
         else
-          local c, d = counterState(v)
+          local c, d, rest = counterState(v)
           if not c then
             return nil, 'guardian: bad counter state'
           end
@@ -195,16 +255,24 @@ local function giveBack(first, at)
               span = math.floor(span * c / most)
             end
             if d > now and now + span > d then
-              d = now + span
-              put(i, int(c) .. ':' .. int(d), d)
+              putCounter(i, c, now + span, rest)
+            end
+          elseif how == 'l' then
+            local kept, units = attrWithout(rest, ARGV[at + 2 * (i - first) + 1])
+            if units > 0 then
+              putCounter(i, c - units, d, kept)
             end
           else
-            c = c - amount
-            if c <= 0 or d <= now then
-              forget(i)
-            else
-              put(i, int(c) .. ':' .. int(d), d)
+            -- "units" or "units:member", what a spend attributed
+            local units, member = string.match(ARGV[at + 2 * (i - first) + 1], '^(%d+):?([%w_-]*)$')
+            if not units then
+              return nil, 'guardian: bad uncount entry'
             end
+            if member ~= '' then
+              local kept, had = attrWithout(rest, member)
+              rest = had > tonumber(units) and attrWith(kept, member, had - tonumber(units)) or kept
+            end
+            putCounter(i, c - tonumber(units), d, rest)
           end
         end
       end

@@ -61,10 +61,13 @@ var (
 	familiarLua string
 	//go:embed distinct.lua
 	distinctLua string
+	//go:embed members.lua
+	membersLua string
 
 	doScript       = redis.NewScript(preludeLua + familiarLua + distinctLua + doLua)
-	givebackScript = redis.NewScript(preludeLua + familiarLua + givebackLua)
-	onceScript     = redis.NewScript(preludeLua + familiarLua + onceLua)
+	givebackScript = redis.NewScript(preludeLua + familiarLua + distinctLua + givebackLua)
+	onceScript     = redis.NewScript(preludeLua + familiarLua + distinctLua + onceLua)
+	membersScript  = redis.NewScript(preludeLua + familiarLua + membersLua)
 )
 
 // ErrBadReply reports a script reply that does not have the shape the
@@ -166,6 +169,19 @@ func (s *Store) Delete(ctx context.Context, keys ...string) error {
 		return fmt.Errorf("redisstore: delete: %w", err)
 	}
 	return nil
+}
+
+// Familiar returns the members of the familiar list at key that are not
+// forgotten, by the store's clock.
+func (s *Store) Familiar(ctx context.Context, key string) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("redisstore: familiar: %w", err)
+	}
+	members, err := membersScript.Run(ctx, s.c, []string{key}, s.nowArg()).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: familiar: %w", err)
+	}
+	return members, nil
 }
 
 // MarkOnce sets key for ttl unless it is set, reports whether this call set

@@ -62,7 +62,7 @@ func (s *Store) Warm(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, sc := range []*redis.Script{doScript, givebackScript, onceScript} {
+	for _, sc := range []*redis.Script{doScript, givebackScript, onceScript, membersScript} {
 		if err := sc.Load(ctx, s.c).Err(); err != nil {
 			return fmt.Errorf("redisstore: load scripts: %w", err)
 		}

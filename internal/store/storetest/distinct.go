@@ -17,6 +17,85 @@ var distinctCases = []testCase{
 	{"distinct/denied_batch_adds_nothing", testDistinctDeniedBatch},
 	{"distinct/estimate_within_5_percent", testDistinctEstimate},
 	{"distinct/bad_batches", testDistinctBadBatches},
+	{"distinct/except_not_counted", testDistinctExcept},
+	{"distinct/add_slides_like_a_spend", testDistinctAddSlides},
+	{"distinct/add_by_mark_once", testDistinctAddMarkOnce},
+	{"distinct/bad_adds", testDistinctBadAdds},
+}
+
+// add is an Add of member to the Distinct key k of sub-windows of step.
+func add(k, member string, step time.Duration) store.Settlement {
+	return store.Settlement{Key: k, Action: store.Add, Member: member, Span: step}
+}
+
+// testDistinctExcept: an op with an Except key counts only the members of
+// its own window that the Except key's window does not hold.
+func testDistinctExcept(h *harness) {
+	k, succeeded := h.key("net"), h.key("net")+":succeeded"
+	count := func(m string, cost int64) []store.Op {
+		op := Distinct(k, m, cost, time.Minute, 1)
+		op.Except = succeeded
+		return ops(op)
+	}
+	full := 5 * time.Minute
+	h.settle(add(succeeded, "a", time.Minute))
+	h.run([]step{
+		{at: t0, ops: count("a", 1), want: rs(result{Allowed: true, Spent: true, Remaining: 1, ResetAfter: full})},
+		{at: t0, ops: count("b", 1), want: rs(result{Allowed: true, Spent: true, Remaining: 1, ResetAfter: full})},
+		{at: t0, ops: count("c", 1), want: rs(result{Allowed: true, Spent: true, Remaining: 0, Count: 1, ResetAfter: full})},
+		{at: t0, peek: true, ops: count("d", 1), want: rs(result{Remaining: 0, Count: 2, RetryAfter: full, ResetAfter: full})},
+	})
+	h.settle(add(succeeded, "b", time.Minute), add(succeeded, "x", time.Minute))
+	h.run([]step{
+		{at: t0, peek: true, ops: count("d", 1), want: rs(result{Allowed: true, Remaining: 0, Count: 1, ResetAfter: full})},
+	})
+}
+
+// testDistinctAddSlides: a member an Add put in leaves the window as a
+// spent one does, five steps after its sub-window began.
+func testDistinctAddSlides(h *harness) {
+	k := h.key("net")
+	h.settle(add(k, "a", time.Minute))
+	h.clock.Set(t0.Add(90 * time.Second))
+	h.settle(add(k, "b", time.Minute), add(k, "a", time.Minute))
+	look := ops(Distinct(k, "c", 0, time.Minute, 100))
+	h.run([]step{
+		{at: t0.Add(90 * time.Second), peek: true, ops: look, want: rs(result{Allowed: true, Remaining: 98, Count: 2, ResetAfter: 4*time.Minute + 30*time.Second})},
+		{at: t0.Add(5 * time.Minute), peek: true, ops: look, want: rs(result{Allowed: true, Remaining: 98, Count: 2, ResetAfter: time.Minute})},
+		{at: t0.Add(6 * time.Minute), peek: true, ops: look, want: rs(result{Allowed: true, Remaining: 100})},
+	})
+}
+
+// testDistinctAddMarkOnce: a report's Add applies with its mark.
+func testDistinctAddMarkOnce(h *harness) {
+	k, mark := h.key("net"), h.key("attempt")+":reported"
+	if !h.markOnce(mark, time.Minute, add(k, "a", time.Minute)) {
+		h.t.Fatal("first MarkOnce did not mark")
+	}
+	h.run([]step{
+		{at: t0, peek: true, ops: ops(Distinct(k, "b", 0, time.Minute, 5)), want: rs(result{Allowed: true, Remaining: 4, Count: 1, ResetAfter: 5 * time.Minute})},
+	})
+}
+
+// testDistinctBadAdds: an Add needs a member and a step; an op's Except
+// is not its own key.
+func testDistinctBadAdds(h *harness) {
+	k := h.key("net")
+	for name, st := range map[string]store.Settlement{
+		"no member":  add(k, "", time.Minute),
+		"bad member": add(k, "a b", time.Minute),
+		"no step":    add(k, "a", 0),
+		"negative":   add(k, "a", -time.Minute),
+	} {
+		if err := h.s.Settle(context.Background(), []store.Settlement{st}); !errors.Is(err, store.ErrBadBatch) {
+			h.t.Errorf("%s: Settle = %v, want ErrBadBatch", name, err)
+		}
+	}
+	op := Distinct(k, "a", 1, time.Minute, 5)
+	op.Except = k
+	if err := h.s.Do(context.Background(), ops(op), make([]store.Result, 1)); !errors.Is(err, store.ErrBadBatch) {
+		h.t.Errorf("Except of its own key: Do = %v, want ErrBadBatch", err)
+	}
 }
 
 // testDistinctCounts: each new member counts once; past the limit the op

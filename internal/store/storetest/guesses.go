@@ -26,6 +26,74 @@ var guessCases = []testCase{
 	{"guesses/denied_not_remembered", testGuessDeniedNotRemembered},
 	{"guesses/concurrent_first_tries", testGuessConcurrentFirstTries},
 	{"guesses/validate", testGuessValidate},
+	{"guesses/allowance_caps_free_repeats", testGuessAllowance},
+	{"guesses/allowance_validate", testGuessAllowanceValidate},
+}
+
+// allowance is an allowance of free repeats on the guesses' subject: 2
+// back to back, then one an hour.
+func (h *harness) allowance() store.Op {
+	op := Rate(h.key("guesses")+":repeats", 1, time.Hour, 2)
+	op.Role, op.OnRepeat = store.Soft, true
+	return op
+}
+
+// testGuessAllowance: with an allowance of 2 free repeats, a new guess
+// spends none of it, the first two repeats are free and spend it, and the
+// third is capped: it pays the account and its counter like any failure.
+func testGuessAllowance(h *harness) {
+	batch := append(h.guessBatch(0xfeed), h.allowance())
+	do := func() []store.Result {
+		h.t.Helper()
+		res := make([]store.Result, len(batch))
+		if err := h.s.Do(context.Background(), batch, res); err != nil {
+			h.t.Fatalf("Do: %v", err)
+		}
+		return res
+	}
+	type want struct {
+		repeat, capped, allowanceSpent bool
+		account, count                 int64
+	}
+	for i, w := range []want{
+		{account: 2, count: 1},
+		{repeat: true, allowanceSpent: true, account: 2, count: 1},
+		{repeat: true, allowanceSpent: true, account: 2, count: 1},
+		{capped: true, account: 1, count: 2},
+		{capped: true, account: 0, count: 3},
+	} {
+		res := do()
+		got := want{res[3].Repeat, res[3].Capped, res[4].Spent, res[0].Remaining, res[1].Count}
+		if got != w {
+			h.t.Errorf("check %d: %+v, want %+v", i, got, w)
+		}
+	}
+	// An hour later one more repeat is free.
+	h.clock.Set(t0.Add(time.Hour))
+	if res := do(); !res[3].Repeat || res[3].Capped || !res[4].Spent || res[1].Spent {
+		h.t.Errorf("an hour later: guesses %+v, allowance %+v, counter %+v; want one free repeat", res[3], res[4], res[1])
+	}
+}
+
+// testGuessAllowanceValidate: an allowance is one soft Rate op, always
+// counted, beside a Guesses op.
+func testGuessAllowanceValidate(h *harness) {
+	g := Guesses(h.key("guesses"), 1, guessHold)
+	hard := h.allowance()
+	hard.Role = store.Enforce
+	counter := Counter(h.key("guesses")+":c", 1, 5, time.Hour)
+	counter.Role, counter.OnRepeat = store.Soft, true
+	for name, b := range map[string][]store.Op{
+		"without guesses": ops(h.allowance()),
+		"enforced":        ops(g, hard),
+		"a counter":       ops(g, counter),
+		"two":             ops(g, h.allowance(), func() store.Op { op := h.allowance(); op.Key += "2"; return op }()),
+		"free on repeat":  ops(g, func() store.Op { op := h.allowance(); op.FreeOnRepeat = true; return op }()),
+	} {
+		if err := h.s.Do(context.Background(), b, make([]store.Result, len(b))); !errors.Is(err, store.ErrBadBatch) {
+			h.t.Errorf("%s: Do = %v, want ErrBadBatch", name, err)
+		}
+	}
 }
 
 // guessHold is how long the cases remember a guess.

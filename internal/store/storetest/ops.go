@@ -68,3 +68,9 @@ func Toll(op store.Op) store.Op {
 func Distinct(key, member string, cost int64, step time.Duration, limit int64) store.Op {
 	return store.Op{Key: key, Member: member, Cost: cost, Limit: store.Distinct{Step: step, Max: limit}}
 }
+
+// From returns the Counter op op with its cost attributed to member.
+func From(op store.Op, member string) store.Op {
+	op.Member = member
+	return op
+}

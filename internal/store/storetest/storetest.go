@@ -75,6 +75,7 @@ var groups = [][]testCase{
 	guessCases,
 	familiarCases,
 	distinctCases,
+	attributeCases,
 	listCases,
 }
 
