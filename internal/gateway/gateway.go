@@ -54,7 +54,8 @@ type Config struct {
 	// keeping connections alive, verifying https upstreams against the
 	// system roots.
 	Transport http.RoundTripper
-	// Now is the clock of challenges (default time.Now).
+	// Now is the clock of challenges and of a device cookie's renewal
+	// (default time.Now).
 	Now func() time.Time
 }
 
