@@ -135,8 +135,8 @@ func TestAnotherAccountsDeviceIsNoDevice(t *testing.T) {
 		g.clock.Advance(time.Millisecond)
 	}
 	for name, a := range map[string]attempt{
-		"owner1 with owner0's token":     {Flow: "login", Account: "owner1@example.com", IP: "198.51.100.1", DeviceToken: tok},
-		"owner1 with a forged token":     {Flow: "login", Account: "owner1@example.com", IP: "198.51.100.1", DeviceToken: tok[:len(tok)-4] + "AAAA"},
+		"owner1 with owner0's token": {Flow: "login", Account: "owner1@example.com", IP: "198.51.100.1", DeviceToken: tok},
+		"owner1 with a forged token": {Flow: "login", Account: "owner1@example.com", IP: "198.51.100.1", DeviceToken: tok[:len(tok)-4] + "AAAA"},
 	} {
 		if d := g.check(t, a); d.Decision != "slow" || d.Rule != "login-ip" || d.Trust != "none" {
 			t.Errorf("%s: %v trust %q, want slow by login-ip, no trust", name, d, d.Trust)
