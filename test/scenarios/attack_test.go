@@ -176,3 +176,23 @@ func TestRepeatsAreTheAccountsOwn(t *testing.T) {
 		}
 	}
 }
+
+// TestDenyEntryHoldsForEverySpelling: a deny entry on an IPv4 /24 blocks
+// the network's clients however their address reaches guardian: plain,
+// IPv4-mapped, through 6to4, NAT64 or a Teredo server (which carries the
+// client's address inverted). Before Teredo counted as IPv4, a client of the
+// /24 left the entry through any Teredo server.
+func TestDenyEntryHoldsForEverySpelling(t *testing.T) {
+	g := start(t, "")
+	if code, _ := g.addList(t, "deny", map[string]any{"network": "198.51.100.0/24", "ttl": "1h", "reason": "stuffing"}); code != http.StatusCreated {
+		t.Fatalf("deny: %d", code)
+	}
+	for _, ip := range []string{"198.51.100.1", "::ffff:198.51.100.1", "2002:c633:6401::1", "64:ff9b::c633:6401", "2001:0:4136:e378:8000:63bf:39cc:9bfe"} {
+		if d := g.check(t, attempt{Flow: "login", Account: sharedAccount, IP: ip}); d.Decision != "block" || d.Rule != "deny-list" {
+			t.Errorf("check from %s: %v, want block by deny-list", ip, d)
+		}
+	}
+	if d := g.check(t, attempt{Flow: "login", Account: sharedAccount, IP: "2001:0:4136:e378:8000:63bf:39cc:9afe"}); d.Decision != "allow" {
+		t.Errorf("Teredo client 198.51.101.1: %v, want allow", d)
+	}
+}
