@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
 // Attacks on shared networks as someone who reads the code would try them
@@ -125,25 +127,29 @@ func TestSuccessesMaskNoFailedAccounts(t *testing.T) {
 
 // TestAnotherAccountsDeviceIsNoDevice: behind a NAT address a poller has
 // emptied login-ip. A device token skips address rules only for the
-// account it was issued to: another account's token, or a forged one, on
-// a check is no device, and the check is slowed like any other.
+// account it was issued to and only while it lasts: another account's
+// token, an expired one, or a forged one on a check is no device, and the
+// check is slowed like any other.
 func TestAnotherAccountsDeviceIsNoDevice(t *testing.T) {
 	g := start(t, "")
-	tok := g.login(t, attempt{Flow: "login", Account: "owner0@example.com", IP: "192.0.2.10"})
+	expired := g.login(t, attempt{Flow: "login", Account: "owner0@example.com", IP: "192.0.2.10"})
+	g.clock.Advance(tokens.DefaultDeviceTTL + time.Minute)
+	tok := g.login(t, attempt{Flow: "login", Account: "owner1@example.com", IP: "192.0.2.11"})
 	for range 30 {
 		g.fail(t, attempt{Flow: "login", Account: "poller@example.com", IP: "198.51.100.1"})
 		g.clock.Advance(time.Millisecond)
 	}
 	for name, a := range map[string]attempt{
-		"owner1 with owner0's token": {Flow: "login", Account: "owner1@example.com", IP: "198.51.100.1", DeviceToken: tok},
-		"owner1 with a forged token": {Flow: "login", Account: "owner1@example.com", IP: "198.51.100.1", DeviceToken: tok[:len(tok)-4] + "AAAA"},
+		"owner0 with owner1's token":    {Flow: "login", Account: "owner0@example.com", IP: "198.51.100.1", DeviceToken: tok},
+		"owner0 with its expired token": {Flow: "login", Account: "owner0@example.com", IP: "198.51.100.1", DeviceToken: expired},
+		"owner0 with a forged token":    {Flow: "login", Account: "owner0@example.com", IP: "198.51.100.1", DeviceToken: tok[:len(tok)-4] + "AAAA"},
 	} {
 		if d := g.check(t, a); d.Decision != "slow" || d.Rule != "login-ip" || d.Trust != "none" {
 			t.Errorf("%s: %v trust %q, want slow by login-ip, no trust", name, d, d.Trust)
 		}
 	}
-	if d := g.check(t, attempt{Flow: "login", Account: "owner0@example.com", IP: "198.51.100.1", DeviceToken: tok}); d.Decision != "allow" || d.Trust != "device" {
-		t.Errorf("owner0 on its device: %v trust %q, want allow", d, d.Trust)
+	if d := g.check(t, attempt{Flow: "login", Account: "owner1@example.com", IP: "198.51.100.1", DeviceToken: tok}); d.Decision != "allow" || d.Trust != "device" {
+		t.Errorf("owner1 on its device: %v trust %q, want allow", d, d.Trust)
 	}
 }
 
