@@ -64,6 +64,12 @@ export interface Decision {
   shadow: ShadowResult[];
   trust: string;
   repeatGuess: boolean;
+  /**
+   * The check's fingerprint was one of the account's last failed ones, but its
+   * free repeats for the day (20) were spent: the check counted like any
+   * failure. Answer the end user alike either way.
+   */
+  repeatCapped: boolean;
   /** The RateLimit-Policy and RateLimit headers as guardian sent them. */
   rateLimitPolicy: string;
   rateLimit: string;
@@ -113,6 +119,21 @@ export interface AccountStatus {
   limits: Limit[];
   /** Failed secret fingerprints guardian remembers for the account (at most 3, 24 h each). */
   rememberedGuesses: number;
+  /**
+   * The account's familiar networks, each as a check from there without a
+   * device token finds its own count; consecutiveFailures and blocked above
+   * are those of checks from an unfamiliar network.
+   */
+  networks: NetworkStatus[];
+}
+
+/** Where an account stands for checks from one of its familiar networks. */
+export interface NetworkStatus {
+  /** The network's pseudonym ("h-" and 22 characters). */
+  network: string;
+  consecutiveFailures: number;
+  /** Checks from the network without a device token are at its hard stop. */
+  blocked: boolean;
 }
 
 export interface Rate { burst: number; everyMs: number }
@@ -158,7 +179,63 @@ export declare class Client {
   resetAccount(account: string): Promise<void>;
   /** Whether a password is known to be breached; only its SHA-1 is sent. */
   checkPassword(password: string | Uint8Array): Promise<boolean>;
+  /** A deny list entry, fleet-wide: its checks are blocked with rule "deny-list" (admin scope). */
+  addDeny(entry: DenyEntry): Promise<ListAdded>;
+  /** An allow list entry, fleet-wide: its checks skip the exempt rules (admin scope). */
+  addAllow(entry: AllowEntry): Promise<ListAdded>;
+  /** The deny and allow entries in force (admin scope). */
+  lists(): Promise<Lists>;
+  /** Removes an entry, fleet-wide; one not in force is GuardianError 404 (admin scope). */
+  deleteListEntry(id: string): Promise<void>;
 }
+
+/** A deny list entry to add: network or account, never both. */
+export interface DenyEntry {
+  /** An IPv4 or IPv6 prefix of any length ("198.51.100.0/24"), or one address. */
+  network?: string;
+  /** The account as checks name it; guardian keeps and shows only its pseudonym. */
+  account?: string;
+  /** How long it holds, a duration like "1h" or "30d", at most a year. */
+  ttl: string;
+  reason?: string;
+}
+
+/** An allow list entry to add: checks from network skip the exempt rules (key: ip, key: global or type: distinct only). */
+export interface AllowEntry {
+  network: string;
+  exempt: string[];
+  /** How long it holds; without one, until deleted. */
+  ttl?: string;
+  reason?: string;
+}
+
+export interface ListAdded {
+  /** For deleteListEntry(). */
+  id: string;
+  /** When it lapses (RFC 3339, to the second); null for an allow entry without a ttl. */
+  expiresAt: string | null;
+}
+
+/** An entry as guardian shows it: an account only as its pseudonym. */
+export interface ListEntry {
+  id: string;
+  /** The entry's network as a prefix; empty on an account entry. */
+  network: string;
+  /** The pseudonym of a deny entry's account ("h-" and 22 characters), never the account; empty on a network entry. */
+  account: string;
+  /** The rules an allow entry's checks skip. */
+  exempt: string[];
+  reason: string;
+  createdAt: string;
+  /** null for an entry without an end. */
+  expiresAt: string | null;
+  /** The admin token's subject that added it; empty for a rules file's entry. */
+  subject: string;
+  /** "api", or the path of the rules file that holds the entry. */
+  source: string;
+}
+
+export interface Lists { deny: ListEntry[]; allow: ListEntry[] }
 
 export declare class GuardianError extends Error {
   readonly status: number;

@@ -469,12 +469,51 @@ export class Client {
   async accountStatus(account) {
     const w = await this.#admin("GET", "/v1/accounts/status?account=" + encodeURIComponent(account));
     return { consecutiveFailures: w.consecutive_failures ?? 0, blocked: !!w.blocked, nextAllowedMs: w.next_allowed_ms ?? 0, limits: limits(w.limits),
-      rememberedGuesses: w.remembered_guesses ?? 0 };
+      rememberedGuesses: w.remembered_guesses ?? 0, networks: networks(w.networks) };
   }
 
   /** Lifts the account's hard stop after a verified reset (admin scope). */
   async resetAccount(account) {
     await this.#admin("POST", "/v1/accounts/reset", { account });
+  }
+
+  /**
+   * Adds a deny list entry, fleet-wide (admin scope): every check from network
+   * (an IPv4 or IPv6 prefix of any length, or one address) or of account, one
+   * of them, is answered block with rule "deny-list" for ttl (a duration like
+   * "1h" or "30d", at most a year).
+   */
+  async addDeny({ network = "", account = "", ttl, reason = "" }) {
+    const body = { ttl };
+    if (network) body.network = network;
+    if (account) body.account = account;
+    if (reason) body.reason = reason;
+    return listAdded(await this.#admin("POST", "/v1/lists/deny", body, 201));
+  }
+
+  /**
+   * Adds an allow list entry, fleet-wide (admin scope): checks from network
+   * skip the rules named in exempt, for ttl or, without one, until deleted.
+   * Only rules with key: ip, key: global or type: distinct may be named
+   * (GuardianError 400 invalid_field otherwise): an allow entry never lifts an
+   * account's limits or its hard stop.
+   */
+  async addAllow({ network, exempt, ttl = "", reason = "" }) {
+    const body = { network, exempt: [...exempt] };
+    if (ttl) body.ttl = ttl;
+    if (reason) body.reason = reason;
+    return listAdded(await this.#admin("POST", "/v1/lists/allow", body, 201));
+  }
+
+  /** The deny and allow entries in force (admin scope). */
+  async lists() {
+    const w = await this.#admin("GET", "/v1/lists");
+    return { deny: listEntries(w.deny), allow: listEntries(w.allow) };
+  }
+
+  /** Removes the entry id, fleet-wide (admin scope); one not in force is GuardianError 404. */
+  async deleteListEntry(id) {
+    await this.#admin("DELETE", "/v1/lists/" + encodeURIComponent(id));
   }
 
   /**
@@ -498,9 +537,9 @@ export class Client {
     return w.breached;
   }
 
-  async #admin(method, path, body) {
+  async #admin(method, path, body, ok = 200) {
     const a = await this.#external(method, path, body);
-    if (a.status !== 200) throw answerError(a);
+    if (a.status !== ok) throw answerError(a);
     const w = parse(a.text);
     if (w === null || typeof w !== "object") throw new UnavailableError("malformed", "answer is not a JSON object");
     return w;
@@ -563,8 +602,30 @@ function limits(ws) {
   return Array.isArray(ws) ? ws.map((l) => ({ rule: String(l?.rule ?? ""), remaining: Number(l?.remaining ?? 0), resetMs: Number(l?.reset_ms ?? 0) })) : [];
 }
 
+function networks(ws) {
+  return Array.isArray(ws)
+    ? ws.map((n) => ({ network: String(n?.network ?? ""), consecutiveFailures: Number(n?.consecutive_failures ?? 0), blocked: !!n?.blocked }))
+    : [];
+}
+
+function listAdded(w) {
+  if (typeof w.id !== "string" || !w.id) throw new UnavailableError("malformed", 'list answer is not {"id", "expires_at"}');
+  return { id: w.id, expiresAt: typeof w.expires_at === "string" ? w.expires_at : null };
+}
+
+function listEntries(ws) {
+  return Array.isArray(ws)
+    ? ws.filter((e) => e !== null && typeof e === "object").map((e) => ({
+      id: String(e.id ?? ""), network: String(e.network ?? ""), account: String(e.account ?? ""),
+      exempt: Array.isArray(e.exempt) ? e.exempt.map(String) : [], reason: String(e.reason ?? ""), createdAt: String(e.created_at ?? ""),
+      expiresAt: typeof e.expires_at === "string" ? e.expires_at : null, subject: String(e.subject ?? ""), source: String(e.source ?? ""),
+    }))
+    : [];
+}
+
 function emptyDecision() {
   return { decision: "", rule: "", retryAfterMs: 0, attemptId: "", degraded: false, limits: [], shadow: [], trust: "", repeatGuess: false,
+    repeatCapped: false,
     rateLimitPolicy: "", rateLimit: "", unavailable: false, reason: "", challengePassed: false, breached: null };
 }
 
@@ -597,7 +658,7 @@ function parseDecision(a) {
     decision: w.decision, rule: String(w.rule ?? ""), retryAfterMs: retry, attemptId: String(w.attempt_id ?? ""),
     degraded: !!w.degraded, limits: limits(w.limits),
     shadow: Array.isArray(w.shadow) ? w.shadow.map((s) => ({ rule: String(s?.rule ?? ""), decision: String(s?.decision ?? ""), retryAfterMs: Number(s?.retry_after_ms ?? 0) })) : [],
-    trust: String(w.trust ?? ""), repeatGuess: !!w.repeat_guess,
+    trust: String(w.trust ?? ""), repeatGuess: !!w.repeat_guess, repeatCapped: w.repeat_capped === true,
     rateLimitPolicy: a.headers.get("ratelimit-policy") ?? "", rateLimit: a.headers.get("ratelimit") ?? "",
     unavailable: false, reason: "", challengePassed: false,
     breached: typeof w.breached === "boolean" ? w.breached : null,

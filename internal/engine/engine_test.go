@@ -227,6 +227,37 @@ func TestReportIsAcceptedOnce(t *testing.T) {
 	}
 }
 
+func TestReportKeepingTheDeviceIssuesNoTokenOnlyForATrustedCheck(t *testing.T) {
+	h := newHarness(t, `version: 1
+rules:
+  - name: account
+    flows: [login]
+    key: account
+    type: rate
+    count: failures
+    limit: 1
+    per: 1m
+    burst: 5
+`)
+	keep := engine.KeepDevice(context.Background())
+	req := engine.CheckRequest{Flow: rules.Login, Account: "a", IP: "192.0.2.1"}
+	first, err := h.eng.Report(keep, h.check(t, req).AttemptID, engine.Success)
+	if err != nil || first.DeviceToken == "" {
+		t.Fatalf("untrusted check kept = %+v, %v; want a device token all the same", first, err)
+	}
+	req.DeviceToken = first.DeviceToken
+	d := h.check(t, req)
+	if d.Trust != engine.TrustDevice {
+		t.Fatalf("trust = %s, want device", d.Trust)
+	}
+	if res, err := h.eng.Report(keep, d.AttemptID, engine.Success); err != nil || res.DeviceToken != "" {
+		t.Fatalf("trusted check kept = %+v, %v; want no device token", res, err)
+	}
+	if res, err := h.eng.Report(context.Background(), h.check(t, req).AttemptID, engine.Success); err != nil || res.DeviceToken == "" {
+		t.Fatalf("trusted check not kept = %+v, %v; want a device token", res, err)
+	}
+}
+
 func TestFailureRateChallengesUntrustedChecks(t *testing.T) {
 	h := newHarness(t, `version: 1
 rules:

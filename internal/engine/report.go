@@ -94,11 +94,32 @@ func (e *Engine) Report(ctx context.Context, attemptID string, outcome Outcome) 
 	if !otp.Settles(rules.Flow(at.Flow)) {
 		return ReportResult{}, nil
 	}
+	if at.Bucket != "" && deviceKept(ctx) {
+		// The caller keeps the device token its check verified.
+		return ReportResult{}, nil
+	}
 	tok, err := e.login.DeviceToken(&at, now)
 	if err != nil {
 		return ReportResult{}, fmt.Errorf("engine: device token: %w", err)
 	}
 	return ReportResult{DeviceToken: tok}, nil
+}
+
+type keepDeviceKey struct{}
+
+// KeepDevice returns ctx for a report whose caller keeps the device token
+// its check carried: a success of a check that token made trusted (Trust
+// device) then issues no new one, and ReportResult.DeviceToken is empty.
+// A success of any other check issues one as always. The gateway reports
+// so while the cookie it has is far from its expiry: signing a token is
+// a visible part of a proxied login's cost.
+func KeepDevice(ctx context.Context) context.Context {
+	return context.WithValue(ctx, keepDeviceKey{}, true)
+}
+
+func deviceKept(ctx context.Context) bool {
+	kept, _ := ctx.Value(keepDeviceKey{}).(bool)
+	return kept
 }
 
 // settlements rebuilds in p the plan of the check behind at, by the rules

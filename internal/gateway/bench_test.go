@@ -31,3 +31,52 @@ func BenchmarkProxiedLogin(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkProxiedLoginOnADevice is alice's basic-auth login from the
+// browser her first login gave the guardian_device cookie: trusted,
+// forwarded, reported a success.
+func BenchmarkProxiedLoginOnADevice(b *testing.B) {
+	g := newTestGateway(b, "enforce", "")
+	h := g.gw.Handler(0)
+	first := httptest.NewRequest("PROPFIND", "/dav/", nil)
+	first.SetBasicAuth("alice", "right")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, first)
+	var dev *http.Cookie
+	for _, c := range w.Result().Cookies() {
+		if c.Name == DeviceCookie {
+			dev = c
+		}
+	}
+	if dev == nil {
+		b.Fatal("no device cookie after a success")
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		r := httptest.NewRequest("PROPFIND", "/dav/", nil)
+		r.RemoteAddr = "203.0.113.9:1234"
+		r.SetBasicAuth("alice", "right")
+		r.AddCookie(dev)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusMultiStatus {
+			b.Fatalf("got %d", w.Code)
+		}
+	}
+}
+
+// BenchmarkPassThrough is a request no route matches: forwarded unchecked.
+func BenchmarkPassThrough(b *testing.B) {
+	g := newTestGateway(b, "enforce", "")
+	h := g.gw.Handler(0)
+	b.ReportAllocs()
+	for b.Loop() {
+		r := httptest.NewRequest("GET", "/static/app.css", nil)
+		r.RemoteAddr = "203.0.113.9:1234"
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusUnauthorized {
+			b.Fatalf("got %d", w.Code)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/rules"
 )
 
@@ -80,7 +81,10 @@ type Proxy struct {
 	// X-Forwarded-Proto are believed.
 	TrustedProxies []netip.Prefix
 	Mode           Mode
-	Routes         []Route
+	// Tenant is the tenant the proxy's checks count in (keys.WithTenant);
+	// empty: none, as an API call without a tenant.
+	Tenant string
+	Routes []Route
 }
 
 // Route is a login endpoint behind a proxy: which requests it matches, how
@@ -330,7 +334,7 @@ func (p *parser) proxy(m *yaml.Node, listens map[string]int) (Proxy, bool) {
 		p.errorf(m.Line, "proxy: got %s, want a mapping with listen, upstream and routes", describe(m))
 		return px, false
 	}
-	fs := p.fields(m, "in a proxy", "listen", "upstream", "trusted_proxies", "mode", "routes")
+	fs := p.fields(m, "in a proxy", "listen", "upstream", "trusted_proxies", "mode", "tenant", "routes")
 	if f, ok := fs["listen"]; !ok {
 		p.errorf(m.Line, "listen: required, an address like 127.0.0.1:8081")
 	} else if s, ok := p.str(f, "listen"); ok {
@@ -364,6 +368,15 @@ func (p *parser) proxy(m *yaml.Node, listens map[string]int) (Proxy, bool) {
 		if s, ok := p.str(f, "mode"); ok {
 			if px.Mode = Mode(s); px.Mode != Enforce && px.Mode != Observe {
 				p.errorf(f.key.Line, "mode: got %s, want enforce or observe", quote(s))
+			}
+		}
+	}
+	if f, ok := fs["tenant"]; ok {
+		if s, ok := p.str(f, "tenant"); ok {
+			if err := keys.CheckTenant(s); err != nil {
+				p.errorf(f.key.Line, "tenant: %v", err)
+			} else {
+				px.Tenant = s
 			}
 		}
 	}

@@ -92,6 +92,20 @@ proxies:
 			`x.yaml:15: challenge: difficulty: got 40`,
 			`x.yaml:16: breached: on_login: got "shout"`,
 		}},
+		{"tenant", `version: 1
+proxies:
+  - listen: :8081
+    upstream: http://a
+    tenant: Acme_Corp
+    routes: [{name: r, match: {path: /}, flow: login, account: {header: X-User}, outcome: {failure: [{status: 401}], success: [{status: 200}]}}]
+  - listen: :8082
+    upstream: http://b
+    tenant: [acme]
+    routes: [{name: r, match: {path: /}, flow: login, account: {header: X-User}, outcome: {failure: [{status: 401}], success: [{status: 200}]}}]
+`, []string{
+			`x.yaml:5: tenant: keys: invalid tenant: "Acme_Corp"`,
+			"x.yaml:9: tenant: got a list",
+		}},
 		{"duplicates", `version: 1
 proxies:
   - listen: :8081
@@ -127,6 +141,25 @@ proxies:
 				t.Errorf("got %d errors, want %d:\n%s", n, len(tt.want), got)
 			}
 		})
+	}
+}
+
+func TestParseTenant(t *testing.T) {
+	f, err := Parse("x.yaml", []byte(`version: 1
+proxies:
+  - listen: :8081
+    upstream: http://a
+    tenant: acme
+    routes: [{name: r, match: {path: /}, flow: login, account: {header: X-User}, outcome: {failure: [{status: 401}], success: [{status: 200}]}}]
+  - listen: :8082
+    upstream: http://b
+    routes: [{name: r, match: {path: /}, flow: login, account: {header: X-User}, outcome: {failure: [{status: 401}], success: [{status: 200}]}}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := f.Proxies[0].Tenant, f.Proxies[1].Tenant; a != "acme" || b != "" {
+		t.Fatalf("tenants: got %q and %q, want acme and none", a, b)
 	}
 }
 

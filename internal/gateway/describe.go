@@ -13,6 +13,7 @@ type ProxyView struct {
 	Addr           string      `json:"addr,omitempty"`
 	Upstream       string      `json:"upstream"`
 	Mode           Mode        `json:"mode"`
+	Tenant         string      `json:"tenant,omitempty"`
 	TrustedProxies []string    `json:"trusted_proxies"`
 	Routes         []RouteView `json:"routes"`
 }
@@ -69,7 +70,7 @@ func (g *Gateway) View() View {
 	addrs := g.Addrs()
 	for i := range g.file.Proxies {
 		p := &g.file.Proxies[i]
-		pv := ProxyView{Listen: p.Listen, Upstream: p.Upstream.Redacted(), Mode: p.Mode, TrustedProxies: []string{}, Routes: make([]RouteView, len(p.Routes))}
+		pv := ProxyView{Listen: p.Listen, Upstream: p.Upstream.Redacted(), Mode: p.Mode, Tenant: p.Tenant, TrustedProxies: []string{}, Routes: make([]RouteView, len(p.Routes))}
 		if i < len(addrs) {
 			pv.Addr = addrs[i]
 		}

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // maxBody is how much of a matched request's body, and of an answer's body
@@ -73,10 +74,16 @@ func pointerValue(doc any, toks []string) (string, bool) {
 	return "", false
 }
 
-// body is a matched request's buffered body, parsed at most once per kind.
+// body is a matched request's buffered body, parsed at most once per kind,
+// and the other parts of the request extractors read, each parsed once.
 type body struct {
 	raw         []byte
 	contentType string
+
+	user, pass string
+	basicDone  bool
+	query      url.Values
+	queryDone  bool
 
 	form     url.Values
 	formDone bool
@@ -136,22 +143,112 @@ func (b *body) json() any {
 	return b.doc
 }
 
+// readBody buffers a matched request's body, at most maxBody bytes, in a
+// pooled buffer, and puts it back for the upstream, which gives the buffer
+// back when it closes the body; false when the body is larger.
+func readBody(r *http.Request) (*body, bool) {
+	b := &body{contentType: r.Header.Get("Content-Type")}
+	if r.ContentLength > maxBody {
+		return nil, false
+	}
+	if r.Body == nil || r.Body == http.NoBody {
+		return b, true
+	}
+	bp := bodyBuffers.Get().(*[]byte)
+	raw, err := readAtMost(r.Body, (*bp)[:0], maxBody+1)
+	r.Body.Close()
+	*bp = raw[:0]
+	if len(raw) > maxBody {
+		bodyBuffers.Put(bp)
+		return nil, false
+	}
+	if err != nil || len(raw) == 0 {
+		bodyBuffers.Put(bp)
+		r.Body, r.ContentLength = http.NoBody, 0
+		return b, true
+	}
+	b.raw = raw
+	pb := &pooledBody{buf: bp}
+	pb.rd.Reset(raw)
+	r.Body, r.ContentLength = pb, int64(len(raw))
+	return b, true
+}
+
+// bodyBuffers are the buffers matched bodies are read into, up to
+// maxBody+1 bytes each.
+var bodyBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+// readAtMost appends what rd holds to buf, up to limit bytes in all,
+// growing it as needed but never beyond limit.
+func readAtMost(rd io.Reader, buf []byte, limit int) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) >= limit {
+				return buf, nil
+			}
+			grown := make([]byte, len(buf), min(max(2*cap(buf), 512), limit))
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := rd.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
+// pooledBody is a buffered body handed upstream: closing it gives its
+// buffer back to bodyBuffers, once; a read after that finds nothing.
+type pooledBody struct {
+	mu  sync.Mutex
+	rd  bytes.Reader
+	buf *[]byte
+}
+
+func (p *pooledBody) Read(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.buf == nil {
+		return 0, http.ErrBodyReadAfterClose
+	}
+	return p.rd.Read(b)
+}
+
+func (p *pooledBody) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.buf != nil {
+		p.rd.Reset(nil)
+		bodyBuffers.Put(p.buf)
+		p.buf = nil
+	}
+	return nil
+}
+
 // extract returns the value x names in r, whose body is b.
 func (x Extractor) extract(r *http.Request, b *body) string {
 	switch x.Source {
 	case BasicAuth:
-		user, pass, ok := r.BasicAuth()
-		if !ok {
-			return ""
+		if !b.basicDone {
+			b.basicDone = true
+			b.user, b.pass, _ = r.BasicAuth()
 		}
 		if x.Name == "user" {
-			return user
+			return b.user
 		}
-		return pass
+		return b.pass
 	case Header:
 		return r.Header.Get(x.Name)
 	case Query:
-		return r.URL.Query().Get(x.Name)
+		if !b.queryDone {
+			b.queryDone = true
+			b.query = r.URL.Query()
+		}
+		return b.query.Get(x.Name)
 	case Form:
 		return b.formValues().Get(x.Name)
 	case JSON:

@@ -54,7 +54,8 @@ type Config struct {
 	// keeping connections alive, verifying https upstreams against the
 	// system roots.
 	Transport http.RoundTripper
-	// Now is the clock of challenges (default time.Now).
+	// Now is the clock of challenges and of a device cookie's renewal
+	// (default time.Now).
 	Now func() time.Time
 }
 
@@ -66,11 +67,13 @@ type Gateway struct {
 	breached   *breached.Holder
 	challenges *challenges
 	fpKey      []byte
-	metrics    *metricSet
-	log        *slog.Logger
-	transport  http.RoundTripper
-	buffers    *bufferPool
-	tlsConfig  func() *tls.Config
+	// fpMACs are HMACs under fpKey, reset, for fingerprint.
+	fpMACs    sync.Pool
+	metrics   *metricSet
+	log       *slog.Logger
+	transport http.RoundTripper
+	buffers   *bufferPool
+	tlsConfig func() *tls.Config
 
 	proxies []*proxy
 	servers []*http.Server
@@ -101,6 +104,66 @@ func newMetrics(reg prometheus.Registerer) *metricSet {
 			Help: "Upstream answers to checked requests, as the route's outcome classified them: success, failure, unknown (left unreported).",
 		}, []string{"route", "outcome"}),
 	}
+}
+
+// lazy is a series of a metric vector, resolved by its first use (a series
+// appears only once something is counted in it, as with WithLabelValues),
+// then read without hashing its labels.
+type lazy[T any] struct {
+	resolve func() T
+	once    sync.Once
+	v       T
+}
+
+func (l *lazy[T]) get() T {
+	l.once.Do(func() { l.v = l.resolve() })
+	return l.v
+}
+
+// decisions are the values of guardian_proxy_requests_total's decision
+// label: rules' actions and the gateway's own.
+var decisions = [...]string{"allow", "challenge", "slow", "block", "breached", "unchecked", "too_large", "error"}
+
+var outcomes = [...]Outcome{Success, Failure, Unknown}
+
+// routeMetrics are one route's series.
+type routeMetrics struct {
+	vec          *metricSet
+	proxy, route string
+	requests     [len(decisions)]lazy[prometheus.Counter]
+	outcomes     [len(outcomes)]lazy[prometheus.Counter]
+}
+
+func (rm *routeMetrics) init(m *metricSet, proxy, route string) {
+	rm.vec, rm.proxy, rm.route = m, proxy, route
+	for i, d := range decisions {
+		rm.requests[i].resolve = func() prometheus.Counter { return m.requests.WithLabelValues(proxy, route, d) }
+	}
+	for i, o := range outcomes {
+		rm.outcomes[i].resolve = func() prometheus.Counter { return m.outcomes.WithLabelValues(route, string(o)) }
+	}
+}
+
+// request returns the route's series of guardian_proxy_requests_total for
+// decision.
+func (rm *routeMetrics) request(decision string) prometheus.Counter {
+	for i, d := range decisions {
+		if d == decision {
+			return rm.requests[i].get()
+		}
+	}
+	return rm.vec.requests.WithLabelValues(rm.proxy, rm.route, decision)
+}
+
+// outcome returns the route's series of guardian_proxy_outcomes_total for
+// o.
+func (rm *routeMetrics) outcome(o Outcome) prometheus.Counter {
+	for i, v := range outcomes {
+		if v == o {
+			return rm.outcomes[i].get()
+		}
+	}
+	return rm.vec.outcomes.WithLabelValues(rm.route, string(o))
 }
 
 // New returns the gateway of cfg.File, not listening yet.

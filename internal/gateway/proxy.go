@@ -1,12 +1,13 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"hash"
 	"io"
 	"log/slog"
 	"net"
@@ -16,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/guardian-sec/guardian/internal/decisionlog"
 	"github.com/guardian-sec/guardian/internal/engine"
@@ -54,6 +57,14 @@ type proxy struct {
 	*Proxy
 	gw *Gateway
 	rp *httputil.ReverseProxy
+	// upstream is the proxy's series of guardian_proxy_upstream_seconds;
+	// routes[i] the series of its i-th route, resolved once each.
+	upstream lazy[prometheus.Observer]
+	routes   []routeMetrics
+	// bound[i] is what a challenge of the i-th route is bound to: its
+	// name, after the proxy's tenant if it has one, so that a pass earned
+	// in one tenant is no pass in another.
+	bound []string
 }
 
 // state is what one request through a proxy carries to the upstream's
@@ -61,17 +72,36 @@ type proxy struct {
 type state struct {
 	start time.Time
 	route *Route
+	// metrics are route's series.
+	metrics *routeMetrics
 	// attempt is the check's attempt id, to report the outcome on.
 	attempt string
 	secure  bool
 	// breached sets X-Guardian-Breached on the request upstream.
 	breached bool
+	// keepDevice reports the outcome keeping the device cookie the
+	// request carried (engine.KeepDevice): it is valid for the account
+	// and far from its expiry.
+	keepDevice bool
+	// forwarded is set once the request went to the upstream, which
+	// closes its body (and gives a pooled buffer back).
+	forwarded bool
 }
 
 type stateKey struct{}
 
 func newProxy(gw *Gateway, px *Proxy) *proxy {
-	p := &proxy{Proxy: px, gw: gw}
+	p := &proxy{Proxy: px, gw: gw, routes: make([]routeMetrics, len(px.Routes))}
+	m := gw.metrics
+	p.upstream.resolve = func() prometheus.Observer { return m.upstream.WithLabelValues(px.Name) }
+	for i := range px.Routes {
+		p.routes[i].init(m, px.Name, px.Routes[i].Name)
+		bound := px.Routes[i].Name
+		if px.Tenant != "" {
+			bound = px.Tenant + "/" + bound
+		}
+		p.bound = append(p.bound, bound)
+	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
 		Transport:      gw.transport,
@@ -91,23 +121,25 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		id = requestid.New()
 		r.Header.Set("X-Request-Id", id)
 	}
-	w.Header().Set("X-Request-Id", id)
-	r = r.WithContext(requestid.With(r.Context(), id))
+	// One value for the answer's header and the request's: a Set
+	// replaces it, an Add (cap 1) copies it first.
+	w.Header()["X-Request-Id"] = r.Header["X-Request-Id"][:1:1]
+	ctx := keys.WithTenant(requestid.With(r.Context(), id), p.Tenant)
 	if strings.HasPrefix(r.URL.Path, "/.guardian/") {
-		p.gw.serveGuardian(w, r, p)
+		p.gw.serveGuardian(w, r.WithContext(ctx), p)
 		return
 	}
 	st := &state{start: time.Now()}
-	rt := p.match(r)
-	if rt == nil {
-		p.forward(w, r, st)
+	i := p.match(r)
+	if i < 0 {
+		p.forward(w, r, ctx, st)
 		return
 	}
-	p.checked(w, r, rt, st)
+	p.checked(w, r, ctx, i, st)
 }
 
-// match returns the first route r matches, or nil.
-func (p *proxy) match(r *http.Request) *Route {
+// match returns the index of the first route r matches, or -1.
+func (p *proxy) match(r *http.Request) int {
 	for i := range p.Routes {
 		rt := &p.Routes[i]
 		if rt.Path != "" && r.URL.Path != rt.Path {
@@ -119,9 +151,9 @@ func (p *proxy) match(r *http.Request) *Route {
 		if rt.Methods != nil && !containsString(rt.Methods, r.Method) {
 			continue
 		}
-		return rt
+		return i
 	}
-	return nil
+	return -1
 }
 
 func containsString(list []string, s string) bool {
@@ -133,29 +165,35 @@ func containsString(list []string, s string) bool {
 	return false
 }
 
-// checked checks a request that matched rt and answers or forwards it.
-func (p *proxy) checked(w http.ResponseWriter, r *http.Request, rt *Route, st *state) {
-	m := p.gw.metrics
+// checked checks a request that matched the i-th route and answers or
+// forwards it; ctx is the request's context with its request id.
+func (p *proxy) checked(w http.ResponseWriter, r *http.Request, ctx context.Context, i int, st *state) {
+	rt, m := &p.Routes[i], &p.routes[i]
 	b, ok := readBody(r)
 	if !ok {
-		m.requests.WithLabelValues(p.Name, rt.Name, "too_large").Inc()
+		m.request("too_large").Inc()
 		writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", "the body of a login request is limited to 64 KiB")
 		return
 	}
+	defer func() {
+		if !st.forwarded && r.Body != nil {
+			r.Body.Close()
+		}
+	}()
 	account := rt.Account.extract(r, b)
 	if account == "" {
-		m.requests.WithLabelValues(p.Name, rt.Name, "unchecked").Inc()
-		p.forward(w, r, st)
+		m.request("unchecked").Inc()
+		p.forward(w, r, ctx, st)
 		return
 	}
 	client, secure := p.client(r)
-	st.route, st.secure = rt, secure
+	st.route, st.metrics, st.secure = rt, m, secure
 	req := engine.CheckRequest{Flow: rt.Flow, Account: account, IP: client.String()}
 	if c, err := r.Cookie(DeviceCookie); err == nil {
 		req.DeviceToken = c.Value
 	}
 	// The binding is an HMAC: made only for a pass or a challenge.
-	bind := func() [bindLen]byte { return p.gw.challenges.binding(account, client, rt.Name) }
+	bind := func() [bindLen]byte { return p.gw.challenges.binding(account, client, p.bound[i]) }
 	if pass := passOf(r); pass != "" && p.gw.challenges.redeem(pass, bind()) == nil {
 		req.ChallengePassed = true
 	}
@@ -164,15 +202,14 @@ func (p *proxy) checked(w http.ResponseWriter, r *http.Request, rt *Route, st *s
 		req.SecretFingerprint = p.gw.fingerprint(secret)
 		isBreached = rt.Breached != "" && p.gw.isBreached(secret)
 	}
-	ctx := decisionlog.WithRoute(r.Context(), rt.Name)
-	d, err := p.gw.decider.Check(ctx, req)
+	d, err := p.gw.decider.Check(decisionlog.WithRoute(ctx, rt.Name), req)
 	if err != nil {
-		m.requests.WithLabelValues(p.Name, rt.Name, "error").Inc()
+		m.request("error").Inc()
 		if p.Mode == Observe {
-			p.forward(w, r, st)
+			p.forward(w, r, ctx, st)
 			return
 		}
-		p.checkError(w, r, err)
+		p.checkError(w, r.WithContext(ctx), err)
 		return
 	}
 	action := string(d.Action)
@@ -188,23 +225,24 @@ func (p *proxy) checked(w http.ResponseWriter, r *http.Request, rt *Route, st *s
 			action = "breached"
 		}
 	}
-	m.requests.WithLabelValues(p.Name, rt.Name, action).Inc()
+	m.request(action).Inc()
 	st.attempt = d.AttemptID
+	st.keepDevice = d.Trust == engine.TrustDevice && !p.gw.renewDevice(req.DeviceToken)
 	if p.Mode == Observe {
 		p.gw.log.DebugContext(ctx, "proxy observed", "proxy", p.Name, "route", rt.Name, "decision", action)
-		p.forward(w, r, st)
+		p.forward(w, r, ctx, st)
 		return
 	}
 	switch action {
 	case string(rules.Allow):
-		p.forward(w, r, st)
+		p.forward(w, r, ctx, st)
 	case string(rules.Slow), string(rules.Block):
 		denied(w, r, &d)
 	case string(rules.Challenge):
 		if req.ChallengePassed {
 			// A passed challenge that is challenged again (another rule
 			// still asks) goes ahead: the user did what was asked.
-			p.forward(w, r, st)
+			p.forward(w, r, ctx, st)
 			return
 		}
 		p.gw.challenge(w, r, rt, bind(), secure)
@@ -212,33 +250,6 @@ func (p *proxy) checked(w http.ResponseWriter, r *http.Request, rt *Route, st *s
 		writePage(w, r, http.StatusForbidden, "breached_password",
 			"This password is in a list of breached passwords, so it cannot be used to sign in. Reset your password.")
 	}
-}
-
-// readBody buffers a matched request's body, at most maxBody bytes, and
-// puts it back for the upstream; false when it is larger.
-func readBody(r *http.Request) (*body, bool) {
-	b := &body{contentType: r.Header.Get("Content-Type")}
-	if r.ContentLength > maxBody {
-		return nil, false
-	}
-	if r.Body == nil || r.Body == http.NoBody {
-		return b, true
-	}
-	raw, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	r.Body.Close()
-	if len(raw) > maxBody {
-		return nil, false
-	}
-	if err != nil {
-		raw = nil
-	}
-	b.raw = raw
-	r.Body = io.NopCloser(bytes.NewReader(raw))
-	r.ContentLength = int64(len(raw))
-	if len(raw) == 0 {
-		r.Body = http.NoBody
-	}
-	return b, true
 }
 
 // client returns the client's address, as the peer or, from a trusted
@@ -308,9 +319,10 @@ func passOf(r *http.Request) string {
 	return ""
 }
 
-// forward sends r upstream with st, to be settled by the answer.
-func (p *proxy) forward(w http.ResponseWriter, r *http.Request, st *state) {
-	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), stateKey{}, st)))
+// forward sends r upstream in ctx with st, to be settled by the answer.
+func (p *proxy) forward(w http.ResponseWriter, r *http.Request, ctx context.Context, st *state) {
+	st.forwarded = true
+	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(ctx, stateKey{}, st)))
 }
 
 // rewrite makes the request upstream: the upstream's URL, the client's
@@ -334,9 +346,12 @@ func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 			proto = v
 		}
 	}
-	out.Header.Set("X-Forwarded-For", xff)
-	out.Header.Set("X-Forwarded-Proto", proto)
-	out.Header.Set("X-Forwarded-Host", in.Host)
+	// One array behind the three values (cap 1 each, as Set makes them).
+	fwd := [...]string{xff, proto, in.Host}
+	vals := fwd[:]
+	out.Header["X-Forwarded-For"] = vals[0:1:1]
+	out.Header["X-Forwarded-Proto"] = vals[1:2:2]
+	out.Header["X-Forwarded-Host"] = vals[2:3:3]
 	out.Header.Del(PassHeader)
 	out.Header.Del(BreachedHeaderName)
 	stripCookies(out.Header)
@@ -389,7 +404,7 @@ func (p *proxy) modifyResponse(resp *http.Response) error {
 	if st == nil {
 		return nil
 	}
-	p.gw.metrics.upstream.WithLabelValues(p.Name).Observe(time.Since(st.start).Seconds())
+	p.upstream.get().Observe(time.Since(st.start).Seconds())
 	if st.route == nil || st.attempt == "" {
 		return nil
 	}
@@ -398,11 +413,14 @@ func (p *proxy) modifyResponse(resp *http.Response) error {
 		head = peekBody(resp)
 	}
 	outcome := st.route.classify(resp, head)
-	p.gw.metrics.outcomes.WithLabelValues(st.route.Name, string(outcome)).Inc()
+	st.metrics.outcome(outcome).Inc()
 	if outcome == Unknown {
 		return nil
 	}
 	ctx := resp.Request.Context()
+	if st.keepDevice {
+		ctx = engine.KeepDevice(ctx)
+	}
 	res, err := p.gw.decider.Report(ctx, st.attempt, engine.Outcome(outcome))
 	if err != nil {
 		p.gw.log.WarnContext(ctx, "proxy: the outcome could not be reported", "proxy", p.Name, "route", st.route.Name, "err", err)
@@ -420,14 +438,45 @@ func (p *proxy) modifyResponse(resp *http.Response) error {
 // as a device token lasts.
 const deviceCookieAge = 90 * 24 * time.Hour
 
+// deviceRenewal is how close to its expiry a device cookie the check
+// trusted is replaced by a new one on a success. Farther from it the
+// cookie is kept, and no token is signed.
+const deviceRenewal = 30 * 24 * time.Hour
+
+// renewDevice reports whether the device token tok, which a check has just
+// verified, expires within deviceRenewal (or its expiry cannot be read).
+// The signature is not checked again: the check did.
+func (g *Gateway) renewDevice(tok string) bool {
+	_, rest, _ := strings.Cut(tok, ".")
+	payload, _, ok := strings.Cut(rest, ".")
+	if !ok || len(payload) > maxDevicePayload {
+		return true
+	}
+	var raw [maxDevicePayload]byte
+	n, err := base64.RawURLEncoding.Decode(raw[:], []byte(payload))
+	if err != nil {
+		return true
+	}
+	var claims struct {
+		Exp int64 `json:"exp"`
+	}
+	if json.Unmarshal(raw[:n], &claims) != nil || claims.Exp == 0 {
+		return true
+	}
+	return !g.challenges.now().Add(deviceRenewal).Before(time.Unix(claims.Exp, 0))
+}
+
+// maxDevicePayload bounds the payload of a device token renewDevice reads.
+const maxDevicePayload = 1024
+
 // upstreamError answers a request the upstream did not answer: 502,
 // the attempt left unreported.
 func (p *proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	st, _ := r.Context().Value(stateKey{}).(*state)
 	if st != nil {
-		p.gw.metrics.upstream.WithLabelValues(p.Name).Observe(time.Since(st.start).Seconds())
+		p.upstream.get().Observe(time.Since(st.start).Seconds())
 		if st.route != nil && st.attempt != "" {
-			p.gw.metrics.outcomes.WithLabelValues(st.route.Name, string(Unknown)).Inc()
+			st.metrics.outcome(Unknown).Inc()
 		}
 	}
 	if errors.Is(err, context.Canceled) {
@@ -456,10 +505,18 @@ func (p *proxy) checkError(w http.ResponseWriter, r *http.Request, err error) {
 // 7.3): HMAC-SHA256 under a key derived from the hash key, the form a
 // check's secret_fingerprint has.
 func (g *Gateway) fingerprint(secret string) string {
-	m := hmac.New(sha256.New, g.fpKey)
-	m.Write([]byte(secret))
+	m, _ := g.fpMACs.Get().(hash.Hash)
+	if m == nil {
+		m = hmac.New(sha256.New, g.fpKey)
+	}
+	m.Reset()
+	_, _ = io.WriteString(m, secret)
 	var sum [sha256.Size]byte
-	return base64.RawURLEncoding.EncodeToString(m.Sum(sum[:0]))
+	var text [43]byte // base64 of 32 bytes, unpadded
+	base64.RawURLEncoding.Encode(text[:], m.Sum(sum[:0]))
+	m.Reset() // nothing of the secret stays in the pool
+	g.fpMACs.Put(m)
+	return string(text[:])
 }
 
 // isBreached looks secret up in the breached-password filter in use.

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -236,6 +237,53 @@ func TestBasicAuthSlowedPastTheBurstAndTheOwnerGetsThroughOnTheDevice(t *testing
 	g.assertNoSecret(t, "right", "wrong-1")
 }
 
+func TestADeviceCookieIsKeptUntilNearItsExpiry(t *testing.T) {
+	g := newTestGateway(t, "enforce", "")
+	dev := cookieOf(g.basic(t, "alice", "right"), DeviceCookie)
+	if dev == nil {
+		t.Fatal("no device cookie after the first success")
+	}
+	if again := g.basic(t, "alice", "right", dev); again.StatusCode != http.StatusMultiStatus || cookieOf(again, DeviceCookie) != nil {
+		t.Fatalf("success on the device: got %d, cookie %v; want 207 and the cookie kept, none set", again.StatusCode, cookieOf(again, DeviceCookie))
+	}
+	if other := g.basic(t, "bob", "right", dev); cookieOf(other, DeviceCookie) != nil {
+		t.Fatalf("a failure of another account set a device cookie")
+	}
+	// 61 days on, the cookie expires within deviceRenewal: renewed.
+	later := time.Now().Add(61 * 24 * time.Hour)
+	g.gw.challenges.now = func() time.Time { return later }
+	renewed := cookieOf(g.basic(t, "alice", "right", dev), DeviceCookie)
+	if renewed == nil || renewed.Value == dev.Value {
+		t.Fatalf("near its expiry: got %v, want a new device cookie", renewed)
+	}
+}
+
+func TestRenewDeviceReadsTheExpiry(t *testing.T) {
+	g := newTestGateway(t, "enforce", "")
+	now := time.Now()
+	g.gw.challenges.now = func() time.Time { return now }
+	tok := func(payload string) string {
+		return "eyJhbGciOiJIUzI1NiJ9." + base64.RawURLEncoding.EncodeToString([]byte(payload)) + ".sig"
+	}
+	tests := []struct {
+		tok  string
+		want bool
+	}{
+		{tok(fmt.Sprintf(`{"sub":"a","exp":%d}`, now.Add(60*24*time.Hour).Unix())), false},
+		{tok(fmt.Sprintf(`{"sub":"a","exp":%d}`, now.Add(29*24*time.Hour).Unix())), true},
+		{tok(`{"sub":"a"}`), true},
+		{tok(`not json`), true},
+		{"no-dots", true},
+		{"a.!!!.b", true},
+		{tok(`{"sub":"` + strings.Repeat("a", 2000) + `"}`), true},
+	}
+	for _, tt := range tests {
+		if got := g.gw.renewDevice(tt.tok); got != tt.want {
+			t.Errorf("renewDevice(%.60s…) = %v, want %v", tt.tok, got, tt.want)
+		}
+	}
+}
+
 // assertNoSecret fails when a password is in the logs or the metrics.
 func (g *testGateway) assertNoSecret(t *testing.T, secrets ...string) {
 	t.Helper()
@@ -381,5 +429,58 @@ func TestEngineErrorsAnswerTheErrorShape(t *testing.T) {
 	var e errorBody
 	if err := json.NewDecoder(resp.Body).Decode(&e); resp.StatusCode != http.StatusBadRequest || err != nil || e.Error.Code != "invalid_field" {
 		t.Errorf("an account too long: got %d %+v", resp.StatusCode, e)
+	}
+}
+
+func TestProxiesOfTwoTenantsKeepAnAccountsBudgetsApart(t *testing.T) {
+	up := newTestUpstream(t)
+	proxy := func(listen, tenant string) string {
+		return fmt.Sprintf(`
+  - listen: %s
+    upstream: %s
+    tenant: %s
+    routes:
+      - name: basic
+        match: {path_prefix: /dav/}
+        flow: login
+        account: {basic_auth: user}
+        outcome:
+          failure: [{status: [401]}]
+          success: [{status: [207]}]`, listen, up.URL, tenant)
+	}
+	f, err := Parse("test.yaml", []byte("version: 1\nproxies:"+proxy("127.0.0.1:1", "acme")+proxy("127.0.0.1:2", "globex")+"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, key := newTestEngine(t)
+	gw, err := New(Config{File: f, Decider: eng, ChallengeKey: key.Derive("c"), FingerprintKey: key.Derive("f")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acme, globex := httptest.NewServer(gw.Handler(0)), httptest.NewServer(gw.Handler(1))
+	t.Cleanup(acme.Close)
+	t.Cleanup(globex.Close)
+	login := func(srv *httptest.Server, pass string) *http.Response {
+		req, _ := http.NewRequest("PROPFIND", srv.URL+"/dav/", nil)
+		req.SetBasicAuth("alice", pass)
+		return do(t, req)
+	}
+	for i := range 3 {
+		if resp := login(acme, fmt.Sprint("wrong-", i)); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("acme failure %d: got %d, want 401", i, resp.StatusCode)
+		}
+	}
+	if resp := login(acme, "wrong-3"); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("acme past the burst: got %d, want 429", resp.StatusCode)
+	}
+	if resp := login(globex, "wrong-0"); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("globex, the same account: got %d, want 401 (a budget of its own)", resp.StatusCode)
+	}
+	// A success is reported in the check's own tenant: it earns a device.
+	if resp := login(globex, "right"); resp.StatusCode != http.StatusMultiStatus || cookieOf(resp, DeviceCookie) == nil {
+		t.Fatalf("globex success: got %d, cookie %v; want 207 and a device cookie", resp.StatusCode, cookieOf(resp, DeviceCookie))
+	}
+	if v := gw.View(); v.Proxies[0].Tenant != "acme" || v.Proxies[1].Tenant != "globex" {
+		t.Errorf("view tenants: got %q, %q", v.Proxies[0].Tenant, v.Proxies[1].Tenant)
 	}
 }

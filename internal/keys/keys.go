@@ -108,7 +108,7 @@ func IP(s string) (netip.Addr, error) {
 
 // Prefix returns the network of a that a rule counts by: a masked to v4Bits
 // for an IPv4 address, to v6Bits otherwise. An IPv6 address that carries an
-// IPv4 address (Embedded4: IPv4-mapped, 6to4, NAT64) counts as that IPv4
+// IPv4 address (Embedded4: IPv4-mapped, 6to4, NAT64, Teredo) counts as that IPv4
 // address, so that a client cannot leave its IPv4 limits by writing its
 // address another way. Bit counts outside 0 to 32 (IPv4) or 0 to 128 (IPv6)
 // are clamped into range. The zero Addr gives the zero Prefix.
@@ -127,15 +127,21 @@ func Prefix(a netip.Addr, v4Bits, v6Bits int) netip.Prefix {
 }
 
 // The IPv6 prefixes that carry an IPv4 address: 6to4 (RFC 3056), whose /48
-// 2002:AABB:CCDD::/48 is the IPv4 address A.B.C.D, and the NAT64 well-known
-// prefix (RFC 6052), 64:ff9b::/96, whose last 32 bits are the IPv4 address.
+// 2002:AABB:CCDD::/48 is the IPv4 address A.B.C.D, the NAT64 well-known
+// prefix (RFC 6052), 64:ff9b::/96, whose last 32 bits are the IPv4 address,
+// and Teredo (RFC 4380), 2001::/32, whose last 32 bits are the client's
+// public IPv4 address, each bit inverted. Without Teredo, a client on an
+// IPv4 network a deny entry names would leave the entry, and its IPv4
+// limits, through any Teredo server.
 var (
 	sixToFour = netip.MustParsePrefix("2002::/16")
 	nat64     = netip.MustParsePrefix("64:ff9b::/96")
+	teredo    = netip.MustParsePrefix("2001::/32")
 )
 
 // Embedded4 returns the IPv4 address a carries, when a is an IPv4-mapped,
-// 6to4 or NAT64 (well-known prefix) IPv6 address, and a itself otherwise.
+// 6to4, NAT64 (well-known prefix) or Teredo IPv6 address, and a itself
+// otherwise.
 func Embedded4(a netip.Addr) netip.Addr {
 	a = a.Unmap()
 	if !a.Is6() {
@@ -147,6 +153,8 @@ func Embedded4(a netip.Addr) netip.Addr {
 		return netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]})
 	case nat64.Contains(a):
 		return netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
+	case teredo.Contains(a):
+		return netip.AddrFrom4([4]byte{^b[12], ^b[13], ^b[14], ^b[15]})
 	}
 	return a
 }

@@ -307,6 +307,9 @@ func TestPrefix(t *testing.T) {
 		{"6to4, any host and subnet", "2002:c000:0201:ffff:1:2:3:4", 24, 48, "192.0.2.0/24"},
 		{"nat64 counts as its ipv4", "64:ff9b::192.0.2.33", 32, 64, "192.0.2.33/32"},
 		{"nat64 outside the /96 is ipv6", "64:ff9b:1::c000:221", 32, 64, "64:ff9b:1::/64"},
+		// RFC 4380's example: client 192.0.2.45 behind server 65.54.227.120.
+		{"teredo counts as its client's ipv4", "2001:0:4136:e378:8000:63bf:3fff:fdd2", 32, 64, "192.0.2.45/32"},
+		{"teredo of another server, same client", "2001:0:c633:6401:0:1:3fff:fdd2", 24, 48, "192.0.2.0/24"},
 		{"2002 outside 6to4's /16 is ipv6", "2003:c000:0201::1", 32, 48, "2003:c000:201::/48"},
 		{"ipv4 bits clamped high", "203.0.113.7", 99, 64, "203.0.113.7/32"},
 		{"ipv6 bits clamped low", "2001:db8::1", 32, -5, "::/0"},

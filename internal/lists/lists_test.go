@@ -109,7 +109,9 @@ func TestMatch(t *testing.T) {
 		{0, "198.51.100.9", "", Match{Denied: true, RetryAfter: 2 * time.Hour}},
 		{0, "198.51.101.1", "", Match{}},
 		{0, "::ffff:198.51.100.1", "", Match{Denied: true, RetryAfter: time.Hour}},
-		{0, "2002:c633:6401::1", "", Match{Denied: true, RetryAfter: time.Hour}}, // 6to4 of 198.51.100.1
+		{0, "2002:c633:6401::1", "", Match{Denied: true, RetryAfter: time.Hour}},                    // 6to4 of 198.51.100.1
+		{0, "64:ff9b::c633:6401", "", Match{Denied: true, RetryAfter: time.Hour}},                   // NAT64 of 198.51.100.1
+		{0, "2001:0:4136:e378:8000:63bf:39cc:9bfe", "", Match{Denied: true, RetryAfter: time.Hour}}, // Teredo client 198.51.100.1
 		{0, "2001:db8:bad:1::1", "", Match{Denied: true, RetryAfter: 30 * time.Minute}},
 		{0, "2001:db8:bae::1", "", Match{}},
 		{0, "192.0.2.1", norm("victim@example.com"), Match{Denied: true, RetryAfter: 10 * time.Minute}},

@@ -113,3 +113,27 @@ func TestCheckExempt(t *testing.T) {
 		}
 	}
 }
+
+// An allow entry names rules by name, and a reload may give a name to
+// another rule: a consecutive-failure count is never exemptable, whatever
+// its key, nor is a rule of an account's, so a renamed rule cannot lift one.
+func TestExemptableByKind(t *testing.T) {
+	for _, tt := range []struct {
+		r    Rule
+		want bool
+	}{
+		{Rule{Type: Rate, Key: KeyIP}, true},
+		{Rule{Type: Distinct, Key: KeyIP}, true},
+		{Rule{Type: FailureRate, Key: KeyGlobal}, true},
+		{Rule{Type: ConsecutiveFailures, Key: KeyIP}, false},
+		{Rule{Type: ConsecutiveFailures, Key: KeyAccount}, false},
+		{Rule{Type: Rate, Key: KeyAccount}, false},
+		{Rule{Type: Rate, Key: KeyAccountIP}, false},
+		{Rule{Type: Rate, Key: KeyRecipient}, false},
+		{Rule{Type: Rate, Key: KeySecret}, false},
+	} {
+		if got := Exemptable(&tt.r); got != tt.want {
+			t.Errorf("Exemptable(%s key %s) = %t, want %t", tt.r.Type, tt.r.Key, got, tt.want)
+		}
+	}
+}

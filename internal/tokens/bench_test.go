@@ -92,3 +92,13 @@ func BenchmarkDeviceVerify(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkDeviceIssue(b *testing.B) {
+	d := NewDevices(testKey(b, 1), 0)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := d.Issue(alice, t0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -144,3 +144,22 @@ func TestDeviceDefaultTTL(t *testing.T) {
 		t.Errorf("after 90 days: %v, want ErrInvalidDevice", err)
 	}
 }
+
+func TestSignDeviceIsSignJWT(t *testing.T) {
+	d := NewDevices(testKey(t, 1), 0, testKey(t, 2))
+	keys := d.keys.load()
+	iat := time.Date(2026, 12, 2, 2, 30, 0, 987654321, time.UTC)
+	for _, account := range []string{"alice@example.com", `"quoted" \ back`, "<b>&amp;</b>", "béa", "line\u2028sep", "nul\x00", "h-" + strings.Repeat("x", 600)} {
+		want, err := keys.signJWT(deviceClaimsOf(account, "AAAAAAAAAAAAAAAAAAAAAA", iat, iat.Add(DefaultDeviceTTL)), deviceType)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := keys.signDevice(account, "AAAAAAAAAAAAAAAAAAAAAA", iat, iat.Add(DefaultDeviceTTL))
+		if err != nil || got != want {
+			t.Fatalf("%q: signDevice = %s, %v\nsignJWT       = %s", account, got, err, want)
+		}
+		if dev, err := d.Verify(got, account, iat.Add(time.Hour)); err != nil || dev != "AAAAAAAAAAAAAAAAAAAAAA" {
+			t.Fatalf("%q: verify = %q, %v", account, dev, err)
+		}
+	}
+}

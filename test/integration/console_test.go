@@ -22,9 +22,11 @@ import (
 	"github.com/guardian-sec/guardian/internal/redistest"
 )
 
-// consoleRules have a hard stop that three failures reach and a shadow rule
-// that every check from one address after the first trips.
+// consoleRules have a hard stop that three failures reach, a shadow rule
+// that every check from one address after the first trips, and familiar
+// networks, where an account counts its failures apart.
 const consoleRules = `version: 1
+familiar_networks: {ipv4_prefix: 24, ipv6_prefix: 48, hold: 90d}
 rules:
   - name: login-account
     flows: [login]
@@ -132,6 +134,19 @@ func TestConsoleInABrowser(t *testing.T) {
 	redis := redistest.Start(t)
 	fleet := startFleet(t, 2, fleetConfig{redisURL: redis.URL(), rulesYAML: consoleRules})
 
+	// The victim's success from 192.0.2.10 makes 192.0.2.0/24 familiar to
+	// it; two failures from other addresses there count on that network
+	// alone (each address's first check, which the shadow rule lets by).
+	owner := fleet[0].check(t, map[string]any{"flow": "login", "account": "victim@example.com", "ip": "192.0.2.10"})
+	fleet[0].report(t, owner.str("attempt_id"), "success")
+	for i, ip := range []string{"192.0.2.20", "192.0.2.21"} {
+		a := fleet[i%2].check(t, map[string]any{"flow": "login", "account": "victim@example.com", "ip": ip})
+		if decision(t, a) != "allow" || a.str("trust") != "network" {
+			t.Fatalf("check from the familiar network: %v, want allow in its bucket", a.body)
+		}
+		fleet[i%2].report(t, a.str("attempt_id"), "failure")
+	}
+
 	// Three failures of one account, alternating instances, reach its hard
 	// stop; two more accounts from the same address. The shadow rule lets
 	// the first of the five checks through and would block the other four,
@@ -154,6 +169,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	victim := fleet[0].must(t, "POST", "/v1/pseudonyms", adminToken, map[string]any{"account": "victim@example.com"}).str("pseudonym")
 	network := fleet[0].must(t, "POST", "/v1/pseudonyms", adminToken, map[string]any{"network": ip}).str("pseudonym")
+	familiar := fleet[0].must(t, "POST", "/v1/pseudonyms", adminToken, map[string]any{"network": "192.0.2.0/24"}).str("pseudonym")
 	listsAnswer := fleet[0].must(t, "GET", "/v1/lists", adminToken, nil).status
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -256,6 +272,15 @@ func TestConsoleInABrowser(t *testing.T) {
 	wait("its consecutive failures", `document.querySelector('[data-fact="consecutive failures"]').textContent === "3"`)
 	wait("its limits", `document.querySelectorAll("#account-limits tbody tr").length === 2`)
 	wait("its pseudonym", fmt.Sprintf(`document.querySelector('[data-fact="pseudonym"]').textContent === %q`, victim))
+	// Its familiar network, by pseudonym, with the two failures made there
+	// and no hard stop: the account's block is that of other networks.
+	wait("its familiar network", fmt.Sprintf(`document.querySelectorAll("#account-networks tbody tr").length === 1 && !!document.querySelector('#account-networks tr[data-network=%q]')`, familiar))
+	if got := eval(fmt.Sprintf(`[...document.querySelector('#account-networks tr[data-network=%q]').cells].map(c => c.textContent).join("|")`, familiar)); got != familiar+"|2|no" {
+		t.Errorf("the familiar network's row: %q, want %q", got, familiar+"|2|no")
+	}
+	if eval(`String(document.getElementById("account-networks-empty").hidden)`) != "true" {
+		t.Error("the console says the account has no familiar network")
+	}
 
 	// Asking for the reset only asks: the account stays blocked until the
 	// operator confirms.
@@ -274,6 +299,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	wait("the reset done", `document.getElementById("reset-done").textContent === "Reset done."`)
 	wait("the hard stop gone on the page", `document.querySelector('[data-fact="hard stop"]').textContent === "no"`)
+	wait("its familiar networks forgotten by the reset", `document.querySelectorAll("#account-networks tbody tr").length === 0 && !document.getElementById("account-networks-empty").hidden`)
 	if st := fleet[1].must(t, "POST", "/v1/accounts/status", adminToken, map[string]any{"account": "victim@example.com"}); st.body["blocked"] != false || st.body["consecutive_failures"] != 0.0 {
 		t.Fatalf("status after the console's reset: %v, want not blocked, no failures", st.body)
 	}

@@ -75,8 +75,24 @@ func networkCount(t *testing.T, st answer) (int64, bool) {
 	return int64(c), b
 }
 
-// testNoMultiplier: an attacker on another address of the owner's /24
-// fails while the owner at home logs in after every three of its guesses,
+// neighbour is the attacker's i-th address on the owner's /24, 203.0.113.7:
+// one of 50 others, written in turn as IPv4, 6to4, NAT64 and Teredo, each
+// counting as the IPv4 address it carries, never the owner's.
+func neighbour(i int) string {
+	host := 100 + i%50
+	switch i % 4 {
+	case 1:
+		return fmt.Sprintf("2002:cb00:71%02x::1", host)
+	case 2:
+		return fmt.Sprintf("64:ff9b::cb00:71%02x", host)
+	case 3:
+		return fmt.Sprintf("2001:0:4136:e378:8000:63bf:34ff:8e%02x", 0xff^host)
+	}
+	return fmt.Sprintf("203.0.113.%d", host)
+}
+
+// testNoMultiplier: an attacker on other addresses of the owner's /24
+// (neighbour) fails while the owner at home logs in after every three of its guesses,
 // mistyping first now and then: the owner's successes lift only the
 // owner's own failures, so the attacker gets exactly 20 (the hard stop),
 // then the network is blocked for checks without a device; the device
@@ -89,7 +105,7 @@ func testNoMultiplier(t *testing.T, fleet []*instance) {
 	tok := on(0).report(t, first.str("attempt_id"), "success").str("device_token")
 	guesses := 0
 	for i := 0; ; i++ {
-		a := failAs(t, on(i), map[string]any{"flow": "login", "account": account, "ip": fmt.Sprintf("203.0.113.%d", 100+i%50)})
+		a := failAs(t, on(i), map[string]any{"flow": "login", "account": account, "ip": neighbour(i)})
 		if a.str("decision") == "block" {
 			break
 		}

@@ -122,7 +122,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.storeTimeout, "store-timeout", 5*time.Millisecond, "guardian's --store-timeout")
 	fs.DurationVar(&c.timeout, "timeout", 2*time.Second, "deadline of one request; a later answer is an error")
 	fs.StringVar(&c.pprofDir, "pprof", "", "write guardian's CPU and allocation profiles over one phase (--pprof-phase) into this directory (source-tree guardian only)")
-	fs.StringVar(&c.pprofPhase, "pprof-phase", "max", "the phase --pprof profiles")
+	fs.StringVar(&c.pprofPhase, "pprof-phase", "max", "the phase --pprof profiles (proxy: its proxied side)")
 	fs.BoolVar(&c.micro, "micro", true, "also run the Go benchmarks behind the allocation figures (needs the go command and the guardian module as working directory)")
 	fs.StringVar(&c.benchtime, "benchtime", "1s", "-benchtime of the Go benchmarks")
 	fs.StringVar(&c.goBin, "go", "go", "the go command")
@@ -165,7 +165,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	// The memory and proxy phases measure what they measure their own way,
 	// without a profile.
-	if profiled := allPhases[2:]; !contains(profiled, c.pprofPhase) {
+	if profiled := append([]string{"proxy"}, allPhases[2:]...); !contains(profiled, c.pprofPhase) {
 		return c, fmt.Errorf("--pprof-phase: %q is not one of %s", c.pprofPhase, strings.Join(profiled, ", "))
 	}
 	switch {
@@ -371,6 +371,9 @@ func bench(ctx context.Context, cfg *config, log io.Writer) (*result, error) {
 				return nil, err
 			}
 			res.Proxy = pr
+			if cfg.pprofPhase == "proxy" && cfg.pprofDir != "" && g.pprofAddr != "" {
+				res.Profiles, res.ProfiledPhase = cfg.pprofDir, name
+			}
 			continue
 		}
 		if name == "memory" {

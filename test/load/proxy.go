@@ -186,9 +186,19 @@ func proxyPhase(ctx context.Context, cfg *config, g *guardianProc, up *upstreamP
 		if err != nil {
 			return nil, err
 		}
+		var profErr chan error
+		if side.name == "proxied" && cfg.pprofPhase == "proxy" && cfg.pprofDir != "" && g.pprofAddr != "" {
+			profErr = make(chan error, 1)
+			go func() { profErr <- profile(ctx, g.pprofAddr, cfg.duration, cfg.pprofDir) }()
+		}
 		h, n, errs, first, elapsed := openLogins(side.addr, cfg.proxyRate, cfg.openConns, cfg.duration, cfg.timeout, &users)
 		gAfter, _ := g.cpuSeconds()
 		uAfter, _ := procCPU(up.cmd.Process.Pid)
+		if profErr != nil {
+			if err := <-profErr; err != nil {
+				return nil, fmt.Errorf("--pprof: %w", err)
+			}
+		}
 		*side.dst = proxyRun{Target: side.addr, Requests: n, PerSec: float64(n) / elapsed.Seconds(), Errors: errs, FirstError: first, Latency: summary(h)}
 		if n > 0 {
 			side.dst.GuardianCPU = (gAfter - gBefore) / float64(n) * 1e6

@@ -32,7 +32,8 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Optional, Union
 
 __all__ = [
-    "Client", "Policy", "Decision", "Attempt", "Limit", "ShadowResult", "ReportResult", "AccountStatus",
+    "Client", "Policy", "Decision", "Attempt", "Limit", "ShadowResult", "ReportResult", "AccountStatus", "NetworkStatus",
+    "ListAdded", "ListEntry", "Lists",
     "LocalLimits", "Rate", "Stats", "GuardianError", "UnavailableError", "ConfigError",
     "StaticToken", "FileToken", "Responder", "Response", "fingerprint",
     "RULE_LOCAL_ACCOUNT", "RULE_LOCAL_IP",
@@ -161,6 +162,10 @@ class Decision:
     shadow: tuple = ()
     trust: str = ""
     repeat_guess: bool = False
+    #: The check's fingerprint was one of the account's last failed ones,
+    #: but its free repeats for the day (20) were spent: the check counted
+    #: like any failure. Answer the end user alike either way.
+    repeat_capped: bool = False
     #: guardian did not answer and the policy decided; ``reason`` says why.
     unavailable: bool = False
     reason: str = ""
@@ -221,6 +226,61 @@ class AccountStatus:
     #: How many failed secret fingerprints guardian remembers for the
     #: account (at most 3, for 24 hours each).
     remembered_guesses: int = 0
+    #: The account's familiar networks (:class:`NetworkStatus`), each as a
+    #: check from there without a device token finds its own count;
+    #: ``consecutive_failures`` and ``blocked`` above are those of checks
+    #: from an unfamiliar network.
+    networks: tuple = ()
+
+
+@dataclass(frozen=True)
+class NetworkStatus:
+    """Where an account stands for checks from one of its familiar networks:
+    ``network`` is the network's pseudonym ("h-" and 22 characters),
+    ``blocked`` that checks from there without a device token are at its
+    hard stop."""
+
+    network: str
+    consecutive_failures: int
+    blocked: bool
+
+
+@dataclass(frozen=True)
+class ListAdded:
+    """guardian's answer to an added list entry: ``id`` for
+    :meth:`Client.delete_list_entry`, ``expires_at`` when it lapses (RFC
+    3339, to the second), None for an allow entry without a ttl."""
+
+    id: str
+    expires_at: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class ListEntry:
+    """A deny or allow entry as guardian shows it: ``network`` a prefix, or
+    ``account`` the pseudonym of a deny entry's account ("h-" and 22
+    characters), never the account. ``exempt`` are the rules an allow
+    entry's checks skip; ``expires_at`` is None for an entry without an end;
+    ``subject`` is the admin token's that added it (empty for a rules
+    file's entry), ``source`` ``api`` or the rules file's path."""
+
+    id: str
+    network: str = ""
+    account: str = ""
+    exempt: tuple = ()
+    reason: str = ""
+    created_at: str = ""
+    expires_at: Optional[str] = None
+    subject: str = ""
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Lists:
+    """The deny and allow entries in force (:class:`ListEntry` each)."""
+
+    deny: tuple = ()
+    allow: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -659,13 +719,59 @@ class Client:
         w = self._admin("GET", "/v1/accounts/status?account=" + urllib.parse.quote(account, safe=""), None)
         return AccountStatus(int(w.get("consecutive_failures", 0)), bool(w.get("blocked")),
                              int(w.get("next_allowed_ms", 0)), _limits(w.get("limits")),
-                             int(w.get("remembered_guesses", 0)))
+                             int(w.get("remembered_guesses", 0)), _networks(w.get("networks")))
 
     def reset_account(self, account: str) -> None:
         """Lifts the account's hard stop and clears its counters (admin
         scope). Only after the owner proved who they are through a verified
         channel."""
         self._admin("POST", "/v1/accounts/reset", {"account": account})
+
+    def add_deny(self, *, ttl: str, network: str = "", account: str = "", reason: str = "") -> ListAdded:
+        """Adds a deny list entry, fleet-wide (admin scope): every check from
+        ``network`` (an IPv4 or IPv6 prefix of any length, or one address)
+        or of ``account``, one of them, is answered ``block`` with rule
+        ``deny-list`` for ``ttl`` (a duration like ``1h`` or ``30d``, at most
+        a year)."""
+        body = {"ttl": ttl}
+        if network:
+            body["network"] = network
+        if account:
+            body["account"] = account
+        if reason:
+            body["reason"] = reason
+        return self._list_added(self._admin("POST", "/v1/lists/deny", body, 201))
+
+    def add_allow(self, network: str, exempt, *, ttl: str = "", reason: str = "") -> ListAdded:
+        """Adds an allow list entry, fleet-wide (admin scope): checks from
+        ``network`` skip the rules named in ``exempt``, for ``ttl`` or, without
+        one, until deleted. Only rules with ``key: ip``, ``key: global`` or
+        ``type: distinct`` may be named (:class:`GuardianError` 400
+        ``invalid_field`` otherwise): an allow entry never lifts an
+        account's limits or its hard stop."""
+        body = {"network": network, "exempt": list(exempt)}
+        if ttl:
+            body["ttl"] = ttl
+        if reason:
+            body["reason"] = reason
+        return self._list_added(self._admin("POST", "/v1/lists/allow", body, 201))
+
+    def lists(self) -> Lists:
+        """The deny and allow entries in force (admin scope)."""
+        w = self._admin("GET", "/v1/lists", None)
+        return Lists(_list_entries(w.get("deny")), _list_entries(w.get("allow")))
+
+    def delete_list_entry(self, entry_id: str) -> None:
+        """Removes the entry ``entry_id``, fleet-wide (admin scope); one not in
+        force is :class:`GuardianError` 404."""
+        self._admin("DELETE", "/v1/lists/" + urllib.parse.quote(entry_id, safe=""), None)
+
+    @staticmethod
+    def _list_added(w) -> ListAdded:
+        if not isinstance(w.get("id"), str) or not w["id"]:
+            raise UnavailableError("malformed", 'list answer is not {"id", "expires_at"}')
+        expires = w.get("expires_at")
+        return ListAdded(w["id"], expires if isinstance(expires, str) else None)
 
     def check_password(self, password: Union[str, bytes]) -> bool:
         """Whether ``password`` is known to be breached, for password set and
@@ -696,12 +802,12 @@ class Client:
 
     # -- internals
 
-    def _admin(self, method, path, body) -> dict:
+    def _admin(self, method, path, body, ok=200) -> dict:
         try:
             status, _, data, _ = self._call(method, path, body)
         except _Unavailable as e:
             raise UnavailableError(e.reason, e.detail) from None
-        if status != 200:
+        if status != ok:
             raise _answer_error(status, data)
         w = _json(data)
         if not isinstance(w, dict):
@@ -808,6 +914,24 @@ def _limits(ws) -> tuple:
                  for w in ws if isinstance(w, dict))
 
 
+def _networks(ws) -> tuple:
+    if not isinstance(ws, list):
+        return ()
+    return tuple(NetworkStatus(str(w.get("network", "")), int(w.get("consecutive_failures", 0)), bool(w.get("blocked")))
+                 for w in ws if isinstance(w, dict))
+
+
+def _list_entries(ws) -> tuple:
+    if not isinstance(ws, list):
+        return ()
+    return tuple(ListEntry(str(w.get("id", "")), network=str(w.get("network") or ""), account=str(w.get("account") or ""),
+                           exempt=tuple(str(r) for r in (w.get("exempt") or [])), reason=str(w.get("reason") or ""),
+                           created_at=str(w.get("created_at") or ""),
+                           expires_at=w["expires_at"] if isinstance(w.get("expires_at"), str) else None,
+                           subject=str(w.get("subject") or ""), source=str(w.get("source") or ""))
+                 for w in ws if isinstance(w, dict))
+
+
 def _parse_decision(status, headers, data) -> Optional[Decision]:
     w = _json(data)
     if not isinstance(w, dict):
@@ -828,7 +952,8 @@ def _parse_decision(status, headers, data) -> Optional[Decision]:
         retry = _retry_after_ms(headers.get("retry-after", "")) or 0
     return Decision(action, rule=str(w.get("rule") or ""), retry_after_ms=retry, attempt_id=str(w.get("attempt_id") or ""),
                     degraded=bool(w.get("degraded")), limits=limits, shadow=shadow, trust=str(w.get("trust") or ""),
-                    repeat_guess=bool(w.get("repeat_guess")), ratelimit_policy=headers.get("ratelimit-policy", ""),
+                    repeat_guess=bool(w.get("repeat_guess")), repeat_capped=w.get("repeat_capped") is True,
+                    ratelimit_policy=headers.get("ratelimit-policy", ""),
                     ratelimit=headers.get("ratelimit", ""),
                     breached=w["breached"] if isinstance(w.get("breached"), bool) else None)
 

@@ -22,6 +22,10 @@ RULES = os.path.join(ROOT, "clients", "testdata", "rules.yaml")
 # The breached-password list of a fleet that serves one, shared with the
 # TypeScript client.
 BREACHED = os.path.join(ROOT, "clients", "testdata", "breached.txt")
+# Rules that learn an account's familiar networks, where it counts its
+# consecutive failures apart, with an address rule for allow list entries,
+# shared with the TypeScript client.
+NETWORK_RULES = os.path.join(ROOT, "clients", "testdata", "networks.yaml")
 # Rules that challenge a password sprayed over accounts, for the README's
 # snippets.
 CHALLENGE_RULES = os.path.join(ROOT, "clients", "testdata", "challenge.yaml")

@@ -10,9 +10,9 @@ import unittest
 
 from guardian_client import (Client, ConfigError, Decision, FileToken, GuardianError, LocalLimits, Policy, Rate,
                              Responder, UnavailableError, fingerprint, RULE_LOCAL_ACCOUNT, NoBreachedFilterError,
-                             password_sha1)
+                             password_sha1, NetworkStatus, ListEntry, Lists)
 
-from .fleet import BREACHED, ROOT, Fleet, free_port
+from .fleet import BREACHED, NETWORK_RULES, ROOT, Fleet, free_port
 
 
 def account() -> str:
@@ -82,6 +82,82 @@ class AgainstGuardian(unittest.TestCase):
         self.assertEqual([(l.rule, l.remaining) for l in d.limits], [("ct-account", 1)])
         admin = self.client(tokens=self.fleet.admin_token)
         self.assertEqual(admin.account_status(user).remembered_guesses, 1)
+
+    def test_repeat_capped(self):
+        c, user = self.client(), account()
+        fp = fingerprint(b"the auth service's fingerprint key", b"a constant fingerprint")
+        c.report(c.check("login", ip="203.0.113.7", account=user, secret_fingerprint=fp).attempt_id, "failure")
+        # 20 repeats a day are free; the 21st counts like any failure.
+        for _ in range(20):
+            d = c.check("login", ip="203.0.113.7", account=user, secret_fingerprint=fp)
+            self.assertEqual((d.decision, d.repeat_guess, d.repeat_capped), ("allow", True, False))
+        d = c.check("login", ip="203.0.113.7", account=user, secret_fingerprint=fp)
+        self.assertEqual((d.decision, d.repeat_guess, d.repeat_capped), ("allow", False, True))
+        self.assertEqual([(l.rule, l.remaining) for l in d.limits], [("ct-account", 0)])
+
+    def test_familiar_networks(self):
+        _, url = self.fleet.start_guardian(NETWORK_RULES, "networks.log")
+        c = Client(url, tokens=self.fleet.check_token, on_unavailable=Policy.FAIL_CLOSED, timeout=5.0)
+        admin = Client(url, tokens=self.fleet.admin_token, on_unavailable=Policy.FAIL_CLOSED, timeout=5.0)
+        self.addCleanup(c.close)
+        self.addCleanup(admin.close)
+        user = account()
+        self.assertEqual(admin.account_status(user).networks, ())
+        # The owner's success makes 198.51.100.0/24 familiar; failures from
+        # another of its addresses count there, not for other networks.
+        c.report(c.check("login", ip="198.51.100.7", account=user).attempt_id, "success")
+        for _ in range(3):
+            c.report(c.check("login", ip="198.51.100.9", account=user).attempt_id, "failure")
+        s = admin.account_status(user)
+        self.assertEqual((s.consecutive_failures, s.blocked), (0, False))
+        self.assertEqual(len(s.networks), 1)
+        n = s.networks[0]
+        self.assertIsInstance(n, NetworkStatus)
+        self.assertRegex(n.network, r"^h-[A-Za-z0-9_-]{22}$")
+        self.assertEqual((n.consecutive_failures, n.blocked), (3, True))
+        self.assertEqual(c.check("login", ip="198.51.100.9", account=user).decision, "block")
+        self.assertEqual(c.check("login", ip="203.0.113.7", account=user).decision, "allow")
+
+    def test_lists(self):
+        _, url = self.fleet.start_guardian(NETWORK_RULES, "lists.log")
+        c = Client(url, tokens=self.fleet.check_token, on_unavailable=Policy.FAIL_CLOSED, timeout=5.0)
+        admin = Client(url, tokens=self.fleet.admin_token, on_unavailable=Policy.FAIL_CLOSED, timeout=5.0)
+        self.addCleanup(c.close)
+        self.addCleanup(admin.close)
+        user = account()
+        denied = admin.add_deny(account=user, ttl="1h", reason="incident 7")
+        self.assertTrue(denied.id)
+        self.assertRegex(denied.expires_at, r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+        d = c.check("login", ip="203.0.113.7", account=user)
+        self.assertEqual((d.decision, d.rule), ("block", "deny-list"))
+        self.assertGreater(d.retry_after_ms, 0)
+
+        allowed = admin.add_allow("192.0.2.0/28", ["ct-ip"], reason="office NAT")
+        self.assertIsNone(allowed.expires_at)
+        ls = admin.lists()
+        self.assertIsInstance(ls, Lists)
+        [deny] = [e for e in ls.deny if e.id == denied.id]
+        self.assertIsInstance(deny, ListEntry)
+        # The account only as its pseudonym.
+        self.assertRegex(deny.account, r"^h-[A-Za-z0-9_-]{22}$")
+        self.assertNotIn(user, repr(ls))
+        self.assertEqual((deny.network, deny.reason, deny.expires_at, deny.subject, deny.source),
+                         ("", "incident 7", denied.expires_at, "client-test", "api"))
+        [allow] = [e for e in ls.allow if e.id == allowed.id]
+        self.assertEqual((allow.network, allow.exempt, allow.reason, allow.expires_at), ("192.0.2.0/28", ("ct-ip",), "office NAT", None))
+
+        # An allow entry never lifts an account's limits.
+        with self.assertRaises(GuardianError) as e:
+            admin.add_allow("192.0.2.0/28", ["ct-hard-stop"])
+        self.assertEqual((e.exception.status, e.exception.code), (400, "invalid_field"))
+
+        admin.delete_list_entry(denied.id)
+        admin.delete_list_entry(allowed.id)
+        self.assertEqual(c.check("login", ip="203.0.113.7", account=user).decision, "allow")
+        self.assertEqual([e.id for e in admin.lists().deny + admin.lists().allow if e.id in (denied.id, allowed.id)], [])
+        with self.assertRaises(GuardianError) as e:
+            admin.delete_list_entry(denied.id)
+        self.assertEqual(e.exception.status, 404)
 
     def test_report_twice(self):
         c, user = self.client(), account()

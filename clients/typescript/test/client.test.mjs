@@ -14,7 +14,7 @@ import {
   Client, DEFAULT_FIRST_CALL_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, GuardianError, Policy, Responder, RULE_LOCAL_ACCOUNT, UnavailableError,
   fileToken, fingerprint, proceed, NoBreachedFilterError, passwordSHA1,
 } from "../guardian.mjs";
-import { BREACHED, Fleet, ROOT, RULES, freePort } from "./fleet.mjs";
+import { BREACHED, Fleet, NETWORK_RULES, ROOT, RULES, freePort } from "./fleet.mjs";
 
 const account = () => `user-${randomBytes(6).toString("hex")}@example.com`;
 const IP = "203.0.113.7";
@@ -46,6 +46,75 @@ describe("against guardian", () => {
     assert.equal(d.repeatGuess, true);
     assert.deepEqual(d.limits.map((l) => [l.rule, l.remaining]), [["ct-account", 1]]);
     assert.equal((await client(fleet.adminToken).accountStatus(user)).rememberedGuesses, 1);
+  });
+
+  test("past 20 free repeats a day, a repeat counts", async () => {
+    const c = client(), user = account();
+    const fp = fingerprint("the auth service's fingerprint key", "a constant fingerprint");
+    await c.report((await c.check({ flow: "login", ip: IP, account: user, secretFingerprint: fp })).attemptId, "failure");
+    for (let i = 0; i < 20; i++) {
+      const d = await c.check({ flow: "login", ip: IP, account: user, secretFingerprint: fp });
+      assert.deepEqual([d.decision, d.repeatGuess, d.repeatCapped], ["allow", true, false]);
+    }
+    const d = await c.check({ flow: "login", ip: IP, account: user, secretFingerprint: fp });
+    assert.deepEqual([d.decision, d.repeatGuess, d.repeatCapped], ["allow", false, true]);
+    assert.deepEqual(d.limits.map((l) => [l.rule, l.remaining]), [["ct-account", 0]]);
+  });
+
+  test("familiar networks count apart in the account status", async () => {
+    const { url } = await fleet.startGuardian(NETWORK_RULES, "networks.log");
+    const c = new Client(url, { tokens: fleet.checkToken, onUnavailable: Policy.FAIL_CLOSED, timeoutMs: 5000 });
+    const admin = new Client(url, { tokens: fleet.adminToken, onUnavailable: Policy.FAIL_CLOSED, timeoutMs: 5000 });
+    const user = account();
+    assert.deepEqual((await admin.accountStatus(user)).networks, []);
+    // The owner's success makes 198.51.100.0/24 familiar; failures from
+    // another of its addresses count there, not for other networks.
+    await c.report((await c.check({ flow: "login", ip: "198.51.100.7", account: user })).attemptId, "success");
+    for (let i = 0; i < 3; i++) {
+      await c.report((await c.check({ flow: "login", ip: "198.51.100.9", account: user })).attemptId, "failure");
+    }
+    const s = await admin.accountStatus(user);
+    assert.deepEqual([s.consecutiveFailures, s.blocked], [0, false]);
+    assert.equal(s.networks.length, 1);
+    assert.match(s.networks[0].network, /^h-[A-Za-z0-9_-]{22}$/);
+    assert.deepEqual([s.networks[0].consecutiveFailures, s.networks[0].blocked], [3, true]);
+    assert.equal((await c.check({ flow: "login", ip: "198.51.100.9", account: user })).decision, "block");
+    assert.equal((await c.check({ flow: "login", ip: IP, account: user })).decision, "allow");
+  });
+
+  test("deny and allow lists", async () => {
+    const { url } = await fleet.startGuardian(NETWORK_RULES, "lists.log");
+    const c = new Client(url, { tokens: fleet.checkToken, onUnavailable: Policy.FAIL_CLOSED, timeoutMs: 5000 });
+    const admin = new Client(url, { tokens: fleet.adminToken, onUnavailable: Policy.FAIL_CLOSED, timeoutMs: 5000 });
+    const user = account();
+    const denied = await admin.addDeny({ account: user, ttl: "1h", reason: "incident 7" });
+    assert.ok(denied.id);
+    assert.match(denied.expiresAt, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+    const d = await c.check({ flow: "login", ip: IP, account: user });
+    assert.deepEqual([d.decision, d.rule], ["block", "deny-list"]);
+    assert.ok(d.retryAfterMs > 0);
+
+    const allowed = await admin.addAllow({ network: "192.0.2.0/28", exempt: ["ct-ip"], reason: "office NAT" });
+    assert.equal(allowed.expiresAt, null);
+    const ls = await admin.lists();
+    const deny = ls.deny.find((e) => e.id === denied.id);
+    // The account only as its pseudonym.
+    assert.match(deny.account, /^h-[A-Za-z0-9_-]{22}$/);
+    assert.ok(!JSON.stringify(ls).includes(user));
+    assert.deepEqual([deny.network, deny.reason, deny.expiresAt, deny.subject, deny.source], ["", "incident 7", denied.expiresAt, "client-test", "api"]);
+    const allow = ls.allow.find((e) => e.id === allowed.id);
+    assert.deepEqual([allow.network, allow.exempt, allow.reason, allow.expiresAt], ["192.0.2.0/28", ["ct-ip"], "office NAT", null]);
+
+    // An allow entry never lifts an account's limits.
+    await assert.rejects(admin.addAllow({ network: "192.0.2.0/28", exempt: ["ct-hard-stop"] }),
+      (e) => e instanceof GuardianError && e.status === 400 && e.code === "invalid_field");
+
+    await admin.deleteListEntry(denied.id);
+    await admin.deleteListEntry(allowed.id);
+    assert.equal((await c.check({ flow: "login", ip: IP, account: user })).decision, "allow");
+    const left = await admin.lists();
+    assert.deepEqual([...left.deny, ...left.allow].filter((e) => e.id === denied.id || e.id === allowed.id), []);
+    await assert.rejects(admin.deleteListEntry(denied.id), (e) => e instanceof GuardianError && e.status === 404);
   });
 
   test("slow with Retry-After", async () => {

@@ -16,6 +16,10 @@ export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..",
 
 // The rules every client test runs, shared with the Python client.
 export const RULES = join(ROOT, "clients", "testdata", "rules.yaml");
+// Rules that learn an account's familiar networks, where it counts its
+// consecutive failures apart, with an address rule for allow list entries,
+// shared with the Python client.
+export const NETWORK_RULES = join(ROOT, "clients", "testdata", "networks.yaml");
 // Rules that challenge a password sprayed over accounts, for the README's
 // snippets.
 export const CHALLENGE_RULES = join(ROOT, "clients", "testdata", "challenge.yaml");

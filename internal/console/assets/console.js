@@ -343,7 +343,7 @@
     ];
     // Whatever else the status reports (remembered guesses, for one).
     for (const [k, v] of Object.entries(st)) {
-      if (["blocked", "consecutive_failures", "next_allowed_ms", "limits"].includes(k)) continue;
+      if (["blocked", "consecutive_failures", "next_allowed_ms", "limits", "networks"].includes(k)) continue;
       if (typeof v !== "object") facts.push([k.replaceAll("_", " "), v]);
     }
     $("account-facts").replaceChildren(...facts.flatMap(([k, v]) => [el("dt", {}, k), el("dd", { "data-fact": k }, v)]));
@@ -352,6 +352,16 @@
       el("td", { class: "num" }, l.remaining),
       el("td", {}, duration(l.reset_ms)),
     )));
+    // Each familiar network counts apart: a check from there without a
+    // device finds its own failures and hard stop.
+    const networks = st.networks || [];
+    rows($("account-networks").tBodies[0], networks.map((n) => el("tr", { "data-network": n.network },
+      el("td", { class: "hash" }, n.network),
+      el("td", { class: "num" }, n.consecutive_failures),
+      el("td", {}, n.blocked ? "BLOCKED until reset" : "no"),
+    )));
+    $("account-networks").hidden = networks.length === 0;
+    $("account-networks-empty").hidden = networks.length !== 0;
     $("account-status").hidden = false;
     $("confirm").hidden = true;
   }
