@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -94,6 +95,10 @@ type Store struct {
 	seen     time.Time
 	// since is when the current failure began (unix nanoseconds).
 	since atomic.Int64
+	// rejected counts the checks of the current episode the primary's
+	// queue had no room for (store.ErrOverloaded); 0 outside one.
+	rejected     atomic.Int64
+	lastRejected atomic.Int64 // unix nanoseconds
 	// active is guardian_fallback_active, which Healthy reports too: amu
 	// keeps the two the same at every moment.
 	amu    sync.Mutex
@@ -184,6 +189,15 @@ func (s *Store) Peek(ctx context.Context, ops []store.Op, res []store.Result) er
 // store failure), or, when the fallback decides, here.
 func (s *Store) evaluate(ctx context.Context, ops []store.Op, res []store.Result, spend bool) error {
 	ctx = context.WithoutCancel(ctx)
+	if store.CallerGone(ctx) != nil {
+		// A caller that sent its check and left at once has usually
+		// closed its connection already: yield so that the server's
+		// reader sees it, and send nothing for no one (store.WithCaller).
+		runtime.Gosched()
+		if store.Gone(ctx) {
+			return fmt.Errorf("failclosed: %w", store.ErrAbandoned)
+		}
+	}
 	if s.healthy.Load() {
 		now := s.cfg.Now()
 		if spend && s.recall.Answer(ops, res, now) {
@@ -203,8 +217,10 @@ func (s *Store) evaluate(ctx context.Context, ops []store.Op, res []store.Result
 				s.recall.ObserveAt(ops, res, now, epoch)
 			}
 			return nil
-		case errors.Is(err, store.ErrBadBatch):
+		case errors.Is(err, store.ErrBadBatch), errors.Is(err, store.ErrAbandoned):
 			return err
+		case errors.Is(err, store.ErrOverloaded):
+			s.overloaded()
 		}
 	}
 	if err := store.Validate(ops, res); err != nil {
@@ -223,8 +239,11 @@ func (s *Store) primary(ctx context.Context, call func(context.Context) error) e
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Timeout)
 	err := call(cctx)
 	cancel()
-	if errors.Is(err, store.ErrBadBatch) {
+	if errors.Is(err, store.ErrBadBatch) || errors.Is(err, store.ErrAbandoned) || errors.Is(err, store.ErrOverloaded) {
 		return err
+	}
+	if s.rejected.Load() > 0 {
+		s.admitted()
 	}
 	if err != nil {
 		s.fail(err, sent)
@@ -234,6 +253,32 @@ func (s *Store) primary(ctx context.Context, call func(context.Context) error) e
 		s.setActive(false)
 	}
 	return nil
+}
+
+// overloaded counts a check the primary's queue had no room for, which the
+// fallback answers, and logs the first of an episode.
+func (s *Store) overloaded() {
+	s.cfg.Metrics.StoreAdmissionRejected.Inc()
+	s.lastRejected.Store(s.cfg.Now().UnixNano())
+	if s.rejected.Add(1) == 1 {
+		s.log.Warn("store queue full: checks answered from the local fallback at once until it drains")
+	}
+}
+
+// episodeQuiet is how long no check may be refused for a full queue before
+// the episode counts as over: a queue that fills and drains by the
+// millisecond is one episode, logged once.
+const episodeQuiet = time.Second
+
+// admitted ends an episode of checks refused for a full queue once a call
+// went through and none was refused for episodeQuiet.
+func (s *Store) admitted() {
+	if s.cfg.Now().UnixNano()-s.lastRejected.Load() < int64(episodeQuiet) {
+		return
+	}
+	if n := s.rejected.Swap(0); n > 0 {
+		s.log.Warn("store queue drained: checks go to the store again", "rejected", n)
+	}
 }
 
 // endRun ends the current run of failures, and reports whether there was
@@ -282,10 +327,17 @@ func (s *Store) changed(active bool) {
 // probe writes to the primary until a write succeeds, then returns to it.
 // Only one probe loop runs at a time: fail starts it on the healthy→failing
 // edge. A refused write counts as a store error of its kind.
+//
+// The first probe comes after a sixteenth of ProbeInterval, each next one
+// after twice the wait before, up to ProbeInterval: a store that missed
+// FailAfter deadlines in a row because this instance was starved of CPU
+// for a few milliseconds (a flood) is back in use in milliseconds, not
+// after a whole interval of degraded answers, while one that is down is
+// probed at ProbeInterval after the first few.
 func (s *Store) probe() {
-	t := time.NewTicker(s.cfg.ProbeInterval)
-	defer t.Stop()
-	for range t.C {
+	wait := s.cfg.ProbeInterval / 16
+	for ; ; wait = min(2*wait, s.cfg.ProbeInterval) {
+		time.Sleep(wait)
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ProbeTimeout)
 		err := s.cfg.Probe(ctx)
 		cancel()

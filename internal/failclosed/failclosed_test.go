@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/guardian-sec/guardian/internal/logtest"
 	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/store"
 	"github.com/guardian-sec/guardian/internal/store/memstore"
@@ -672,4 +675,67 @@ func TestHealthyAgreesWithTheGauge(t *testing.T) {
 	p.setErr(nil)
 	call()
 	agree("after a success", true)
+}
+
+// TestOverloadedIsAnsweredByTheFallbackAtOnce: a check the primary's queue
+// refuses (store.ErrOverloaded) is decided by the local fallback, degraded,
+// and counted, without counting as a store failure or turning the fallback
+// on for anyone else; an episode is logged once when it starts and once
+// when it ends, a second after the last refusal. A check whose caller went
+// away before it was sent (store.ErrAbandoned) is no failure either, and is
+// decided nowhere.
+func TestOverloadedIsAnsweredByTheFallbackAtOnce(t *testing.T) {
+	clock := testclock.New(time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC))
+	m := metrics.New(prometheus.NewRegistry())
+	primary := &flakyStore{Store: memstore.New(memstore.Config{Now: clock.Now})}
+	var logs logtest.Buffer
+	s := New(Config{Primary: primary, Probe: primary.ping, FailAfter: 1, ProbeInterval: time.Hour, Metrics: m, Now: clock.Now,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	check := func() store.Result {
+		t.Helper()
+		res := make([]store.Result, 1)
+		if err := s.Do(context.Background(), []store.Op{op("a", 100, store.OnErrorLocal)}, res); err != nil {
+			t.Fatalf("Do: %v", err)
+		}
+		return res[0]
+	}
+
+	primary.setErr(fmt.Errorf("redisstore: do: %w", store.ErrOverloaded))
+	for range 5 {
+		if r := check(); !r.Degraded || !r.Allowed {
+			t.Fatalf("refused check: %+v, want allowed by the fallback, degraded", r)
+		}
+		clock.Advance(100 * time.Millisecond)
+	}
+	if got := testutil.ToFloat64(m.StoreAdmissionRejected); got != 5 {
+		t.Errorf("guardian_store_admission_rejected_total = %v, want 5", got)
+	}
+	if !s.Healthy() || testutil.CollectAndCount(m.StoreErrors) != 0 || testutil.ToFloat64(m.FallbackActive) != 0 {
+		t.Error("a full queue counted as a store failure")
+	}
+	if got := testutil.ToFloat64(m.FallbackDecisions.WithLabelValues("a", "local")); got != 5 {
+		t.Errorf("guardian_fallback_decisions_total = %v, want 5", got)
+	}
+
+	primary.setErr(nil)
+	if r := check(); r.Degraded {
+		t.Fatalf("check after the queue drained: %+v, want the primary's", r)
+	}
+	if n := strings.Count(logs.String(), "store queue"); n != 1 {
+		t.Errorf("%d lines about the queue within a second of a refusal, want 1 (the start): %s", n, logs.String())
+	}
+	clock.Advance(time.Second)
+	check()
+	check()
+	if n := strings.Count(logs.String(), "store queue drained"); n != 1 || !strings.Contains(logs.String(), "rejected=5") {
+		t.Errorf("want one line ending the episode of 5 refusals: %s", logs.String())
+	}
+
+	primary.setErr(fmt.Errorf("redisstore: do: %w", store.ErrAbandoned))
+	if err := s.Do(context.Background(), []store.Op{op("a", 100, store.OnErrorLocal)}, make([]store.Result, 1)); !errors.Is(err, store.ErrAbandoned) {
+		t.Fatalf("abandoned check: err %v, want store.ErrAbandoned", err)
+	}
+	if !s.Healthy() || testutil.CollectAndCount(m.StoreErrors) != 0 || testutil.ToFloat64(m.FallbackDecisions.WithLabelValues("a", "local")) != 5 {
+		t.Error("an abandoned check counted as a store failure or was decided by the fallback")
+	}
 }

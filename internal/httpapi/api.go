@@ -23,6 +23,7 @@ import (
 	"github.com/guardian-sec/guardian/internal/metrics"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/shadow"
+	"github.com/guardian-sec/guardian/internal/store"
 	"github.com/guardian-sec/guardian/internal/tokens"
 )
 
@@ -239,10 +240,13 @@ func (a *API) recover(c *gin.Context) {
 // detach runs the request on a context its caller cannot cancel: a caller
 // that goes away mid-request is no store failure on any store, the embedded
 // one included, and what it asked for is decided to the end, each store
-// call bounded by the store's own deadline. The context is a callContext,
-// which authorize fills with the caller's claims.
+// call bounded by the store's own deadline. Only a store call still queued
+// when its caller goes away is not sent (store.WithCaller): the request
+// then ends without an answer, nothing spent. The context is a
+// callContext, which authorize fills with the caller's claims.
 func detach(c *gin.Context) {
-	c.Request = c.Request.WithContext(&callContext{Context: context.WithoutCancel(c.Request.Context())})
+	rc := c.Request.Context()
+	c.Request = c.Request.WithContext(&callContext{Context: store.WithCaller(context.WithoutCancel(rc), rc)})
 	c.Next()
 }
 

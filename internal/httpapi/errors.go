@@ -103,6 +103,12 @@ func detail(err, sentinel error) string {
 // abort writes err in the contract's shape and stops the handler chain.
 func (a *API) abort(c *gin.Context, err error) {
 	ae := errorFor(err)
+	if errors.Is(err, store.ErrAbandoned) {
+		// The caller went away before its check reached the store: no
+		// one reads the answer, and nothing failed.
+		c.AbortWithStatus(http.StatusServiceUnavailable)
+		return
+	}
 	if ae.status >= http.StatusInternalServerError {
 		a.log.ErrorContext(c.Request.Context(), "request failed", "path", c.FullPath(), "err", err)
 	}

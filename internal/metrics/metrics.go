@@ -38,6 +38,9 @@ type Metrics struct {
 	// about their keys (a key it slowed, until its retry time), without a
 	// store call.
 	RecalledChecks prometheus.Counter
+	// StoreAdmissionRejected counts checks the store's queue had no room
+	// for, answered from the local fallback at once (admission control).
+	StoreAdmissionRejected prometheus.Counter
 	// GlobalFailures is the failure rate per second seen by failure_rate
 	// rules, by flow.
 	GlobalFailures *prometheus.GaugeVec
@@ -129,6 +132,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "guardian_fallback_decisions_total",
 			Help: "Ops decided by the fallback, by rule and on_store_error.",
 		}, []string{"rule", "on_store_error"}),
+		StoreAdmissionRejected: f.NewCounter(prometheus.CounterOpts{
+			Name: "guardian_store_admission_rejected_total",
+			Help: "Checks the store's queue had no room for, answered from the local fallback at once instead of queueing.",
+		}),
 		RecalledChecks: f.NewCounter(prometheus.CounterOpts{
 			Name: "guardian_recalled_checks_total",
 			Help: "Checks answered from the store's last answer for keys it slowed, without a store call.",

@@ -31,6 +31,11 @@ const (
 	// peerChecks is the peer comparison's decisions (driver.peer), to
 	// guardian or to the envoy ratelimit service, never reported.
 	peerChecks
+	// stuffing is checks of a fresh account from a fresh IPv4 /24 each,
+	// never reported; stuffingReported the same, each reported a failure
+	// (peerfloor.go).
+	stuffing
+	stuffingReported
 )
 
 // load is one phase's traffic and how it is paced.
@@ -108,6 +113,8 @@ type driver struct {
 	store store.Store
 	// peer is what peerChecks sends.
 	peer *peerTraffic
+	// fresh numbers the stuffing traffic's accounts and networks.
+	fresh atomic.Uint64
 	// seed makes the phases' random choices differ from run to run.
 	seed uint64
 }
@@ -231,6 +238,10 @@ func (d *driver) attempt(w *worker, tr traffic, due time.Time) {
 	}
 	if tr == peerChecks {
 		d.peerCheck(w, due)
+		return
+	}
+	if tr == stuffing || tr == stuffingReported {
+		d.stuff(w, tr)
 		return
 	}
 	var k kind

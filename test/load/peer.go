@@ -185,6 +185,12 @@ func benchPeer(ctx context.Context, cfg *config, log io.Writer) (*peerResult, er
 	}
 	cleanup = append(cleanup, e.stop)
 
+	// The floor script, on a third.
+	_, frc, err := startOne()
+	if err != nil {
+		return nil, err
+	}
+
 	seed := uint64(keyBytes[0])<<8 | uint64(keyBytes[1])
 	sides := [2]*peerService{
 		{side: sideGuardian, pid: func() int { return g.cmd.Process.Pid }, redis: grc,
@@ -214,6 +220,20 @@ func benchPeer(ctx context.Context, cfg *config, log io.Writer) (*peerResult, er
 			pr.Sides[s.side] = f
 		}
 		res.Rounds = append(res.Rounds, pr)
+		var x extraRound
+		for i, group := range []int{1, groupOf(&pr.Sides[sideGuardian].Closed)} {
+			fmt.Fprintf(log, "load: peer round %d, floor script, %d decision(s) a call…\n", round+1, group)
+			if x.Floor[i], err = runFloor(ctx, frc, cfg.peerConns, group, cfg.peerKeys, cfg.duration, seed+uint64(round)); err != nil {
+				return nil, err
+			}
+		}
+		for i, report := range []bool{false, true} {
+			fmt.Fprintf(log, "load: peer round %d, guardian, credential stuffing (reported: %v)…\n", round+1, report)
+			if x.Stuffing[i], err = runStuffing(ctx, cfg, sides[sideGuardian], report); err != nil {
+				return nil, err
+			}
+		}
+		res.Extra = append(res.Extra, x)
 	}
 	res.Rows = peerTable(res.Rounds)
 	return res, nil

@@ -67,6 +67,8 @@ type peerResult struct {
 	Seconds      float64     `json:"seconds_per_phase"`
 	Rounds       []peerRound `json:"rounds"`
 	Rows         []peerRow   `json:"table"`
+	// Extra is each round's floor and stuffing phases (peerfloor.go).
+	Extra []extraRound `json:"floor_and_stuffing,omitempty"`
 }
 
 // span is the lowest and highest of a figure over the rounds.
@@ -265,6 +267,7 @@ func printPeer(w io.Writer, r *peerResult) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", name, formatSpan(row.Guardian), formatSpan(row.Envoy), formatSpan(row.Ratio), targetText(row))
 	}
 	_ = tw.Flush()
+	printExtra(w, r)
 	for i, rd := range r.Rounds {
 		for s, f := range rd.Sides {
 			for _, p := range []peerPhase{f.Closed, f.Open} {

@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -144,5 +145,131 @@ func TestGroupCommitIdle(t *testing.T) {
 	}
 	if ran := redistest.Ran(before, redistest.CommandStats(t, node)); ran["evalsha"] != 20 {
 		t.Errorf("20 checks one after another: Redis ran %v, want 20 script calls", ran)
+	}
+}
+
+// TestAdmissionControl: with the lane held, batches queue until MaxQueued
+// ops wait; the next is refused at once with store.ErrOverloaded, sending
+// nothing. Of the queued batches, those whose caller went away before the
+// held call returned are never sent (store.ErrAbandoned) and spend
+// nothing; the others are spent exactly once each, in one grouped call.
+func TestAdmissionControl(t *testing.T) {
+	srv := redistest.Start(t)
+	node := srv.Client(t)
+	g := newGate()
+	node.AddHook(g)
+	const maxQueued = 10
+	s := redisstore.New(node, redisstore.Config{Lanes: 1, MaxQueued: maxQueued})
+	budget := rate("guardian:v3:{acct}:login", 1, time.Hour, 100)
+
+	var wg sync.WaitGroup
+	wg.Go(func() { do(t, s, budget) })
+	<-g.held
+	before := redistest.CommandStats(t, node)
+
+	// maxQueued batches of one op fill the queue; every other caller goes
+	// away while its batch waits.
+	errs := make([]error, maxQueued)
+	cancels := make([]context.CancelFunc, maxQueued)
+	for i := range maxQueued {
+		caller, cancel := context.WithCancel(context.Background())
+		cancels[i] = cancel
+		ctx := store.WithCaller(context.WithoutCancel(caller), caller)
+		wg.Go(func() { errs[i] = s.Do(ctx, []store.Op{budget}, make([]store.Result, 1)) })
+		for s.Queued() < i+1 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	err := s.Do(context.Background(), []store.Op{budget}, make([]store.Result, 1))
+	if !errors.Is(err, store.ErrOverloaded) {
+		t.Fatalf("a batch past a full queue: err %v, want store.ErrOverloaded", err)
+	}
+	for i := 0; i < maxQueued; i += 2 {
+		cancels[i]()
+	}
+	for s.Queued() > maxQueued/2 {
+		time.Sleep(time.Millisecond)
+	}
+	close(g.opened)
+	wg.Wait()
+
+	abandoned := 0
+	for i, err := range errs {
+		switch {
+		case i%2 == 0 && errors.Is(err, store.ErrAbandoned):
+			abandoned++
+		case i%2 == 1 && err != nil:
+			t.Errorf("caller %d, still there: %v", i, err)
+		case i%2 == 0:
+			t.Errorf("caller %d, gone while queued: err %v, want store.ErrAbandoned", i, err)
+		}
+		cancels[i]()
+	}
+	if abandoned != maxQueued/2 {
+		t.Errorf("%d batches abandoned, want %d", abandoned, maxQueued/2)
+	}
+	// The held call, then one grouped call of the 5 that stayed; the
+	// refused batch and the abandoned ones sent nothing.
+	if ran := redistest.Ran(before, redistest.CommandStats(t, node)); ran["evalsha"] != 2 {
+		t.Errorf("Redis ran %v: want 2 script calls", ran)
+	}
+	if res := peek(t, s, budget); res[0].Remaining != 100-1-maxQueued/2 {
+		t.Errorf("after: %d remaining, want %d: exactly the held check and the %d that stayed spent", res[0].Remaining, 100-1-maxQueued/2, maxQueued/2)
+	}
+}
+
+// TestAbandonedBeforeSent: a caller already gone is never sent, even with a
+// lane free.
+func TestAbandonedBeforeSent(t *testing.T) {
+	srv := redistest.Start(t)
+	node := srv.Client(t)
+	s := redisstore.New(node, redisstore.Config{})
+	caller, cancel := context.WithCancel(context.Background())
+	cancel()
+	ctx := store.WithCaller(context.WithoutCancel(caller), caller)
+	before := redistest.CommandStats(t, node)
+	if err := s.Do(ctx, []store.Op{rate("guardian:v3:{acct}:login", 1, time.Hour, 5)}, make([]store.Result, 1)); !errors.Is(err, store.ErrAbandoned) {
+		t.Fatalf("err %v, want store.ErrAbandoned", err)
+	}
+	if ran := redistest.Ran(before, redistest.CommandStats(t, node)); ran["evalsha"] != 0 {
+		t.Errorf("Redis ran %v for a check whose caller was gone", ran)
+	}
+}
+
+// TestAdmissionByDeadline: with the lane held and calls taking 10ms of
+// late, a batch whose deadline is 5ms away is refused at once — what is
+// left of the call in flight and its own call would outlast it — while one
+// with a second to spare queues and is spent.
+func TestAdmissionByDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	node := srv.Client(t)
+	g := newGate()
+	node.AddHook(g)
+	s := redisstore.New(node, redisstore.Config{Lanes: 1})
+	budget := rate("guardian:v3:{acct}:login", 1, time.Hour, 100)
+	var wg sync.WaitGroup
+	wg.Go(func() { do(t, s, budget) })
+	<-g.held
+	s.SetCallTime(10 * time.Millisecond)
+
+	short, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+	defer cancel()
+	if err := s.Do(short, []store.Op{budget}, make([]store.Result, 1)); !errors.Is(err, store.ErrOverloaded) {
+		t.Fatalf("a batch due in 5ms behind a 10ms call: err %v, want store.ErrOverloaded", err)
+	}
+	long, cancelLong := context.WithTimeout(context.Background(), time.Second)
+	defer cancelLong()
+	var err error
+	wg.Go(func() { err = s.Do(long, []store.Op{budget}, make([]store.Result, 1)) })
+	for s.Queued() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	close(g.opened)
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("a batch with a second to spare: %v", err)
+	}
+	if res := peek(t, s, budget); res[0].Remaining != 98 {
+		t.Errorf("after: %d remaining, want 98: the held check and the queued one spent, the refused one not", res[0].Remaining)
 	}
 }

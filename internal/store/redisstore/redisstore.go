@@ -85,6 +85,11 @@ type Config struct {
 	// before further checks are grouped into one call (coalesce.go);
 	// default 1. On Redis Cluster checks are not grouped.
 	Lanes int
+	// MaxQueued bounds the ops queued behind busy lanes (admission
+	// control, coalesce.go): a batch that does not fit, or that what is
+	// queued ahead of it would keep past its deadline, is refused at once
+	// with store.ErrOverloaded. Default 64×96.
+	MaxQueued int
 }
 
 // Store is guardian's security store on Redis. It is safe for concurrent use
@@ -108,9 +113,12 @@ func New(c redis.UniversalClient, cfg Config) *Store {
 	if cc, ok := c.(*redis.ClusterClient); ok {
 		s.cluster = cc
 	} else {
-		s.group = &coalescer{s: s, lanes: cfg.Lanes}
+		s.group = &coalescer{s: s, lanes: cfg.Lanes, maxQueued: cfg.MaxQueued}
 		if s.group.lanes <= 0 {
 			s.group.lanes = defaultLanes
+		}
+		if s.group.maxQueued <= 0 {
+			s.group.maxQueued = defaultMaxQueued
 		}
 	}
 	return s
