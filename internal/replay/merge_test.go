@@ -174,17 +174,31 @@ func TestRunSourcesReadsOneEventAheadPerSource(t *testing.T) {
 
 // TestRunSourcesPutsChecksFirstInAnInstant: logs stamp to the millisecond,
 // so a report one instance logged in the millisecond another logged its
-// check may come first in file order; the merge replays the check first.
+// check may come first in file order, even when the other file holds the
+// check behind a report of that millisecond; the merge replays the
+// millisecond's checks first.
 func TestRunSourcesPutsChecksFirstInAnInstant(t *testing.T) {
-	a := `{"ts":"2026-11-29T10:00:00.000Z","type":"report","id":"c1","outcome":"success"}` + "\n"
-	b := `{"ts":"2026-11-29T10:00:00.000Z","type":"check","id":"c1","flow":"login","account":"alice","ip":"192.0.2.1"}` + "\n"
-	got, err := replay.RunSources(context.Background(), mustParse(t, oneRule), []replay.Source{
-		{Name: "a.jsonl", R: strings.NewReader(a)}, {Name: "b.jsonl", R: strings.NewReader(b)},
-	}, replay.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Reports != (replay.ReportStats{Applied: 1}) {
-		t.Errorf("reports %+v, want the report applied to its check", got.Reports)
+	const at = `{"ts":"2026-11-29T10:00:00.000Z",`
+	report := func(id string) string { return at + `"type":"report","id":"` + id + `","outcome":"success"}` + "\n" }
+	check := at + `"type":"check","id":"c1","flow":"login","account":"alice","ip":"192.0.2.1"}` + "\n"
+	for _, tc := range []struct {
+		name string
+		a, b string
+		want replay.ReportStats
+	}{
+		{"the check at the other file's head", report("c1"), check, replay.ReportStats{Applied: 1}},
+		{"the check behind a report of its millisecond", report("c1"), report("c0") + check, replay.ReportStats{Applied: 1, NoCheck: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := replay.RunSources(context.Background(), mustParse(t, oneRule), []replay.Source{
+				{Name: "a.jsonl", R: strings.NewReader(tc.a)}, {Name: "b.jsonl", R: strings.NewReader(tc.b)},
+			}, replay.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Reports != tc.want {
+				t.Errorf("reports %+v, want %+v: the report of c1 applied to its check", got.Reports, tc.want)
+			}
+		})
 	}
 }

@@ -69,11 +69,13 @@ package replay
 
 import (
 	"bufio"
+	"cmp"
 	"container/heap"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -388,8 +390,13 @@ type driver struct {
 	sims    []*sim
 	pending pending
 	input   Input
-	// lines and bytes count what was read from every source.
-	lines, bytes int64
+	// lines and bytes count what was read from every source; checks
+	// counts the checks replayed, for the sweeps of the sims' stores.
+	lines, bytes, checks int64
+	// batch is what nextTick took from the sources for one millisecond;
+	// while collecting, lines that are not events join it (skip).
+	batch      []ahead
+	collecting bool
 	// onCheck sees each check, its identifiers and the decision of every
 	// sim, and returns trips with what the check's outcome must settle
 	// appended.
@@ -464,8 +471,8 @@ func (h *streams) Pop() any {
 }
 
 // run replays every event of srcs, merged by timestamp: each source is
-// read line by line, one event ahead, and the earliest event ahead is
-// replayed next.
+// read line by line, one event ahead, and the events of the earliest
+// timestamp ahead are replayed next, one millisecond at a time (nextTick).
 func (d *driver) run(ctx context.Context, srcs []Source) error {
 	h := make(streams, 0, len(srcs))
 	for i, src := range srcs {
@@ -478,30 +485,12 @@ func (d *driver) run(ctx context.Context, srcs []Source) error {
 		}
 	}
 	heap.Init(&h)
-	var checks int64
 	for len(h) > 0 {
-		st := h[0]
-		ev := st.head
-		if ev.Kind == event.Check {
-			if err := d.check(ctx, &ev); errors.Is(err, ErrRejected) {
-				d.skip(st, st.headLine, err)
-			} else if err != nil {
-				return fmt.Errorf("replay: %s: %w", st.where(st.headLine), err)
-			} else if checks++; checks%sweepEvery == 0 {
-				for _, s := range d.sims {
-					s.store.Sweep()
-				}
-			}
-		} else if err := d.report(ctx, &ev); err != nil {
-			return fmt.Errorf("replay: %s: %w", st.where(st.headLine), err)
-		}
-		if err := d.advance(ctx, st); err != nil {
+		if err := d.nextTick(ctx, &h); err != nil {
 			return err
 		}
-		if st.ok {
-			heap.Fix(&h, 0)
-		} else {
-			heap.Pop(&h)
+		if err := d.replayTick(ctx); err != nil {
+			return err
 		}
 	}
 	d.pending.forgetAll()
@@ -510,6 +499,94 @@ func (d *driver) run(ctx context.Context, srcs []Source) error {
 		d.progress()
 	}
 	return nil
+}
+
+// ahead is what was read from a source and waits to be replayed: an event,
+// or a line that is not one (err).
+type ahead struct {
+	ev   event.Event
+	err  error
+	st   *stream
+	line int64
+}
+
+// nextTick takes every event of the earliest timestamp ahead from the
+// sources into d.batch, checks first. Logs stamp to the millisecond, and a
+// report one instance logged in the millisecond its check was logged by
+// another may come, in its own file, before a check of that millisecond
+// the other file still holds back; a report never names a check made after
+// it, so replaying a millisecond's checks first puts each report after its
+// check, whatever the files. Within each kind the sources come in their
+// order, each source's events in its own: the files merged replay as their
+// events in one file would, sorted by time and kind. Lines that are not
+// events keep their place among their source's checks, so they are told
+// in the order they were read.
+func (d *driver) nextTick(ctx context.Context, h *streams) error {
+	d.batch = d.batch[:0]
+	d.collecting = true
+	defer func() { d.collecting = false }()
+	at := (*h)[0].head.Time
+	for len(*h) > 0 && (*h)[0].head.Time.Equal(at) {
+		st := (*h)[0]
+		d.batch = append(d.batch, ahead{ev: st.head, st: st, line: st.headLine})
+		if err := d.advance(ctx, st); err != nil {
+			return err
+		}
+		if st.ok {
+			heap.Fix(h, 0)
+		} else {
+			heap.Pop(h)
+		}
+	}
+	slices.SortStableFunc(d.batch, func(a, b ahead) int {
+		return cmp.Or(cmp.Compare(a.order(), b.order()), cmp.Compare(a.st.order, b.st.order))
+	})
+	return nil
+}
+
+// order places what is ahead within its millisecond: checks and lines
+// that are not events, then reports.
+func (a *ahead) order() int {
+	if a.err == nil && a.ev.Kind != event.Check {
+		return 1
+	}
+	return 0
+}
+
+// replayTick replays what nextTick took, in order.
+func (d *driver) replayTick(ctx context.Context) error {
+	for i := range d.batch {
+		a := &d.batch[i]
+		var err error
+		switch {
+		case a.err != nil:
+			d.skip(a.st, a.line, a.err)
+		case a.ev.Kind != event.Check:
+			err = d.report(ctx, &a.ev)
+		default:
+			err = d.check(ctx, &a.ev)
+			if errors.Is(err, ErrRejected) {
+				d.skip(a.st, a.line, err)
+				err = nil
+			} else if err == nil {
+				d.swept()
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("replay: %s: %w", a.st.where(a.line), err)
+		}
+	}
+	return nil
+}
+
+// swept counts one more check replayed and sweeps the sims' stores every
+// sweepEvery checks.
+func (d *driver) swept() {
+	if d.checks++; d.checks%sweepEvery == 0 {
+		for _, s := range d.sims {
+			s.store.Sweep()
+		}
+	}
 }
 
 // where names line n of st for an error: "line N" or "NAME:N".
@@ -566,7 +643,13 @@ func (d *driver) progress() {
 	}
 }
 
+// skip counts and tells a line that is not an event or a check rejected,
+// or, while nextTick collects a millisecond, puts it in its place there.
 func (d *driver) skip(st *stream, line int64, err error) {
+	if d.collecting {
+		d.batch = append(d.batch, ahead{err: err, st: st, line: line})
+		return
+	}
 	d.input.Malformed++
 	if d.cfg.Malformed != nil {
 		d.cfg.Malformed(&LineError{Source: st.name, Line: line, Err: err})
