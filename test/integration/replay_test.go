@@ -21,7 +21,9 @@ import (
 
 // replayedRules are the rules the fleet runs, all in shadow mode so that
 // every check is allowed and reported as the test says: per account, per
-// /24 distinct accounts, per guessed secret, and the global failure rate.
+// /24 distinct accounts (counting attempts: with count: failures the test's
+// accounts, each of which gets in, would stop counting), per guessed
+// secret, and the global failure rate.
 // Rates refill by less than one unit in the minutes the test takes.
 const replayedRules = `version: 1
 rules:
@@ -39,7 +41,7 @@ rules:
     ipv4_prefix: 24
     type: distinct
     of: account
-    count: failures
+    count: attempts
     limit: 5
     per: 24h
     mode: shadow
