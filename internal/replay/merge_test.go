@@ -202,3 +202,20 @@ func TestRunSourcesPutsChecksFirstInAnInstant(t *testing.T) {
 		})
 	}
 }
+
+// TestRunSourcesReplaysAFileThatStandsStill: a log whose every event has one
+// timestamp is replayed whole, a part of its millisecond at a time.
+func TestRunSourcesReplaysAFileThatStandsStill(t *testing.T) {
+	const n = 10_000
+	var log strings.Builder
+	for i := range n {
+		fmt.Fprintf(&log, `{"ts":"2026-11-29T10:00:00.000Z","type":"check","id":"c%d","flow":"login","account":"user%d","ip":"192.0.2.1"}`+"\n", i, i)
+	}
+	got, err := replay.RunSources(context.Background(), mustParse(t, oneRule), []replay.Source{{Name: "still.jsonl", R: strings.NewReader(log.String())}}, replay.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Input.Checks != n || got.Input.OutOfOrder != 0 {
+		t.Errorf("input %+v, want %d checks, none out of order", got.Input, n)
+	}
+}

@@ -9,11 +9,12 @@
 //
 // Several files (the decision logs of a fleet's instances, one per
 // instance) are merged by timestamp as they are read: a k-way merge of the
-// files, each read once, in order, holding one event per file, so memory
-// grows with the number of files and never with their length. Of the
-// events the files hold for one instant, checks go before reports (a
-// report cannot precede its check, and logs stamp to the millisecond),
-// then in the order the files were given.
+// files, each read once, in order, holding the events of one instant (at
+// most maxBatch of them), so memory grows with the number of files and
+// never with their length. Of the events the files hold for one instant,
+// all its checks go before its reports (a report cannot precede its check,
+// and logs stamp to the millisecond), each kind in the order the files
+// were given and each file's events in its own order.
 //
 // Run answers "what would each of these rules do to this traffic". It
 // counts every rule on its own, as if it were the only rule: it replays the
@@ -501,6 +502,13 @@ func (d *driver) run(ctx context.Context, srcs []Source) error {
 	return nil
 }
 
+// maxBatch is the most events of one millisecond nextTick takes at once,
+// which bounds what a replay holds in memory whatever its input: a log
+// stamping more events in one millisecond (over 4 million a second, or a
+// file whose timestamps do not move) is replayed a part of the millisecond
+// at a time.
+const maxBatch = 4096
+
 // ahead is what was read from a source and waits to be replayed: an event,
 // or a line that is not one (err).
 type ahead struct {
@@ -526,7 +534,7 @@ func (d *driver) nextTick(ctx context.Context, h *streams) error {
 	d.collecting = true
 	defer func() { d.collecting = false }()
 	at := (*h)[0].head.Time
-	for len(*h) > 0 && (*h)[0].head.Time.Equal(at) {
+	for len(*h) > 0 && (*h)[0].head.Time.Equal(at) && len(d.batch) < maxBatch {
 		st := (*h)[0]
 		d.batch = append(d.batch, ahead{ev: st.head, st: st, line: st.headLine})
 		if err := d.advance(ctx, st); err != nil {
