@@ -187,7 +187,7 @@ func (g *Gateway) solve(w http.ResponseWriter, r *http.Request, p *proxy) {
 		writeError(w, http.StatusBadRequest, "missing_field", "token and nonce are required")
 		return
 	}
-	pass, exp, err := g.challenges.solve(body.Token, body.Nonce)
+	pass, exp, err := g.challenges.solve(r.Context(), body.Token, body.Nonce)
 	if err != nil {
 		writeError(w, http.StatusForbidden, "challenge_failed", err.Error())
 		return

@@ -1,12 +1,14 @@
 package gateway
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
+	"log/slog"
 	"net/netip"
 	"sync"
 	"time"
@@ -47,11 +49,29 @@ var (
 	errWrongBind = errors.New("the pass was earned for another account, network or route")
 )
 
+// Claimer claims a name for a time, fleet-wide: true for the one call that
+// set it (a SET NX with a TTL in the store the fleet shares).
+type Claimer interface {
+	Claim(ctx context.Context, name string, ttl time.Duration) (bool, error)
+}
+
+// spentPrefix starts the claim of a spent challenge or pass: its random id,
+// nothing of the account or the client.
+const spentPrefix = "spent:"
+
+// claimTimeout bounds the fleet-wide claim of a solution: past it the
+// instance's own memory decides alone.
+const claimTimeout = 250 * time.Millisecond
+
 // challenges signs and verifies challenge tokens and passes, and
-// remembers the ones used, so each is used once on this instance.
+// remembers the ones used, so each is used once: in this instance's memory
+// and, with a fleet (Config.Spent), claimed in the store the fleet shares,
+// so that a solution spent on one instance is spent on all.
 type challenges struct {
-	key []byte
-	now func() time.Time
+	key   []byte
+	now   func() time.Time
+	fleet Claimer
+	log   *slog.Logger
 
 	mu   sync.Mutex
 	used map[[idLen]byte]time.Time
@@ -60,8 +80,8 @@ type challenges struct {
 // maxUsed bounds the memory of used ids; past it the oldest go first.
 const maxUsed = 1 << 18
 
-func newChallenges(key []byte, now func() time.Time) *challenges {
-	return &challenges{key: key, now: now, used: make(map[[idLen]byte]time.Time)}
+func newChallenges(key []byte, now func() time.Time, fleet Claimer, log *slog.Logger) *challenges {
+	return &challenges{key: key, now: now, fleet: fleet, log: log, used: make(map[[idLen]byte]time.Time)}
 }
 
 // binding is what a challenge is bound to: the account, the client's /64
@@ -134,7 +154,7 @@ func (c *challenges) open(s string, kind byte) (token, error) {
 
 // solve checks a solution and returns the pass it earns, which carries
 // the challenge's binding and expiry. The challenge is spent.
-func (c *challenges) solve(tok, nonce string) (string, time.Time, error) {
+func (c *challenges) solve(ctx context.Context, tok, nonce string) (string, time.Time, error) {
 	t, err := c.open(tok, kindChallenge)
 	if err != nil {
 		return "", time.Time{}, err
@@ -142,7 +162,7 @@ func (c *challenges) solve(tok, nonce string) (string, time.Time, error) {
 	if len(nonce) == 0 || len(nonce) > 32 || !client.ChallengeSolved(tok, nonce, t.difficulty) {
 		return "", time.Time{}, errBadNonce
 	}
-	if !c.spend(t.id, t.exp) {
+	if !c.spend(ctx, t.id, t.exp) {
 		return "", time.Time{}, errUsed
 	}
 	return c.issue(kindPass, t.exp, 0, t.bind), t.exp, nil
@@ -150,7 +170,7 @@ func (c *challenges) solve(tok, nonce string) (string, time.Time, error) {
 
 // redeem checks a pass against the binding of the request it comes with
 // and spends it.
-func (c *challenges) redeem(pass string, bind [bindLen]byte) error {
+func (c *challenges) redeem(ctx context.Context, pass string, bind [bindLen]byte) error {
 	t, err := c.open(pass, kindPass)
 	if err != nil {
 		return err
@@ -158,14 +178,20 @@ func (c *challenges) redeem(pass string, bind [bindLen]byte) error {
 	if !hmac.Equal(t.bind[:], bind[:]) {
 		return errWrongBind
 	}
-	if !c.spend(t.id, t.exp) {
+	if !c.spend(ctx, t.id, t.exp) {
 		return errUsed
 	}
 	return nil
 }
 
-// spend marks id used until exp; false if it was used already.
-func (c *challenges) spend(id [idLen]byte, exp time.Time) bool {
+// spend marks id used until exp; false if it was used already, on this
+// instance or, with a fleet, on any.
+func (c *challenges) spend(ctx context.Context, id [idLen]byte, exp time.Time) bool {
+	return c.spendHere(id, exp) && c.spendInFleet(ctx, id, exp)
+}
+
+// spendHere marks id used in this instance's memory.
+func (c *challenges) spendHere(id [idLen]byte, exp time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.used[id]; ok {
@@ -176,6 +202,28 @@ func (c *challenges) spend(id [idLen]byte, exp time.Time) bool {
 	}
 	c.used[id] = exp
 	return true
+}
+
+// spendInFleet claims id in the store the fleet shares until exp. A store
+// that does not answer leaves the instance's memory to decide alone (each
+// solution then used at most once per instance while it lasts), and says
+// so in the log.
+func (c *challenges) spendInFleet(ctx context.Context, id [idLen]byte, exp time.Time) bool {
+	if c.fleet == nil {
+		return true
+	}
+	ttl := exp.Sub(c.now())
+	if ttl <= 0 {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
+	defer cancel()
+	ok, err := c.fleet.Claim(ctx, spentPrefix+base64.RawURLEncoding.EncodeToString(id[:]), ttl)
+	if err != nil {
+		c.log.Warn("gateway: could not claim a solved challenge in the store; this instance's memory alone keeps it single use", "err", err)
+		return true
+	}
+	return ok
 }
 
 // prune forgets the ids that expired, and when none had, the soonest to

@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -101,7 +103,8 @@ func TestProofOfWorkSolvedByAnAPIClient(t *testing.T) {
 
 func TestChallengeTokens(t *testing.T) {
 	now := time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC)
-	c := newChallenges([]byte("0123456789abcdef0123456789abcdef"), func() time.Time { return now })
+	c := newChallenges([]byte("0123456789abcdef0123456789abcdef"), func() time.Time { return now }, nil, slog.Default())
+	ctx := context.Background()
 	v4 := netip.MustParseAddr("203.0.113.7")
 	v6a, v6b := netip.MustParseAddr("2001:db8:1:2::1"), netip.MustParseAddr("2001:db8:1:2:ffff::9")
 	bind := c.binding("acct", v4, "r")
@@ -118,13 +121,13 @@ func TestChallengeTokens(t *testing.T) {
 	for client.ChallengeSolved(tok, strconv.Itoa(wrong), 6) {
 		wrong++
 	}
-	if _, _, err := c.solve(tok, strconv.Itoa(wrong)); err != errBadNonce {
+	if _, _, err := c.solve(ctx, tok, strconv.Itoa(wrong)); err != errBadNonce {
 		t.Errorf("a wrong nonce: got %v, want errBadNonce", err)
 	}
-	if _, _, err := c.solve(tok[:len(tok)-2]+"AA", client.SolveChallenge(tok, 6)); err != errBadToken {
+	if _, _, err := c.solve(ctx, tok[:len(tok)-2]+"AA", client.SolveChallenge(tok, 6)); err != errBadToken {
 		t.Errorf("an altered token: got %v, want errBadToken", err)
 	}
-	pass, _, err := c.solve(tok, client.SolveChallenge(tok, 6))
+	pass, _, err := c.solve(ctx, tok, client.SolveChallenge(tok, 6))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +135,7 @@ func TestChallengeTokens(t *testing.T) {
 		t.Errorf("a pass opened as a challenge: got %v", err)
 	}
 	now = now.Add(ChallengeTTL)
-	if err := c.redeem(pass, bind); err != errExpired {
+	if err := c.redeem(ctx, pass, bind); err != errExpired {
 		t.Errorf("a pass after 5 minutes: got %v, want errExpired", err)
 	}
 }

@@ -54,6 +54,10 @@ type Config struct {
 	// keeping connections alive, verifying https upstreams against the
 	// system roots.
 	Transport http.RoundTripper
+	// Spent, when set, claims solved challenges and passes fleet-wide, so
+	// each is used once across every instance sharing the store; nil:
+	// once per instance (the embedded store).
+	Spent Claimer
 	// Now is the clock of challenges and of a device cookie's renewal
 	// (default time.Now).
 	Now func() time.Time
@@ -180,20 +184,20 @@ func New(cfg Config) (*Gateway, error) {
 		reg = prometheus.NewRegistry()
 	}
 	g := &Gateway{
-		file:       cfg.File,
-		decider:    cfg.Decider,
-		breached:   cfg.Breached,
-		challenges: newChallenges(cfg.ChallengeKey, now),
-		fpKey:      cfg.FingerprintKey,
-		metrics:    newMetrics(reg),
-		log:        cfg.Logger,
-		transport:  cfg.Transport,
-		buffers:    newBufferPool(),
-		tlsConfig:  cfg.TLS,
+		file:      cfg.File,
+		decider:   cfg.Decider,
+		breached:  cfg.Breached,
+		fpKey:     cfg.FingerprintKey,
+		metrics:   newMetrics(reg),
+		log:       cfg.Logger,
+		transport: cfg.Transport,
+		buffers:   newBufferPool(),
+		tlsConfig: cfg.TLS,
 	}
 	if g.log == nil {
 		g.log = slog.Default()
 	}
+	g.challenges = newChallenges(cfg.ChallengeKey, now, cfg.Spent, g.log)
 	if g.transport == nil {
 		g.transport = newTransport()
 	}

@@ -194,7 +194,7 @@ func (p *proxy) checked(w http.ResponseWriter, r *http.Request, ctx context.Cont
 	}
 	// The binding is an HMAC: made only for a pass or a challenge.
 	bind := func() [bindLen]byte { return p.gw.challenges.binding(account, client, p.bound[i]) }
-	if pass := passOf(r); pass != "" && p.gw.challenges.redeem(pass, bind()) == nil {
+	if pass := passOf(r); pass != "" && p.gw.challenges.redeem(r.Context(), pass, bind()) == nil {
 		req.ChallengePassed = true
 	}
 	isBreached := false

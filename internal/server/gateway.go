@@ -30,8 +30,9 @@ func (s *Server) loadGateway() (*gateway.File, error) {
 }
 
 // newGateway builds the proxies of f, deciding through dec, the decider
-// the API uses: the same engine, plan, attempt ids and decision log.
-func (s *Server) newGateway(f *gateway.File, dec httpapi.Decider) (*gateway.Gateway, error) {
+// the API uses: the same engine, plan, attempt ids and decision log; spent
+// claims solved challenges fleet-wide (nil on the embedded store).
+func (s *Server) newGateway(f *gateway.File, dec httpapi.Decider, spent gateway.Claimer) (*gateway.Gateway, error) {
 	hashKey := s.cfg.HashKey
 	if hashKey.IsZero() {
 		hashKey = s.keys.Signing()
@@ -45,6 +46,7 @@ func (s *Server) newGateway(f *gateway.File, dec httpapi.Decider) (*gateway.Gate
 		Registerer:     s.registry,
 		Logger:         s.log,
 		TLS:            s.TLSConfig,
+		Spent:          spent,
 		Now:            s.cfg.Now,
 	})
 }

@@ -247,7 +247,7 @@ func New(cfg Config) (*Server, error) {
 	s.engine = s.newEngine(st, trail)
 	dec := s.decider()
 	if proxies != nil {
-		if s.gateway, err = s.newGateway(proxies, dec); err != nil {
+		if s.gateway, err = s.newGateway(proxies, dec, sh.spent); err != nil {
 			return nil, err
 		}
 	}
@@ -433,6 +433,7 @@ type shared struct {
 	lists    store.Lists
 	incident incident.Shared
 	claims   webhook.Claimer
+	spent    gateway.Claimer
 }
 
 // openStore returns the instance's store, what /readyz asks of its health,
@@ -480,7 +481,7 @@ func (s *Server) openStore(m *metrics.Metrics) (store.Store, func() bool, shared
 	// Resets anywhere in the fleet reach this instance's memory.
 	s.closers = append(s.closers, primary.Listen(fc.Forgotten, fc.Listening))
 	return fc, fc.Healthy, shared{agg: redisagg.New(client), fleet: redisagg.NewFleet(client), shadow: redisagg.NewShadow(client), revoked: redisagg.NewRevocations(client), lists: primary,
-		incident: redisagg.NewIncident(client), claims: redisagg.NewClaims(client)}, nil
+		incident: redisagg.NewIncident(client), claims: redisagg.NewClaims(client), spent: redisagg.NewSpent(client)}, nil
 }
 
 // decider is what the HTTP API decides with: the engine, through the

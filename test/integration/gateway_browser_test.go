@@ -16,6 +16,7 @@ import (
 
 	guardianclient "github.com/guardian-sec/guardian/client"
 	"github.com/guardian-sec/guardian/internal/gateway"
+	"github.com/guardian-sec/guardian/internal/redistest"
 )
 
 // challengeRules challenge an account's second login attempt within an
@@ -179,44 +180,12 @@ func TestGatewayProofOfWorkAPIClient(t *testing.T) {
 	app, logins := formApp(t)
 	listen := freeAddr(t)
 	in := startFleet(t, 1, fleetConfig{rulesYAML: challengeRules, proxy: challengeProxy(listen, app.URL)})[0]
-	login := func(hdr ...string) (*http.Response, string) {
-		req, _ := http.NewRequest("POST", "http://"+listen+"/login", strings.NewReader("u=alice&p=right"))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("Accept", "application/json")
-		for i := 0; i+1 < len(hdr); i += 2 {
-			req.Header.Set(hdr[i], hdr[i+1])
-		}
-		return send(t, req)
-	}
+	login := func(hdr ...string) (*http.Response, string) { return formLogin(t, listen, hdr...) }
 	if resp, _ := login(); resp.StatusCode != http.StatusOK {
 		t.Fatalf("first login: %d", resp.StatusCode)
 	}
-	resp, body := login()
-	var ch struct {
-		Error struct {
-			Code string `json:"code"`
-		} `json:"error"`
-		Challenge struct {
-			Type       string `json:"type"`
-			Difficulty int    `json:"difficulty"`
-			Token      string `json:"token"`
-			URL        string `json:"url"`
-		} `json:"challenge"`
-	}
-	if err := json.Unmarshal([]byte(body), &ch); err != nil || resp.StatusCode != http.StatusForbidden || ch.Error.Code != "challenge_required" {
-		t.Fatalf("second login: %d %s, want 403 challenge_required", resp.StatusCode, body)
-	}
-	nonce := guardianclient.SolveChallenge(ch.Challenge.Token, ch.Challenge.Difficulty)
-	req, _ := http.NewRequest("POST", "http://"+listen+ch.Challenge.URL, strings.NewReader(fmt.Sprintf(`{"token":%q,"nonce":%q}`, ch.Challenge.Token, nonce)))
-	req.Header.Set("Content-Type", "application/json")
-	sr, sbody := send(t, req)
-	var pass struct {
-		Pass string `json:"pass"`
-	}
-	if err := json.Unmarshal([]byte(sbody), &pass); err != nil || sr.StatusCode != http.StatusOK || pass.Pass == "" {
-		t.Fatalf("solution: %d %s", sr.StatusCode, sbody)
-	}
-	if resp, body := login(gateway.PassHeader, pass.Pass); resp.StatusCode != http.StatusOK || !strings.Contains(body, "Welcome") {
+	pass := solveFormChallenge(t, listen)
+	if resp, body := login(gateway.PassHeader, pass); resp.StatusCode != http.StatusOK || !strings.Contains(body, "Welcome") {
 		t.Errorf("repeated with the pass: %d %s, want the app's welcome", resp.StatusCode, body)
 	}
 	if got := logins.Load(); got != 2 {
@@ -229,5 +198,77 @@ func TestGatewayProofOfWorkAPIClient(t *testing.T) {
 	}
 	if v := in.must(t, "GET", "/v1/proxies", checkToken, nil); v.status != http.StatusForbidden {
 		t.Errorf("GET /v1/proxies with a check token: %d, want 403", v.status)
+	}
+}
+
+// formLogin posts alice's right password to the form route of the proxy
+// at listen as an API client would (Accept: application/json), with the
+// header pairs hdr.
+func formLogin(t *testing.T, listen string, hdr ...string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", "http://"+listen+"/login", strings.NewReader("u=alice&p=right"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	return send(t, req)
+}
+
+// solveFormChallenge logs in at listen, wants the JSON challenge, solves
+// it as an API client would and returns the pass it earns.
+func solveFormChallenge(t *testing.T, listen string) string {
+	t.Helper()
+	resp, body := formLogin(t, listen)
+	var ch struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+		Challenge struct {
+			Type       string `json:"type"`
+			Difficulty int    `json:"difficulty"`
+			Token      string `json:"token"`
+			URL        string `json:"url"`
+		} `json:"challenge"`
+	}
+	if err := json.Unmarshal([]byte(body), &ch); err != nil || resp.StatusCode != http.StatusForbidden || ch.Error.Code != "challenge_required" {
+		t.Fatalf("login at %s: %d %s, want 403 challenge_required", listen, resp.StatusCode, body)
+	}
+	nonce := guardianclient.SolveChallenge(ch.Challenge.Token, ch.Challenge.Difficulty)
+	req, _ := http.NewRequest("POST", "http://"+listen+ch.Challenge.URL, strings.NewReader(fmt.Sprintf(`{"token":%q,"nonce":%q}`, ch.Challenge.Token, nonce)))
+	req.Header.Set("Content-Type", "application/json")
+	sr, sbody := send(t, req)
+	var pass struct {
+		Pass string `json:"pass"`
+	}
+	if err := json.Unmarshal([]byte(sbody), &pass); err != nil || sr.StatusCode != http.StatusOK || pass.Pass == "" {
+		t.Fatalf("solution at %s: %d %s", listen, sr.StatusCode, sbody)
+	}
+	return pass.Pass
+}
+
+// TestGatewayPassSpentAcrossTheFleet: two instances on one Redis, each with
+// a proxy in front of one app. A pass earned on one is good on the other,
+// once: used there, it is spent on both.
+func TestGatewayPassSpentAcrossTheFleet(t *testing.T) {
+	redis := redistest.Start(t)
+	app, logins := formApp(t)
+	listens := []string{freeAddr(t), freeAddr(t)}
+	startFleet(t, 2, fleetConfig{redisURL: redis.URL(), rulesYAML: challengeRules,
+		proxies: []string{challengeProxy(listens[0], app.URL), challengeProxy(listens[1], app.URL)}})
+	if resp, _ := formLogin(t, listens[0]); resp.StatusCode != http.StatusOK {
+		t.Fatalf("first login: %d", resp.StatusCode)
+	}
+	pass := solveFormChallenge(t, listens[0])
+	if resp, body := formLogin(t, listens[1], gateway.PassHeader, pass); resp.StatusCode != http.StatusOK || !strings.Contains(body, "Welcome") {
+		t.Fatalf("the pass on the other instance: %d %s, want the app's welcome", resp.StatusCode, body)
+	}
+	for i, listen := range listens {
+		if resp, body := formLogin(t, listen, gateway.PassHeader, pass); resp.StatusCode != http.StatusForbidden {
+			t.Errorf("the pass again on instance %d: %d %s, want 403, challenged again", i, resp.StatusCode, body)
+		}
+	}
+	if got := logins.Load(); got != 2 {
+		t.Errorf("the app saw %d logins, want 2: the first and the one the pass let through", got)
 	}
 }

@@ -72,11 +72,26 @@ type fleetConfig struct {
 	// breached is every instance's --breached filter file, "" for none.
 	breached string
 	// proxy is the proxy file (guardian serve --proxy) of instance 0, ""
-	// for none.
-	proxy string
+	// for none; proxies, when set, are those of instances 0, 1, … instead.
+	proxy   string
+	proxies []string
 	// webhookURLs and webhookSecretFile are every instance's webhooks.
 	webhookURLs       []string
 	webhookSecretFile string
+}
+
+// proxyOf returns the proxy file of instance i, "" for none.
+func (cfg fleetConfig) proxyOf(i int) string {
+	switch {
+	case cfg.proxies != nil:
+		if i < len(cfg.proxies) {
+			return cfg.proxies[i]
+		}
+		return ""
+	case i == 0:
+		return cfg.proxy
+	}
+	return ""
 }
 
 // startFleet starts n instances on cfg, stopped when the test ends.
@@ -123,9 +138,9 @@ func startFleet(t *testing.T, n int, cfg fleetConfig) []*instance {
 			sc.SigningKeyFile = cfg.keyFile(i)
 		}
 		sc.HashKey = cfg.hashKey
-		if cfg.proxy != "" && i == 0 {
+		if proxy := cfg.proxyOf(i); proxy != "" {
 			sc.ProxyPath = filepath.Join(t.TempDir(), "proxy.yaml")
-			if err := os.WriteFile(sc.ProxyPath, []byte(cfg.proxy), 0o600); err != nil {
+			if err := os.WriteFile(sc.ProxyPath, []byte(proxy), 0o600); err != nil {
 				t.Fatal(err)
 			}
 		}

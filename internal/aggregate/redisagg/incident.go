@@ -63,23 +63,35 @@ func (s *Incident) Get(ctx context.Context) (map[string][]byte, error) {
 // never an account.
 const ClaimPrefix = "guardian:v1:{webhook}:claim:"
 
-// Claims is a webhook.Claimer on Redis: a claim is one SET NX PX. It
-// holds no state and is safe for concurrent use.
+// SpentPrefix starts the keys of the gateway's spent challenges and passes,
+// claimed fleet-wide: each names a solution by its random id, nothing of
+// the account or the client.
+const SpentPrefix = "guardian:v1:{gateway}:"
+
+// Claims is a webhook.Claimer (and the gateway's) on Redis: a claim is one
+// SET NX PX under its prefix. It holds no state and is safe for concurrent
+// use.
 type Claims struct {
-	c redis.UniversalClient
+	c      redis.UniversalClient
+	prefix string
 }
 
 var _ webhook.Claimer = (*Claims)(nil)
 
-// NewClaims returns Claims on c, which the caller keeps and closes.
-func NewClaims(c redis.UniversalClient) *Claims { return &Claims{c: c} }
+// NewClaims returns the webhook events' Claims on c, which the caller
+// keeps and closes.
+func NewClaims(c redis.UniversalClient) *Claims { return &Claims{c: c, prefix: ClaimPrefix} }
+
+// NewSpent returns the Claims of the gateway's spent solutions on c, which
+// the caller keeps and closes.
+func NewSpent(c redis.UniversalClient) *Claims { return &Claims{c: c, prefix: SpentPrefix} }
 
 // Claim sets the claim of name for ttl unless it is set, and reports
 // whether this call set it.
 func (s *Claims) Claim(ctx context.Context, name string, ttl time.Duration) (bool, error) {
-	ok, err := s.c.SetNX(ctx, ClaimPrefix+name, "1", ttl).Result()
+	ok, err := s.c.SetNX(ctx, s.prefix+name, "1", ttl).Result()
 	if err != nil {
-		return false, fmt.Errorf("redisagg: webhook claim: %w", err)
+		return false, fmt.Errorf("redisagg: claim: %w", err)
 	}
 	return ok, nil
 }
