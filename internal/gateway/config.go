@@ -218,16 +218,10 @@ func (p *parser) errorf(line int, format string, args ...any) {
 	p.errs = append(p.errs, Error{File: p.file, Line: max(line, 1), Msg: fmt.Sprintf(format, args...)})
 }
 
-var yamlLine = regexp.MustCompile(`(?s)^yaml: line (\d+): (.*)$`)
-
+// syntaxError reports a YAML syntax error at the line yaml.v3 names, as
+// the rules file does.
 func (p *parser) syntaxError(err error) {
-	msg, line := err.Error(), 1
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		line, _ = strconv.Atoi(m[1])
-		msg = m[2]
-	} else {
-		msg = strings.TrimPrefix(msg, "yaml: ")
-	}
+	line, msg := rules.SyntaxError(err)
 	p.errorf(line, "invalid YAML: %s", msg)
 }
 

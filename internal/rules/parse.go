@@ -88,17 +88,21 @@ func (p *parser) errorf(line int, format string, args ...any) {
 // yamlLine matches the line number yaml.v3 puts in its syntax errors.
 var yamlLine = regexp.MustCompile(`(?s)^yaml: line (\d+): (.*)$`)
 
-// syntaxError reports a YAML syntax error at the line yaml.v3 names, or at
-// line 1 when it names none.
-func (p *parser) syntaxError(err error) {
-	msg := err.Error()
-	line := 1
+// SyntaxError returns the line a yaml.v3 syntax error names, 1 when it
+// names none, and its message without yaml.v3's prefix: what every file
+// guardian reads as YAML (rules, proxies) reports a syntax error at.
+func SyntaxError(err error) (line int, msg string) {
+	msg = err.Error()
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		line, _ = strconv.Atoi(m[1])
-		msg = m[2]
-	} else {
-		msg = strings.TrimPrefix(msg, "yaml: ")
+		return line, m[2]
 	}
+	return 1, strings.TrimPrefix(msg, "yaml: ")
+}
+
+// syntaxError reports a YAML syntax error at the line yaml.v3 names.
+func (p *parser) syntaxError(err error) {
+	line, msg := SyntaxError(err)
 	p.errorf(line, "invalid YAML: %s", msg)
 }
 
