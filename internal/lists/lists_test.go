@@ -63,7 +63,8 @@ func TestSpecRefused(t *testing.T) {
 		{"exempt from an unknown rule", Spec{List: Allow, Network: "198.51.100.0/24", Exempt: []string{"login-ipp"}}, rules.ErrUnknownRule},
 		{"long reason", Spec{List: Deny, Network: "198.51.100.0/24", TTL: "1h", Reason: string(make([]byte, 257))}, ErrInvalid},
 	}
-	l := newList(t, memstore.New(memstore.Config{}), testclock.New(t0))
+	clock := testclock.New(t0)
+	l := newList(t, memstore.New(memstore.Config{Now: clock.Now}), clock)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := l.Add(context.Background(), tt.spec, "ops")
@@ -84,7 +85,7 @@ func TestSpecRefused(t *testing.T) {
 
 func TestMatch(t *testing.T) {
 	clock := testclock.New(t0)
-	l := newList(t, memstore.New(memstore.Config{}), clock)
+	l := newList(t, memstore.New(memstore.Config{Now: clock.Now}), clock)
 	add(t, l, Spec{List: Deny, Network: "198.51.100.0/24", TTL: "1h", Reason: "stuffing"})
 	add(t, l, Spec{List: Deny, Network: "198.51.100.9", TTL: "2h"})
 	add(t, l, Spec{List: Deny, Network: "2001:db8:bad::/48", TTL: "30m"})
@@ -231,7 +232,8 @@ lists:
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := newList(t, memstore.New(memstore.Config{}), testclock.New(t0))
+	clock := testclock.New(t0)
+	l := newList(t, memstore.New(memstore.Config{Now: clock.Now}), clock)
 	l.SetStatic(set)
 	deny, allow := l.Entries(context.Background(), t0)
 	if len(deny) != 1 || deny[0].ID != "rules-deny-1" || deny[0].Source != "r.yaml" || !deny[0].ExpiresAt.IsZero() ||
@@ -253,8 +255,9 @@ lists:
 // TestNoAccountInStore: the store holds an account entry's pseudonym, never
 // the account.
 func TestNoAccountInStore(t *testing.T) {
-	st := memstore.New(memstore.Config{})
-	l := newList(t, st, testclock.New(t0))
+	clock := testclock.New(t0)
+	st := memstore.New(memstore.Config{Now: clock.Now})
+	l := newList(t, st, clock)
 	e := add(t, l, Spec{List: Deny, Account: "Victim@Example.com", TTL: "1h"})
 	if e.Account != hasher.Pseudonym(keys.PseudonymAccount, "victim@example.com") {
 		t.Fatalf("entry account = %q, want the pseudonym", e.Account)
@@ -274,7 +277,8 @@ func TestNoAccountInStore(t *testing.T) {
 // deleted by that tenant alone; network entries apply to every tenant and
 // only a call without a tenant makes or removes one.
 func TestTenants(t *testing.T) {
-	l := newList(t, memstore.New(memstore.Config{}), testclock.New(t0))
+	clock := testclock.New(t0)
+	l := newList(t, memstore.New(memstore.Config{Now: clock.Now}), clock)
 	bg := context.Background()
 	acme, other := keys.WithTenant(bg, "acme"), keys.WithTenant(bg, "other")
 	if _, err := l.Add(acme, Spec{List: Deny, Network: "198.51.100.0/24", TTL: "1h"}, "ops"); !errors.Is(err, ErrShared) {
