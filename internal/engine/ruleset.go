@@ -81,7 +81,13 @@ func newRuleOp(r *rules.Rule, hold time.Duration) store.Op {
 	case rules.ConsecutiveFailures:
 		op.Limit = store.Counter{Max: r.Limit, Hold: min(r.Hold, hold)}
 	case rules.Distinct:
-		op.Limit = store.Distinct{Step: r.Per / (store.DistinctSlots - 1), Max: r.Limit}
+		// A count: attempts rule counts every check for its window: there
+		// is no report to wait for.
+		l := store.Distinct{Step: r.Per / (store.DistinctSlots - 1), Max: r.Limit}
+		if r.Count == rules.Failures {
+			l.Hold = hold
+		}
+		op.Limit = l
 	}
 	return op
 }

@@ -454,10 +454,11 @@ func (s *Store) Settle(ctx context.Context, settlements []store.Settlement) erro
 }
 
 // forget drops from the recall the keys settlements change: what the store
-// said about them no longer holds. A Confirm changes nothing it said.
+// said about them no longer holds. A Confirm or a ConfirmDistinct changes
+// nothing it said.
 func (s *Store) forget(settlements []store.Settlement) {
 	for i := range settlements {
-		if settlements[i].Action != store.Confirm {
+		if a := settlements[i].Action; a != store.Confirm && a != store.ConfirmDistinct {
 			s.recall.Forget(settlements[i].Key)
 		}
 	}

@@ -26,7 +26,10 @@ import (
 //     its op does not count (store.Op.Except): an account whose check
 //     succeeded stops counting, so colleagues logging in from one office
 //     challenge nobody, while accounts of failed or never reported checks
-//     count. The account's member is the op's (set by the engine).
+//     count. The account's member is the op's (set by the engine). On a
+//     failure it confirms the network's state (store.ConfirmDistinct),
+//     which then counts for the rule's whole window instead of the
+//     unconfirmed hold.
 //
 // A count: attempts rate or distinct rule settles nothing. Shadow entries
 // settle like enforced ones: a shadow rule previews its enforced twin,
@@ -44,6 +47,7 @@ func Settle(e *plan.Entry) {
 		l, _ := e.Op.Limit.(store.Distinct)
 		e.Op.Except = SucceededKey(e.Subject, r.Name)
 		e.Success = store.Settlement{Key: e.Op.Except, Action: store.Add, Span: l.Step}
+		e.Failure = store.Settlement{Action: store.ConfirmDistinct, Span: l.Step}
 	}
 }
 

@@ -177,17 +177,24 @@ const MaxGuesses = 8
 
 // Distinct counts the distinct members a key saw over a sliding window of
 // DistinctSlots steps of Step (distinct.go): it fits while the count is at
-// most Max.
+// most Max. A spend keeps the sub-window it adds to for Hold at least from
+// now, and no longer than the sub-window stays in the window; a
+// ConfirmDistinct settlement keeps the key's sub-windows until they leave
+// it. A Hold of 0 keeps them until they leave the window from the start.
 type Distinct struct {
 	Step time.Duration
 	Max  int64
+	Hold time.Duration
 }
 
 // Divided divides Max among n deciders.
-func (l Distinct) Divided(n int64) Limit { return Distinct{Step: l.Step, Max: max(1, l.Max/n)} }
+func (l Distinct) Divided(n int64) Limit {
+	return Distinct{Step: l.Step, Max: max(1, l.Max/n), Hold: l.Hold}
+}
 
 func (l Distinct) valid(op *Op) bool {
-	return ValidMember(op.Member) && l.Step > 0 && l.Max > 0 && op.Cost <= 1 && op.Role != Toll && op.Except != op.Key
+	return ValidMember(op.Member) && l.Step > 0 && l.Max > 0 && l.Hold >= 0 && op.Cost <= 1 && op.Role != Toll &&
+		op.Except != op.Key
 }
 
 // OnError is what the fail-closed wrapper does with an op when the store
@@ -296,6 +303,12 @@ const (
 	// an account that a Distinct op with that key as its Except stops
 	// counting.
 	Add
+	// ConfirmDistinct records that what a Distinct key whose Step is Span
+	// counts was reported a failure: each sub-window it holds is kept until
+	// it leaves the window, instead of for its spends' Hold (distinct.go).
+	// So a network's confirmed failures outlast what only unreported checks
+	// left.
+	ConfirmDistinct
 )
 
 // ConfirmedHold is how long a Confirm of span and max keeps a count of
@@ -369,13 +382,14 @@ var ErrUnavailable = errors.New("store: unavailable")
 
 // ValidateSettlements checks settlements for what ErrBadBatch names: an
 // empty key, a negative span or max, an unknown action, a Learn, Lift or
-// Add without a valid member, or an Add without a span.
+// Add without a valid member, or an Add or a ConfirmDistinct without a
+// span.
 func ValidateSettlements(settlements []Settlement) error {
 	for i := range settlements {
 		s := &settlements[i]
-		if s.Key == "" || s.Span < 0 || s.Max < 0 || s.Action < GiveBack || s.Action > Add ||
+		if s.Key == "" || s.Span < 0 || s.Max < 0 || s.Action < GiveBack || s.Action > ConfirmDistinct ||
 			(s.Action == Learn || s.Action == Lift || s.Action == Add) && !ValidMember(s.Member) ||
-			s.Action == Add && s.Span <= 0 {
+			(s.Action == Add || s.Action == ConfirmDistinct) && s.Span <= 0 {
 			return fmt.Errorf("settlement %d: %w", i, ErrBadBatch)
 		}
 	}

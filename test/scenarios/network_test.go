@@ -233,6 +233,50 @@ func TestMadeUpAccountsChallengeNoDeviceOrPassedChallenge(t *testing.T) {
 	}
 }
 
+// TestUnreportedMadeUpAccountsAreForgotten: 21 made-up accounts whose
+// checks nobody reports put a /24 behind a challenge as failures would
+// (login-ip-distinct-accounts), but only for as long as unreported state
+// lives, twice --attempt-ttl after the last of them; the same accounts
+// reported failures keep it challenged for the rule's day. So a flood that
+// nobody reports leaves no network state for longer than it leaves
+// counts, and a real failure still counts for 24 hours.
+func TestUnreportedMadeUpAccountsAreForgotten(t *testing.T) {
+	ip := func(i int) string { return fmt.Sprintf("198.51.100.%d", 1+i) }
+	for _, reported := range []bool{false, true} {
+		t.Run(fmt.Sprintf("reported %t", reported), func(t *testing.T) {
+			g := start(t, "")
+			for i := range 21 {
+				a := attempt{Flow: "login", Account: fmt.Sprintf("made-up-%d@example.com", i), IP: ip(i)}
+				d := g.check(t, a)
+				if d.Decision != "allow" {
+					t.Fatalf("made-up account %d: %v, want allow", i, d)
+				}
+				if reported {
+					g.report(t, d, "failure")
+				}
+			}
+			probe := func(label string, want string) {
+				t.Helper()
+				d := g.check(t, attempt{Flow: "login", Account: "someone@example.com", IP: ip(30)})
+				if d.Decision != want {
+					t.Fatalf("%s: %v, want %s", label, d, want)
+				}
+			}
+			probe("right after", "challenge")
+			g.clock.Advance(21 * time.Minute)
+			if reported {
+				probe("21 minutes later", "challenge")
+				g.clock.Advance(23 * time.Hour)
+				probe("a day later", "challenge")
+				g.clock.Advance(7 * time.Hour)
+				probe("past the rule's window", "allow")
+				return
+			}
+			probe("21 minutes later", "allow")
+		})
+	}
+}
+
 // TestPollerSlowsNoOwnerOnTheirDevice: one poller behind a NAT address
 // fails 30 times against one account and empties the address's login-ip
 // (or, from ten /64s, a carrier /48's login-ip6-48). Ten other owners

@@ -21,7 +21,11 @@ const (
 type distinctState struct {
 	// window is the window number each slot holds, slot window%DistinctSlots.
 	window [store.DistinctSlots]int64
-	slots  [store.DistinctSlots]*sketch
+	// end is when each slot ends (Unix µs): when its window leaves, or
+	// sooner while only unconfirmed spends added to it (store's
+	// distinct.go).
+	end   [store.DistinctSlots]int64
+	slots [store.DistinctSlots]*sketch
 }
 
 // sketch is one sub-window's HyperLogLog registers: sparse entries
@@ -76,17 +80,23 @@ func (l *sketch) mergeInto(regs *[hllRegisters]uint8) {
 	}
 }
 
-// distinctEval is what a Distinct op found: its window number, the live
-// slots' estimate, and the oldest and newest live windows (-1: none).
+// distinctEval is what a Distinct op found at now: its window number w,
+// the live slots' estimate, and when the first and the last live slot
+// ends (-1: none).
 type distinctEval struct {
-	w, count, oldest, newest int64
+	now, w, count, first, last int64
+}
+
+// newDistinctEval returns the evaluation of a key of sub-windows of step
+// at now, before any slot is read.
+func newDistinctEval(now, step int64) distinctEval {
+	return distinctEval{now: now, w: now / step, first: -1, last: -1}
 }
 
 // evaluateDistinct evaluates a Distinct op on its entry e (found or not)
 // at now; the shard of its Except key, if it has one, must be locked too.
 func (s *Store) evaluateDistinct(op *store.Op, l store.Distinct, ev *eval, e entry, found bool, now int64) {
-	step := micros(l.Step)
-	d := distinctEval{w: now / step, oldest: -1, newest: -1}
+	d := newDistinctEval(now, micros(l.Step))
 	var regs [hllRegisters]uint8
 	if found && e.dist.merge(&regs, &d) {
 		d.count = s.countExcept(op, &regs, d.w, now)
@@ -95,22 +105,28 @@ func (s *Store) evaluateDistinct(op *store.Op, l store.Distinct, ev *eval, e ent
 	ev.dist = d
 }
 
-// merge raises regs to the registers of st's live slots in the window
-// ending with d.w, keeping the oldest and newest of them in d, and reports
+// live reports whether slot j of st is in the window ending with w and has
+// not ended at now.
+func (st *distinctState) live(j int, w, now int64) bool {
+	return st.slots[j] != nil && st.window[j] > w-store.DistinctSlots && st.window[j] <= w && st.end[j] > now
+}
+
+// merge raises regs to the registers of st's live slots as d sees them,
+// keeping when the first and the last of them ends in d, and reports
 // whether any slot was live. A nil st has none.
 func (st *distinctState) merge(regs *[hllRegisters]uint8, d *distinctEval) bool {
 	if st == nil {
 		return false
 	}
 	live := false
-	for j, w := range st.window {
-		if l := st.slots[j]; l != nil && w > d.w-store.DistinctSlots && w <= d.w {
-			l.mergeInto(regs)
+	for j := range st.slots {
+		if st.live(j, d.w, d.now) {
+			st.slots[j].mergeInto(regs)
 			live = true
-			if d.oldest < 0 || w < d.oldest {
-				d.oldest = w
+			if d.first < 0 || st.end[j] < d.first {
+				d.first = st.end[j]
 			}
-			d.newest = max(d.newest, w)
+			d.last = max(d.last, st.end[j])
 		}
 	}
 	return live
@@ -130,7 +146,7 @@ func (s *Store) countExcept(op *store.Op, regs *[hllRegisters]uint8, w, now int6
 		return own
 	}
 	var except [hllRegisters]uint8
-	if !e.dist.merge(&except, &distinctEval{w: w, oldest: -1, newest: -1}) {
+	if d := (distinctEval{now: now, w: w, first: -1, last: -1}); !e.dist.merge(&except, &d) {
 		return own
 	}
 	left := hll.Estimate(except[:])
@@ -142,7 +158,8 @@ func (s *Store) countExcept(op *store.Op, regs *[hllRegisters]uint8, w, now int6
 
 // addDistinct applies an Add: st.Member joins the current sub-window of
 // the Distinct key st.Key, whose Step is st.Span, as a spend of a Distinct
-// op would add it. A new key takes a slot like any new key (upsert).
+// op without a Hold would add it, confirmed. A new key takes a slot like
+// any new key (upsert).
 func (s *Store) addDistinct(st *store.Settlement) {
 	op := store.Op{Key: st.Key, Member: st.Member, Cost: 1}
 	l := store.Distinct{Step: st.Span, Max: 1}
@@ -153,40 +170,65 @@ func (s *Store) addDistinct(st *store.Settlement) {
 	})
 }
 
-// spendDistinct adds op's member to the current slot of e's state; l is
-// op's limit.
+// spendDistinct adds op's member to the current slot of e's state, making
+// the slot end as l's Hold says (store's distinct.go); l is op's limit.
 func (s *Store) spendDistinct(op *store.Op, l store.Distinct, ev *eval, e entry) entry {
-	step := micros(l.Step)
+	d := &ev.dist
 	next := &distinctState{}
 	if e.dist != nil {
 		*next = *e.dist
 	}
-	slot := ev.dist.w % store.DistinctSlots
-	if next.window[slot] != ev.dist.w {
-		next.window[slot], next.slots[slot] = ev.dist.w, nil
+	slot := d.w % store.DistinctSlots
+	end := (d.w + store.DistinctSlots) * micros(l.Step)
+	hold := min(micros(l.Hold), maxSpan)
+	if hold > 0 {
+		end = min(end, d.now+hold)
+	}
+	switch {
+	case !next.live(int(slot), d.w, d.now):
+		next.window[slot], next.slots[slot], next.end[slot] = d.w, nil, end
+	case end-next.end[slot] > hold/8:
+		next.end[slot] = end
 	}
 	// A fixed hash: members are keyed hashes already, and an estimate that
 	// depends on its members alone is the same in every process, so a
 	// replay of the same events counts the same (and Redis's PFADD hashes
 	// with a fixed seed too).
 	next.slots[slot] = next.slots[slot].add(hll.Hash(op.Member))
-	newest := max(ev.dist.newest, ev.dist.w)
-	return entry{exp: (newest + store.DistinctSlots) * step, dist: next}
+	d.last = max(d.last, next.end[slot])
+	return entry{exp: d.last, dist: next}
 }
 
-// fillDistinct writes what a Distinct op held to l found into r.
+// confirmDistinct applies a ConfirmDistinct to e, the live entry of st.Key
+// in sh, which must be locked: each live slot ends when its window leaves.
+// An entry that is not a Distinct key's is left alone.
+func (s *Store) confirmDistinct(sh *shard, st *store.Settlement, e entry, now int64) {
+	if e.dist == nil {
+		return
+	}
+	step := micros(st.Span)
+	next := *e.dist
+	d := newDistinctEval(now, step)
+	for j := range next.slots {
+		if next.live(j, d.w, now) {
+			next.end[j] = max(next.end[j], (next.window[j]+store.DistinctSlots)*step)
+			d.last = max(d.last, next.end[j])
+		}
+	}
+	if d.last > 0 {
+		s.set(sh, st.Key, entry{exp: d.last, dist: &next})
+	}
+}
+
+// fillDistinct writes what a Distinct op held to l found, and its spend
+// left, into r.
 func fillDistinct(l store.Distinct, ev *eval, r *store.Result, now int64) {
-	step := micros(l.Step)
 	d := ev.dist
-	newest := d.newest
-	if ev.spent {
-		newest = max(newest, d.w)
-	}
 	*r = store.Result{Allowed: ev.ok, Spent: ev.spent, Remaining: max(l.Max-d.count, 0), Count: d.count}
-	if newest >= 0 {
-		r.ResetAfter = duration((newest+store.DistinctSlots)*step - now)
+	if d.last >= 0 {
+		r.ResetAfter = duration(d.last - now)
 	}
-	if !ev.ok && d.oldest >= 0 {
-		r.RetryAfter = duration((d.oldest+store.DistinctSlots)*step - now)
+	if !ev.ok && d.first >= 0 {
+		r.RetryAfter = duration(d.first - now)
 	}
 }

@@ -44,6 +44,12 @@
 // not spent. A Forget of a Guesses key removes it; a Confirm keeps its
 // Guess until now + Span at least.
 //
+// A Distinct key holds sub-windows, each a HyperLogLog of its members and
+// when it ends (distinct.go and the store's distinct.go); the key expires
+// with the last of them, so state that only unreported checks left goes
+// Hold after the last of them, and a ConfirmDistinct keeps it until its
+// sub-windows leave the window.
+//
 // Eviction. When a key must be added and the store is full, the store evicts
 // one entry per key among a sample (evictSample entries from each of
 // evictShards shards, like Redis's volatile-ttl). Entries come in three
@@ -640,7 +646,9 @@ func addShard(set []uint32, i uint32) []uint32 {
 // makes it full; a Reset or a Forget removes its key; a Confirm keeps a
 // Counter until at least Span from now, or a Guesses key's Guess until then;
 // a Lift takes a member's units off a Counter (attribute.go);
-// a Learn puts its member on a familiar list (familiar.go). Absent keys are
+// a Learn puts its member on a familiar list (familiar.go); an Add puts its
+// member in a Distinct key, and a ConfirmDistinct keeps one's sub-windows
+// until they leave the window (distinct.go). Absent keys are
 // left alone, but for a Learn. A settlement store.ValidateSettlements
 // refuses is store.ErrBadBatch, and then none is applied.
 func (s *Store) Settle(ctx context.Context, settlements []store.Settlement) error {
@@ -692,6 +700,9 @@ func (s *Store) settle(st *store.Settlement) {
 			return
 		case st.Action == store.Lift:
 			s.lift(sh, st, e)
+			return
+		case st.Action == store.ConfirmDistinct:
+			s.confirmDistinct(sh, st, e, now)
 			return
 		}
 	}

@@ -29,8 +29,10 @@ var (
 	// forget one guess, keep one guess longer.
 	argGiveBack, argUncount, argConfirm, argForget, argAddFamiliar, argForgetGuess, argConfirmGuess any = "r", "c", "k", "x", "f", "g", "G"
 	// Take a member's units off a counter (store.Lift); put a member in a
-	// distinct key (store.Add), and its sub-windows.
-	argLift, argAddDistinct, argSubWindow any = "l", "d", "-"
+	// distinct key (store.Add), keep a distinct key's sub-windows
+	// (store.ConfirmDistinct), and a distinct key's sub-windows after
+	// either.
+	argLift, argAddDistinct, argConfirmDistinct, argSubWindow any = "l", "d", "D", "-"
 )
 
 // The op codes' letters: by kind (kindOf), by store.Role, by store.When.
@@ -91,17 +93,18 @@ func opCode(op *store.Op) any {
 }
 
 // doArgsPerOp is how many ARGV the do script takes per op (a distinct op
-// or an attributed counter one more, its member), and doArgsPerBatch per
-// batch besides.
+// two more, its member and hold, an attributed counter one, its member),
+// and doArgsPerBatch per batch besides.
 const doArgsPerOp, doArgsPerBatch = 4, 2
 
 // giveback is one entry of the give-back step: how is argGiveBack,
 // argUncount, argConfirm, argForget, argAddFamiliar, argForgetGuess,
-// argConfirmGuess or argLift, amount its microseconds or units; spec, when
-// set, what the entry carries instead: argConfirm's "span:max", argLift's
-// member, argUncount's "units:member" for an attributed counter,
+// argConfirmGuess, argLift, argAddDistinct, argConfirmDistinct or
+// argSubWindow, amount its microseconds or units; spec, when set, what the
+// entry carries instead: argConfirm's "span:max", argLift's member,
+// argUncount's "units:member" for an attributed counter,
 // argAddFamiliar's "hold:member", argForgetGuess's guess,
-// argConfirmGuess's "guess:span".
+// argConfirmGuess's "guess:span", argAddDistinct's "step:member".
 type giveback struct {
 	key    string
 	how    any
@@ -126,8 +129,11 @@ func settlementEntries(settlements []store.Settlement) ([]giveback, error) {
 			e.how, e.spec = argAddFamiliar, strconv.FormatInt(micros(st.Span), 10)+":"+st.Member
 		case st.Action == store.Lift:
 			e.how, e.spec = argLift, st.Member
-		case st.Action == store.Add:
+		case st.Action == store.Add || st.Action == store.ConfirmDistinct:
 			e.how, e.spec = argAddDistinct, strconv.FormatInt(micros(st.Span), 10)+":"+st.Member
+			if st.Action == store.ConfirmDistinct {
+				e.how, e.amount, e.spec = argConfirmDistinct, micros(st.Span), ""
+			}
 			entries = append(entries, e)
 			for j := range store.DistinctSlots {
 				entries = append(entries, giveback{key: distinctSlotKey(st.Key, j), how: argSubWindow})
@@ -195,7 +201,7 @@ func appendOps(keys []string, args []any, mode string, ops []store.Op) ([]string
 					keys = append(keys, distinctSlotKey(op.Except, j))
 				}
 			}
-			args = append(args, opCode(op), op.Cost, micros(l.Step), min(l.Max, maxSpan), op.Member)
+			args = append(args, opCode(op), op.Cost, micros(l.Step), min(l.Max, maxSpan), op.Member, micros(l.Hold))
 		case store.Counter:
 			p := paramsOf(op)
 			args = append(args, opCode(op), p.cost, p.limit, p.hold)

@@ -1,40 +1,77 @@
 -- guardian: Distinct ops (store.Distinct), run after prelude.lua and before
 -- the script's own text.
 --
--- A distinct op's key holds "w1,w2,w3,w4,w5": the window number each of
--- its five sub-window HyperLogLogs holds (0 for none); the HyperLogLogs are
--- the five keys after it in KEYS, slot j holding window w when w % 5 == j.
--- The window counted is the current sub-window and the four before it. An
--- Add settlement (distinctSettle) is a give-back entry on the key followed
--- by five entries "-" on its sub-windows.
+-- A distinct op's key, its index, holds "w:e,w:e,w:e,w:e,w:e": for each of
+-- its five sub-window HyperLogLogs, the five keys after it in KEYS, slot j
+-- holding window w when w % 5 == j, the window it holds and when it ends
+-- (e, microseconds): when its window leaves, (w + 5) × step, or sooner
+-- while only unconfirmed spends added to it (store's distinct.go). A slot
+-- that holds nothing is "0". An index written before sub-windows had ends
+-- of their own ("w,w,w,w,w") reads as slots that end when their window
+-- leaves. The window counted is the current sub-window and the four
+-- before it, the slots that have not ended. The index expires with its
+-- last slot, each slot's key at its end. An Add settlement (distinctSettle)
+-- and a ConfirmDistinct (distinctConfirm) are give-back entries on the
+-- index followed by five entries "-" on its sub-windows.
 
--- distinctLive returns the live sub-window keys of the distinct key i in
--- window w, its slots' windows, and the oldest and newest live window (-1
--- for none); nil when the key holds something else.
-local function distinctLive(i, w)
-  local v = get(i) or ''
-  if v ~= '' and not string.match(v, '^%d+,%d+,%d+,%d+,%d+$') then
+-- distinctIndex reads the index at key i of sub-windows of step: a table
+-- of five slots {w = window, e = end}, 0-based; nil when the key holds
+-- something else.
+local function distinctIndex(i, step)
+  local v = get(i)
+  local slots = {}
+  if not v then
+    for s = 0, 4 do
+      slots[s] = {w = 0, e = 0}
+    end
+    return slots
+  end
+  local s = 0
+  for part in string.gmatch(v, '[^,]+') do
+    local w, e = string.match(part, '^(%d+):?(%d*)$')
+    if not w or s > 4 then
+      return nil
+    end
+    w = tonumber(w)
+    slots[s] = {w = w, e = tonumber(e) or (w + 5) * step}
+    s = s + 1
+  end
+  if s ~= 5 then
     return nil
   end
-  local windows, live, oldest, newest = {}, {}, -1, -1
-  local j = 0
-  for n in string.gmatch(v, '(%d+)') do
-    windows[j] = tonumber(n)
-    j = j + 1
-  end
+  return slots
+end
+
+-- distinctLive reports whether slot of the window ending with w is live.
+local function distinctLive(slot, w)
+  return slot.w > w - 5 and slot.w <= w and slot.w > 0 and slot.e > now
+end
+
+-- putIndex writes the index slots at key i, expiring with its last live
+-- slot, or forgets it when none is live in window w.
+local function putIndex(i, slots, w)
+  local parts, last = {}, -1
   for s = 0, 4 do
-    local sw = windows[s] or 0
-    if sw > w - 5 and sw <= w and sw > 0 then
-      live[#live + 1] = KEYS[i + 1 + s]
-      if oldest < 0 or sw < oldest then
-        oldest = sw
+    local slot = slots[s]
+    if distinctLive(slot, w) then
+      parts[s + 1] = int(slot.w) .. ':' .. int(slot.e)
+      if slot.e > last then
+        last = slot.e
       end
-      if sw > newest then
-        newest = sw
-      end
+    else
+      parts[s + 1] = '0'
     end
   end
-  return live, windows, oldest, newest
+  if last < 0 then
+    forget(i)
+    return
+  end
+  put(i, table.concat(parts, ','), last)
+end
+
+-- expireAt makes key k expire at e (microseconds, after now).
+local function expireAt(k, e)
+  redis.call('PEXPIRE', k, int(math.ceil((e - now) / 1000) + 1))
 end
 
 -- pfcount estimates the members of keys; nil when one is not a
@@ -51,22 +88,47 @@ local function pfcount(keys)
   return c
 end
 
--- distinctOp evaluates the distinct op at key i whose sub-windows are step
--- microseconds, not counting the members of the distinct key at except (nil
--- for none): its window number, the slots' windows, the estimate of the
--- live ones less except's (|own ∪ except| − |except|), and the oldest and
--- newest live window (-1 for none); nil when a key holds something else.
-local function distinctOp(i, step, except)
-  local d = { w = math.floor(now / step), count = 0 }
-  local live
-  live, d.windows, d.oldest, d.newest = distinctLive(i, d.w)
-  if not live then
+-- distinctRead reads the distinct key i of sub-windows of step: its window
+-- number w, its slots, its live sub-window keys, and when the first and
+-- the last live slot ends (-1 for none); nil when the key holds something
+-- else.
+local function distinctRead(i, step)
+  local d = { w = math.floor(now / step), first = -1, last = -1 }
+  d.slots = distinctIndex(i, step)
+  if not d.slots then
     return nil
   end
-  if #live == 0 then
+  d.live = {}
+  for s = 0, 4 do
+    local slot = d.slots[s]
+    if distinctLive(slot, d.w) then
+      d.live[#d.live + 1] = KEYS[i + 1 + s]
+      if d.first < 0 or slot.e < d.first then
+        d.first = slot.e
+      end
+      if slot.e > d.last then
+        d.last = slot.e
+      end
+    end
+  end
+  return d
+end
+
+-- distinctOp evaluates the distinct op at key i whose sub-windows are step
+-- microseconds, not counting the members of the distinct key at except (nil
+-- for none): distinctRead's table with the estimate of the live members
+-- less except's (|own ∪ except| − |except|) as count; nil when a key holds
+-- something else.
+local function distinctOp(i, step, except)
+  local d = distinctRead(i, step)
+  if not d then
+    return nil
+  end
+  d.count = 0
+  if #d.live == 0 then
     return d
   end
-  local c = pfcount(live)
+  local c = pfcount(d.live)
   if not c then
     return nil
   end
@@ -74,63 +136,98 @@ local function distinctOp(i, step, except)
   if not except then
     return d
   end
-  local other = distinctLive(except, d.w)
+  local other = distinctRead(except, step)
   if not other then
     return nil
   end
-  if #other == 0 then
+  if #other.live == 0 then
     return d
   end
-  local left = pfcount(other)
-  for _, k in ipairs(other) do
-    live[#live + 1] = k
+  local left = pfcount(other.live)
+  local union = {}
+  for _, k in ipairs(d.live) do
+    union[#union + 1] = k
   end
-  local union = left and pfcount(live)
-  if not union then
+  for _, k in ipairs(other.live) do
+    union[#union + 1] = k
+  end
+  local both = left and pfcount(union)
+  if not both then
     return nil
   end
-  d.count = math.max(union - left, 0)
+  d.count = math.max(both - left, 0)
   return d
 end
 
 -- distinctAdd adds member to the current sub-window of the distinct op at
 -- key i, evaluated as d, emptying the slot first when it holds an older
--- window. It returns the newest live window. The slot's expiry and the
--- index are written only when the slot starts a window: within one, both
--- stay as they are.
-local function distinctAdd(i, d, step, member)
+-- window or has ended. The slot ends at now + hold (never past its window;
+-- hold 0: when its window leaves) unless it already ends no more than
+-- hold/8 before that; it never ends sooner. The index is written only when
+-- a slot's end changes, the slot's expiry then and whenever the
+-- HyperLogLog changed (so that a slot evicted under the index comes back
+-- with an expiry). It returns when the last live slot ends.
+local function distinctAdd(i, d, step, member, hold)
   local s = d.w % 5
   local key = KEYS[i + 1 + s]
-  if d.windows[s] == d.w then
-    redis.call('PFADD', key, member)
-    return d.w
+  local slot = d.slots[s]
+  local e = (d.w + 5) * step
+  if hold > 0 and now + hold < e then
+    e = now + hold
   end
-  redis.call('DEL', key)
-  d.windows[s] = d.w
-  redis.call('PFADD', key, member)
-  local deadline = (d.w + 5) * step
-  redis.call('PEXPIRE', key, math.ceil((deadline - now) / 1000) + 1)
-  local parts = {}
-  for j = 0, 4 do
-    parts[j + 1] = int(d.windows[j] or 0)
+  local changed = true
+  if not distinctLive(slot, d.w) then
+    redis.call('DEL', key)
+    slot.w, slot.e = d.w, e
+  elseif e - slot.e > math.floor(hold / 8) then
+    slot.e = e
+  else
+    changed = false
   end
-  put(i, table.concat(parts, ','), deadline)
-  return d.w
+  if redis.call('PFADD', key, member) == 1 or changed then
+    expireAt(key, slot.e)
+  end
+  if changed then
+    putIndex(i, d.slots, d.w)
+  end
+  return math.max(d.last, slot.e)
 end
 
 -- distinctSettle applies an Add entry to the distinct key i, whose
 -- sub-windows are the five keys after it, spec being "step:member": the
--- member joins its current sub-window.
+-- member joins its current sub-window, confirmed.
 distinctSettle = function(i, spec)
   local step, member = string.match(spec or '', '^(%d+):([%w_-]+)$')
   if not step then
     return nil, 'guardian: bad distinct entry'
   end
   step = tonumber(step)
-  local d = distinctOp(i, step, nil)
+  local d = distinctRead(i, step)
   if not d then
     return nil, 'guardian: bad distinct state'
   end
-  distinctAdd(i, d, step, member)
+  distinctAdd(i, d, step, member, 0)
+  return true
+end
+
+-- distinctConfirm applies a ConfirmDistinct entry to the distinct key i
+-- of sub-windows of step: each live slot ends when its window leaves.
+distinctConfirm = function(i, step)
+  local d = distinctRead(i, step)
+  if not d then
+    return nil, 'guardian: bad distinct state'
+  end
+  local changed = false
+  for s = 0, 4 do
+    local slot = d.slots[s]
+    local e = (slot.w + 5) * step
+    if distinctLive(slot, d.w) and slot.e < e then
+      slot.e, changed = e, true
+      expireAt(KEYS[i + 1 + s], e)
+    end
+  end
+  if changed then
+    putIndex(i, d.slots, d.w)
+  end
   return true
 end

@@ -25,7 +25,8 @@
 --              familiar op found its member, "+", or only when it did not,
 --              "-". x and y are a rate's interval and burst, a counter's
 --              limit and hold, a distinct op's sub-window and limit, and a
---              familiar op's member and 0. A guesses op ("gs", at most one
+--              familiar op's member and 0; a distinct op's member is
+--              followed by its hold (0: the window). A guesses op ("gs", at most one
 --              a batch, never conditional) has its guess (16 hex digits) as
 --              x and "limit:hold:indexes:allowance" as y, the indexes (in
 --              the batch, comma-separated) of the ops a repeat of it does
@@ -149,7 +150,7 @@ local function read(o)
     if not o.dist then
       return nil
     end
-    o.newest = o.dist.newest
+    o.last = o.dist.last
     return o.dist.count <= o.y
   end
   return nil
@@ -173,7 +174,7 @@ local function write(o)
     end
     put(o.k, string.format('%d:%d', o.count, o.deadline) .. rest, o.deadline)
   else
-    o.newest = distinctAdd(o.k, o.dist, o.x, o.member)
+    o.last = distinctAdd(o.k, o.dist, o.x, o.member, o.hold)
   end
 end
 
@@ -199,11 +200,11 @@ local function settle(o)
     local d = o.dist
     local remaining = math.max(o.y - d.count, 0)
     local retry, reset = 0, 0
-    if o.newest >= 0 then
-      reset = (o.newest + 5) * o.x - now
+    if o.last >= 0 then
+      reset = o.last - now
     end
-    if not o.fits and d.oldest >= 0 then
-      retry = (d.oldest + 5) * o.x - now
+    if not o.fits and d.first >= 0 then
+      retry = d.first - now
     end
     return remaining, retry, reset, d.count
   end
@@ -230,11 +231,11 @@ local function parse(k, a, n)
     end
     a, k = a + 4, k + 1
     if kind == DISTINCT then
-      o.member = ARGV[a]
-      a, k = a + 1, k + 5
+      o.member, o.hold = ARGV[a], tonumber(ARGV[a + 1])
+      a, k = a + 2, k + 5
     elseif kind == EXCEPT then
-      o.kind, o.member, o.except = DISTINCT, ARGV[a], k + 5
-      a, k = a + 1, k + 11
+      o.kind, o.member, o.hold, o.except = DISTINCT, ARGV[a], tonumber(ARGV[a + 1]), k + 5
+      a, k = a + 2, k + 11
     elseif kind == ATTRIBUTED then
       o.kind, o.member = COUNTER, ARGV[a]
       a = a + 1

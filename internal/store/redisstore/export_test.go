@@ -16,3 +16,7 @@ func (s *Store) Queued() int {
 // SetCallTime sets how long the store takes a script call to have taken
 // lately, which admission control judges deadlines by.
 func (s *Store) SetCallTime(d time.Duration) { s.group.callTime.Store(int64(d)) }
+
+// DistinctSlotKey exposes distinctSlotKey to the tests of package
+// redisstore_test, which read a distinct key's sub-windows.
+var DistinctSlotKey = distinctSlotKey

@@ -161,8 +161,9 @@ end
 -- familiarAdd is familiar.lua's: it applies a familiar give-back entry.
 local familiarAdd
 
--- distinctSettle is distinct.lua's: it applies a distinct give-back entry.
-local distinctSettle
+-- distinctSettle and distinctConfirm are distinct.lua's: they apply a
+-- distinct give-back entry, an Add and a ConfirmDistinct.
+local distinctSettle, distinctConfirm
 
 -- giveBack applies give-back entries to keys first..#KEYS, entry i's how and
 -- amount at ARGV[at+2(i-first)] and the one after: "r" takes microseconds
@@ -174,7 +175,10 @@ local distinctSettle
 -- the member its units were attributed to ("units:member"),
 -- "x" forgets, "f" puts a member on a familiar list ("hold:member", see
 -- familiar.lua), "d" a member in a distinct key's current sub-window
--- ("step:member", see distinct.lua; its five sub-windows follow as "-"), "g" forgets one guess of a Guesses key (amount is the
+-- ("step:member", see distinct.lua; its five sub-windows follow as "-"),
+-- "D" keeps a distinct key's live sub-windows until they leave the window
+-- (amount is the step; its five sub-windows follow as "-"), "g" forgets one
+-- guess of a Guesses key (amount is the
 -- guess), "G" keeps one until at least a span from now (amount is
 -- "guess:span"). A key that no longer exists is left alone; state never goes
 -- below empty. It returns how many keys changed, or nil and an error.
@@ -217,8 +221,13 @@ local function giveBack(first, at)
         return nil, err
       end
       changed = changed + 1
-    elseif how == 'd' then
-      local ok, err = distinctSettle(i, ARGV[at + 2 * (i - first) + 1])
+    elseif how == 'd' or how == 'D' then
+      local ok, err
+      if how == 'd' then
+        ok, err = distinctSettle(i, ARGV[at + 2 * (i - first) + 1])
+      else
+        ok, err = distinctConfirm(i, amount)
+      end
       if not ok then
         return nil, err
       end

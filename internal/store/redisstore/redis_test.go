@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -62,6 +63,10 @@ func TestRedis(t *testing.T) {
 	t.Run("long_hold", func(t *testing.T) {
 		flush(t, c)
 		testLongHold(t, c)
+	})
+	t.Run("distinct_expiry", func(t *testing.T) {
+		flush(t, c)
+		testDistinctExpiry(t, c)
 	})
 }
 
@@ -307,6 +312,60 @@ func testLongHold(t *testing.T, c redis.UniversalClient) {
 	}
 	if ttl := keyTTL(t, c, k); ttl <= hold-time.Minute || ttl > hold+2*time.Millisecond {
 		t.Errorf("PTTL = %v, want just under %v", ttl, hold)
+	}
+}
+
+// testDistinctExpiry: a distinct key's index and sub-window expire when
+// the store says they end: the unconfirmed hold after a spend, the window
+// after a ConfirmDistinct; a sub-window evicted under its index comes back
+// with an expiry; an index of the earlier format ("w,w,w,w,w") still
+// counts.
+func testDistinctExpiry(t *testing.T, c redis.UniversalClient) {
+	const step, hold = 6 * time.Hour, 20 * time.Minute
+	ctx := context.Background()
+	s := redisstore.New(c, redisstore.Config{})
+	k := "guardian:v2:{net}:login-ip-distinct-accounts"
+	op := func(member string, cost int64) store.Op {
+		return store.Op{Key: k, Member: member, Cost: cost, Limit: store.Distinct{Step: step, Max: 20, Hold: hold}}
+	}
+	w := int(time.Now().UnixMicro() / step.Microseconds())
+	slot := redisstore.DistinctSlotKey(k, w%store.DistinctSlots)
+	near := func(label, key string, want time.Duration) {
+		t.Helper()
+		if ttl := keyTTL(t, c, key); ttl < want-time.Second || ttl > want+time.Second {
+			t.Errorf("%s: PTTL %s = %v, want about %v", label, key, ttl, want)
+		}
+	}
+	do(t, s, op("a", 1))
+	near("after a spend", k, hold)
+	near("after a spend", slot, hold)
+
+	if err := c.Del(ctx, slot).Err(); err != nil {
+		t.Fatal(err)
+	}
+	do(t, s, op("b", 1))
+	near("a sub-window evicted under its index", slot, hold)
+
+	if err := s.Settle(ctx, []store.Settlement{{Key: k, Action: store.ConfirmDistinct, Span: step}}); err != nil {
+		t.Fatal(err)
+	}
+	window := time.Until(time.UnixMicro(int64(w+store.DistinctSlots) * step.Microseconds()))
+	near("after a ConfirmDistinct", k, window)
+	near("after a ConfirmDistinct", slot, window)
+	if got := peek(t, s, op("z", 0))[0]; got.Count != 1 {
+		t.Errorf("count after the confirm = %d, want 1 (b; a went with its evicted sub-window)", got.Count)
+	}
+
+	flush(t, c)
+	old := []string{"0", "0", "0", "0", "0"}
+	old[w%store.DistinctSlots] = strconv.Itoa(w)
+	setState(t, c, k, strings.Join(old, ","))
+	if err := c.PFAdd(ctx, slot, "old").Err(); err != nil {
+		t.Fatal(err)
+	}
+	got := peek(t, s, op("z", 0))[0]
+	if got.Count != 1 || got.ResetAfter < window-time.Second || got.ResetAfter > window+time.Second {
+		t.Errorf("an index of the earlier format: %+v, want count 1 until its window leaves (%v)", got, window)
 	}
 }
 

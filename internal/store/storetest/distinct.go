@@ -21,6 +21,70 @@ var distinctCases = []testCase{
 	{"distinct/add_slides_like_a_spend", testDistinctAddSlides},
 	{"distinct/add_by_mark_once", testDistinctAddMarkOnce},
 	{"distinct/bad_adds", testDistinctBadAdds},
+	{"distinct/unconfirmed_ends_after_hold", testDistinctHold},
+	{"distinct/confirm_keeps_the_window", testDistinctConfirm},
+}
+
+// heldDistinct is a Distinct op on key adding member (cost 1) or only
+// counting (cost 0), with sub-windows of an hour, a limit of 100 and an
+// unconfirmed hold of 20 minutes.
+func heldDistinct(key, member string, cost int64) store.Op {
+	op := Distinct(key, member, cost, time.Hour, 100)
+	op.Limit = store.Distinct{Step: time.Hour, Max: 100, Hold: 20 * time.Minute}
+	return op
+}
+
+// testDistinctHold: a spend with a Hold keeps its sub-window for the Hold,
+// not for the window; a later spend makes it end Hold after itself only
+// once that is more than an eighth of the Hold later, a peek never; a
+// spend after the sub-window ended starts it afresh.
+func testDistinctHold(h *harness) {
+	k := h.key("net")
+	spend := func(m string) []store.Op { return ops(heldDistinct(k, m, 1)) }
+	look := ops(heldDistinct(k, "z", 0))
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	h.run([]step{
+		{at: t0, ops: spend("a"), want: rs(result{Allowed: true, Spent: true, Remaining: 100, ResetAfter: 20 * time.Minute})},
+		// two minutes on, within an eighth of the hold (2.5 minutes): the
+		// end stays
+		{at: at(2 * time.Minute), ops: spend("b"), want: rs(result{Allowed: true, Spent: true, Remaining: 99, Count: 1, ResetAfter: 18 * time.Minute})},
+		{at: at(3 * time.Minute), ops: spend("c"), want: rs(result{Allowed: true, Spent: true, Remaining: 98, Count: 2, ResetAfter: 20 * time.Minute})},
+		{at: at(22 * time.Minute), peek: true, ops: look, want: rs(result{Allowed: true, Remaining: 97, Count: 3, ResetAfter: time.Minute})},
+		{at: at(23 * time.Minute), peek: true, ops: look, want: rs(result{Allowed: true, Remaining: 100})},
+		{at: at(30 * time.Minute), ops: spend("d"), want: rs(result{Allowed: true, Spent: true, Remaining: 100, ResetAfter: 20 * time.Minute})},
+		{at: at(31 * time.Minute), peek: true, ops: look, want: rs(result{Allowed: true, Remaining: 99, Count: 1, ResetAfter: 19 * time.Minute})},
+	})
+}
+
+// confirmDistinct is a ConfirmDistinct of the Distinct key k of
+// sub-windows of step.
+func confirmDistinct(k string, step time.Duration) store.Settlement {
+	return store.Settlement{Key: k, Action: store.ConfirmDistinct, Span: step}
+}
+
+// testDistinctConfirm: a ConfirmDistinct keeps a key's live sub-windows
+// until they leave the window, and a later unconfirmed spend does not
+// shorten them; one on an absent key creates nothing; one without a step
+// is a bad batch.
+func testDistinctConfirm(h *harness) {
+	k, gone := h.key("net"), h.key("gone")
+	look := ops(heldDistinct(k, "z", 0))
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	h.run([]step{
+		{at: t0, ops: ops(heldDistinct(k, "a", 1)), want: rs(result{Allowed: true, Spent: true, Remaining: 100, ResetAfter: 20 * time.Minute})},
+	})
+	h.clock.Set(at(10 * time.Minute))
+	h.settle(confirmDistinct(k, time.Hour), confirmDistinct(gone, time.Hour))
+	h.run([]step{
+		{at: at(10 * time.Minute), peek: true, ops: look, want: rs(result{Allowed: true, Remaining: 99, Count: 1, ResetAfter: 4*time.Hour + 50*time.Minute})},
+		{at: at(30 * time.Minute), ops: ops(heldDistinct(k, "b", 1)), want: rs(result{Allowed: true, Spent: true, Remaining: 99, Count: 1, ResetAfter: 4*time.Hour + 30*time.Minute})},
+		{at: at(4 * time.Hour), peek: true, ops: look, want: rs(result{Allowed: true, Remaining: 98, Count: 2, ResetAfter: time.Hour})},
+		{at: at(5 * time.Hour), peek: true, ops: look, want: rs(result{Allowed: true, Remaining: 100})},
+		{at: at(5 * time.Hour), peek: true, ops: ops(heldDistinct(gone, "z", 0)), want: rs(result{Allowed: true, Remaining: 100})},
+	})
+	if err := h.s.Settle(context.Background(), []store.Settlement{confirmDistinct(k, 0)}); !errors.Is(err, store.ErrBadBatch) {
+		h.t.Errorf("ConfirmDistinct without a step: Settle = %v, want ErrBadBatch", err)
+	}
 }
 
 // add is an Add of member to the Distinct key k of sub-windows of step.
