@@ -22,13 +22,16 @@ import (
 // ratelimit service side by side, each on a Redis of its own started from
 // the same redis-server binary, asked the same thing. A decision is three
 // limits on one login: the account, the address, and the account with the
-// address. guardian decides it with its built-in login rules (three store
-// ops: the account's rate, the address prefix's rate, the account's hard
-// stop); the envoy service with three descriptors (account, ip, and ip
-// nested under account) on its HTTP /json endpoint. Every decision picks
-// one of --peer-keys identities at random, the same identities for both.
-// Rounds interleave the two, the order alternating, so that a burst of
-// outside load on a shared machine falls on both.
+// address. guardian decides it twice over, each on a Redis of its own:
+// with its built-in login rules (the protection people deploy: the
+// account's rate and hard stop, its familiar networks, the address's /32
+// and /24 or /48 rates and its network's distinct accounts), and with the
+// same three limits as envoy (threeLimitRules); the envoy service with
+// three descriptors (account, ip, and ip nested under account) on its HTTP
+// /json endpoint. Every decision picks one of --peer-keys identities at
+// random, the same identities for all. Rounds interleave the three, the
+// order rotating, so that a burst of outside load on a shared machine falls
+// on each.
 
 // envoyDomain is the rate-limit domain of the envoy service's configuration.
 const envoyDomain = "guardian-peer"
@@ -53,17 +56,34 @@ descriptors:
       requests_per_unit: 30
 `
 
-// peerSide is one of the two services under comparison.
+// threeLimitRules are guardian's rules for the same three limits as
+// envoyConfig: every attempt counts (as every envoy request does), on the
+// account, the address and the account with the address, with envoy's
+// numbers and each burst its limit.
+const threeLimitRules = `version: 1
+rules:
+  - {name: peer-account, flows: [login], key: account, type: rate, count: attempts, limit: 5, per: 1m, burst: 5, action: slow}
+  - {name: peer-ip, flows: [login], key: ip, type: rate, count: attempts, limit: 30, per: 1h, burst: 30, action: slow, ipv4_prefix: 32}
+  - {name: peer-account-ip, flows: [login], key: account+ip, type: rate, count: attempts, limit: 100, per: 24h, burst: 100, action: slow}
+`
+
+// peerSide is one of the services under comparison.
 type peerSide uint8
 
 const (
 	sideGuardian peerSide = iota
 	sideEnvoy
+	sideThree
+	// peerSides is how many there are.
+	peerSides
 )
 
 func (s peerSide) String() string {
-	if s == sideGuardian {
+	switch s {
+	case sideGuardian:
 		return "guardian"
+	case sideThree:
+		return "guardian, three limits"
 	}
 	return "envoy ratelimit"
 }
@@ -79,7 +99,7 @@ type peerTraffic struct {
 
 // body appends the request of identity i to b.
 func (p *peerTraffic) body(i uint64, b []byte) []byte {
-	if p.side == sideGuardian {
+	if p.side != sideEnvoy {
 		b = append(b, `{"flow":"login","account":"`...)
 		b = p.account(i, b)
 		b = append(b, `","ip":"`...)
@@ -163,16 +183,37 @@ func benchPeer(ctx context.Context, cfg *config, log io.Writer) (*peerResult, er
 		return rs, rc, nil
 	}
 
-	// guardian, on a Redis of its own.
-	grs, grc, err := startOne()
+	// guardian twice, each on a Redis of its own: the built-in rules, and
+	// envoy's three limits.
+	dir, err := os.MkdirTemp("", "guardian-peer-rules-")
 	if err != nil {
 		return nil, err
 	}
-	g, err := startGuardian(ctx, guardianOptions{bin: cfg.guardianBin, redisURL: grs.url(), storeTimeout: cfg.storeTimeout, key: keyText}, 15*time.Second)
+	cleanup = append(cleanup, func() { _ = os.RemoveAll(dir) })
+	threePath := filepath.Join(dir, "three-limits.yaml")
+	if err := os.WriteFile(threePath, []byte(threeLimitRules), 0o600); err != nil {
+		return nil, err
+	}
+	startG := func(rulesPath string) (*guardianProc, *redis.Client, error) {
+		rs, rc, err := startOne()
+		if err != nil {
+			return nil, nil, err
+		}
+		g, err := startGuardian(ctx, guardianOptions{bin: cfg.guardianBin, redisURL: rs.url(), rulesPath: rulesPath, storeTimeout: cfg.storeTimeout, key: keyText}, 15*time.Second)
+		if err != nil {
+			return nil, nil, err
+		}
+		cleanup = append(cleanup, g.stop)
+		return g, rc, nil
+	}
+	g, grc, err := startG("")
 	if err != nil {
 		return nil, err
 	}
-	cleanup = append(cleanup, g.stop)
+	g3, g3rc, err := startG(threePath)
+	if err != nil {
+		return nil, err
+	}
 
 	// The envoy service, on another.
 	ers, erc, err := startOne()
@@ -192,13 +233,17 @@ func benchPeer(ctx context.Context, cfg *config, log io.Writer) (*peerResult, er
 	}
 
 	seed := uint64(keyBytes[0])<<8 | uint64(keyBytes[1])
-	sides := [2]*peerService{
-		{side: sideGuardian, pid: func() int { return g.cmd.Process.Pid }, redis: grc,
+	guardianSide := func(side peerSide, g *guardianProc, rc *redis.Client) *peerService {
+		return &peerService{side: side, pid: func() int { return g.cmd.Process.Pid }, redis: rc,
 			d: &driver{addr: g.addr, token: token, timeout: cfg.timeout, seed: seed,
-				peer: &peerTraffic{side: sideGuardian, path: "/v1/check", keys: cfg.peerKeys, tag: tag}}},
-		{side: sideEnvoy, pid: func() int { return e.cmd.Process.Pid }, redis: erc,
+				peer: &peerTraffic{side: side, path: "/v1/check", keys: cfg.peerKeys, tag: tag}}}
+	}
+	sides := [peerSides]*peerService{
+		sideGuardian: guardianSide(sideGuardian, g, grc),
+		sideEnvoy: {side: sideEnvoy, pid: func() int { return e.cmd.Process.Pid }, redis: erc,
 			d: &driver{addr: e.addr, timeout: cfg.timeout, seed: seed,
 				peer: &peerTraffic{side: sideEnvoy, path: "/json", keys: cfg.peerKeys, tag: tag}}},
+		sideThree: guardianSide(sideThree, g3, g3rc),
 	}
 	res := &peerResult{Keys: cfg.peerKeys, Conns: cfg.peerConns, Rate: cfg.rate, Seconds: cfg.duration.Seconds(), Binary: cfg.peerBin}
 	if v, err := grc.Info(ctx, "server").Result(); err == nil {
@@ -207,12 +252,9 @@ func benchPeer(ctx context.Context, cfg *config, log io.Writer) (*peerResult, er
 		}
 	}
 	for round := range cfg.peerRounds {
-		order := []*peerService{sides[0], sides[1]}
-		if round%2 == 1 {
-			order[0], order[1] = order[1], order[0]
-		}
 		var pr peerRound
-		for _, s := range order {
+		for i := range sides {
+			s := sides[(i+round)%len(sides)]
 			f, err := peerPhases(ctx, cfg, s, log, round)
 			if err != nil {
 				return nil, err
@@ -221,11 +263,13 @@ func benchPeer(ctx context.Context, cfg *config, log io.Writer) (*peerResult, er
 		}
 		res.Rounds = append(res.Rounds, pr)
 		var x extraRound
-		for i, group := range []int{1, groupOf(&pr.Sides[sideGuardian].Closed)} {
+		for _, group := range floorGroups(&pr) {
 			fmt.Fprintf(log, "load: peer round %d, floor script, %d decision(s) a call…\n", round+1, group)
-			if x.Floor[i], err = runFloor(ctx, frc, cfg.peerConns, group, cfg.peerKeys, cfg.duration, seed+uint64(round)); err != nil {
+			f, err := runFloor(ctx, frc, cfg.peerConns, group, cfg.peerKeys, cfg.duration, seed+uint64(round))
+			if err != nil {
 				return nil, err
 			}
+			x.Floor = append(x.Floor, f)
 		}
 		for i, report := range []bool{false, true} {
 			fmt.Fprintf(log, "load: peer round %d, guardian, credential stuffing (reported: %v)…\n", round+1, report)

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"text/tabwriter"
@@ -186,8 +187,9 @@ func (d *driver) stuff(w *worker, tr traffic) {
 
 // extraRound is a round's floor and stuffing phases.
 type extraRound struct {
-	// Floor is one decision a call, then guardian's decisions per call.
-	Floor [2]floorPhase `json:"floor"`
+	// Floor is one decision a call, then each of the two guardians'
+	// decisions per call (floorGroups).
+	Floor []floorPhase `json:"floor"`
 	// Stuffing is checks alone, then checks reported failures.
 	Stuffing [2]stuffingPhase `json:"stuffing"`
 }
@@ -201,6 +203,19 @@ func groupOf(f *peerPhase) int {
 	return max(1, int(math.Round(float64(f.Decisions)/float64(f.Scripts))))
 }
 
+// floorGroups are the decisions per call the floor script runs with after
+// round r: one, then each guardian's grouping in its closed-loop phase,
+// each once.
+func floorGroups(r *peerRound) []int {
+	groups := []int{1}
+	for _, s := range []peerSide{sideGuardian, sideThree} {
+		if g := groupOf(&r.Sides[s].Closed); !slices.Contains(groups, g) {
+			groups = append(groups, g)
+		}
+	}
+	return groups
+}
+
 // printExtra prints the floor and stuffing rows, round by round.
 func printExtra(w io.Writer, r *peerResult) {
 	if len(r.Extra) == 0 {
@@ -208,27 +223,28 @@ func printExtra(w io.Writer, r *peerResult) {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "round\tfigure\tvalue\tguardian ÷ it (Redis CPU per decision)\t")
+	fmt.Fprintln(tw, "round\tfigure\tvalue\tguardian ÷ it (Redis CPU per decision)\tguardian, three limits ÷ it\t")
 	for i := range r.Extra {
-		x, g := &r.Extra[i], &r.Rounds[i].Sides[sideGuardian].Closed
-		gcpu := g.micros(g.RedisCPU)
+		x, rd := &r.Extra[i], &r.Rounds[i]
+		g, g3 := &rd.Sides[sideGuardian].Closed, &rd.Sides[sideThree].Closed
+		gcpu, g3cpu := g.micros(g.RedisCPU), g3.micros(g3.RedisCPU)
 		for _, f := range x.Floor {
 			per := ratio(f.RedisCPU*1e6, float64(f.Decisions))
-			fmt.Fprintf(tw, "%d\tfloor script, %d decision(s) a call: decisions/s\t%s\t\t\n", i+1, f.Group, formatFigure(ratio(float64(f.Decisions), f.Seconds)))
-			fmt.Fprintf(tw, "%d\tfloor script, %d decision(s) a call: Redis CPU per decision (µs)\t%s\t%s\t\n", i+1, f.Group, formatFigure(per), formatFigure(ratio(gcpu, per)))
+			fmt.Fprintf(tw, "%d\tfloor script, %d decision(s) a call: decisions/s\t%s\t\t\t\n", i+1, f.Group, formatFigure(ratio(float64(f.Decisions), f.Seconds)))
+			fmt.Fprintf(tw, "%d\tfloor script, %d decision(s) a call: Redis CPU per decision (µs)\t%s\t%s\t%s\t\n", i+1, f.Group, formatFigure(per), formatFigure(ratio(gcpu, per)), formatFigure(ratio(g3cpu, per)))
 		}
 		for j, s := range x.Stuffing {
 			what := "stuffing, unreported"
 			if j == 1 {
 				what = "stuffing, each reported a failure"
 			}
-			fmt.Fprintf(tw, "%d\t%s: checks/s\t%s\t\t\n", i+1, what, formatFigure(ratio(float64(s.Checks), s.Seconds)))
-			fmt.Fprintf(tw, "%d\t%s: Redis CPU per check (µs)\t%s\t\t\n", i+1, what, formatFigure(ratio(s.RedisCPU*1e6, float64(s.Checks))))
+			fmt.Fprintf(tw, "%d\t%s: checks/s\t%s\t\t\t\n", i+1, what, formatFigure(ratio(float64(s.Checks), s.Seconds)))
+			fmt.Fprintf(tw, "%d\t%s: Redis CPU per check (µs)\t%s\t\t\t\n", i+1, what, formatFigure(ratio(s.RedisCPU*1e6, float64(s.Checks))))
 			if j == 1 {
 				base := ratio(x.Stuffing[0].RedisCPU, float64(x.Stuffing[0].Checks))
-				fmt.Fprintf(tw, "%d\t%s: Redis CPU per report (µs)\t%s\t\t\n", i+1, what, formatFigure(ratio((s.RedisCPU-base*float64(s.Checks))*1e6, float64(s.Reports))))
+				fmt.Fprintf(tw, "%d\t%s: Redis CPU per report (µs)\t%s\t\t\t\n", i+1, what, formatFigure(ratio((s.RedisCPU-base*float64(s.Checks))*1e6, float64(s.Reports))))
 			}
-			fmt.Fprintf(tw, "%d\t%s: degraded or failed\t%d\t\t\n", i+1, what, s.Degraded+s.Errors)
+			fmt.Fprintf(tw, "%d\t%s: degraded or failed\t%d\t\t\t\n", i+1, what, s.Degraded+s.Errors)
 		}
 	}
 	_ = tw.Flush()

@@ -52,9 +52,9 @@ type peerFigures struct {
 	Open   peerPhase `json:"open"`
 }
 
-// peerRound is one round of both sides, indexed by peerSide.
+// peerRound is one round of every side, indexed by peerSide.
 type peerRound struct {
-	Sides [2]peerFigures `json:"sides"`
+	Sides [peerSides]peerFigures `json:"sides"`
 }
 
 // peerResult is what --peer prints.
@@ -101,89 +101,113 @@ func spanOf(vs []float64) span {
 	return s
 }
 
-// peerRow is one figure of the table: guardian's and the envoy service's
-// span over the rounds, the span of their ratio (guardian ÷ envoy, round by
-// round) and, for a target, how many rounds met it.
+// peerRow is one figure of the table: the envoy service's span over the
+// rounds, and each guardian's against it.
 type peerRow struct {
-	Figure   string `json:"figure"`
-	Unit     string `json:"unit"`
-	Guardian span   `json:"guardian"`
-	Envoy    span   `json:"envoy"`
-	Ratio    span   `json:"ratio"`
-	// Target is the ratio the figure must stay at or below (AtMost) or at
-	// or above; zero for a figure shown for information.
-	Target float64 `json:"target,omitempty"`
-	AtMost bool    `json:"at_most,omitempty"`
-	Met    int     `json:"rounds_met,omitempty"`
-	Rounds int     `json:"rounds"`
+	Figure string `json:"figure"`
+	Unit   string `json:"unit"`
+	Envoy  span   `json:"envoy"`
+	// Guardian is guardian under its built-in rules, Three under the same
+	// three limits as envoy.
+	Guardian versus `json:"guardian"`
+	Three    versus `json:"guardian_three_limits"`
+	// AtMost says a target is a ratio to stay at or below, not at or
+	// above.
+	AtMost bool `json:"at_most,omitempty"`
+	Rounds int  `json:"rounds"`
 }
 
-// meets reports whether ratio r meets the row's target.
-func (r *peerRow) meets(v float64) bool {
+// versus is one guardian's figure against the envoy service's: its span
+// over the rounds, the span of the ratio (guardian ÷ envoy, round by
+// round), and, for a target, how many rounds met it.
+type versus struct {
+	Value span `json:"value"`
+	Ratio span `json:"ratio"`
+	// Target is the ratio the figure must stay at or below (the row's
+	// AtMost) or at or above; zero for a figure shown for information.
+	Target float64 `json:"target,omitempty"`
+	Met    int     `json:"rounds_met,omitempty"`
+}
+
+// meets reports whether ratio v meets target, at most or at least it.
+func meets(v, target float64, atMost bool) bool {
 	if math.IsNaN(v) {
 		return false
 	}
-	if r.AtMost {
-		return v <= r.Target
+	if atMost {
+		return v <= target
 	}
-	return v >= r.Target
+	return v >= target
 }
 
 // peerFigure is one row's definition: how to read the figure from a side's
-// round, and its target.
+// round, and the targets of guardian's built-in rules and of its three
+// limits.
 type peerFigure struct {
-	name, unit string
-	value      func(f *peerFigures) float64
-	target     float64
-	atMost     bool
+	name, unit     string
+	value          func(f *peerFigures) float64
+	builtin, three float64
+	atMost         bool
 }
 
-// peerFigureList is the table's rows, the four targets first.
+// peerFigureList is the table's rows, the targets first.
 var peerFigureList = []peerFigure{
-	{"closed-loop decisions/s", "/s", func(f *peerFigures) float64 { return f.Closed.perSecond() }, 1.5, false},
-	{"open p99", "ms", func(f *peerFigures) float64 { return f.Open.P99 }, 1, true},
-	{"service CPU per decision", "µs", func(f *peerFigures) float64 { return f.Closed.micros(f.Closed.ServiceCPU) }, 0.5, true},
-	{"Redis CPU per decision", "µs", func(f *peerFigures) float64 { return f.Closed.micros(f.Closed.RedisCPU) }, 0.5, true},
-	{"open p50", "ms", func(f *peerFigures) float64 { return f.Open.P50 }, 0, false},
-	{"open: service CPU per decision", "µs", func(f *peerFigures) float64 { return f.Open.micros(f.Open.ServiceCPU) }, 0, false},
-	{"open: Redis CPU per decision", "µs", func(f *peerFigures) float64 { return f.Open.micros(f.Open.RedisCPU) }, 0, false},
+	{"closed-loop decisions/s", "/s", func(f *peerFigures) float64 { return f.Closed.perSecond() }, 1.5, 0, false},
+	{"open p99", "ms", func(f *peerFigures) float64 { return f.Open.P99 }, 1, 0, true},
+	{"service CPU per decision", "µs", func(f *peerFigures) float64 { return f.Closed.micros(f.Closed.ServiceCPU) }, 0.5, 0, true},
+	{"Redis CPU per decision", "µs", func(f *peerFigures) float64 { return f.Closed.micros(f.Closed.RedisCPU) }, 1, 0.5, true},
+	{"open p50", "ms", func(f *peerFigures) float64 { return f.Open.P50 }, 0, 0, false},
+	{"open: service CPU per decision", "µs", func(f *peerFigures) float64 { return f.Open.micros(f.Open.ServiceCPU) }, 0, 0, false},
+	{"open: Redis CPU per decision", "µs", func(f *peerFigures) float64 { return f.Open.micros(f.Open.RedisCPU) }, 0, 0, false},
 	{"Redis commands per decision", "", func(f *peerFigures) float64 {
 		return ratio(float64(f.Closed.Commands), float64(f.Closed.Decisions))
-	}, 0, false},
+	}, 0, 0, false},
 	{"Redis calls per decision (scripts, or commands)", "", func(f *peerFigures) float64 {
 		calls := f.Closed.Scripts
 		if calls == 0 {
 			calls = f.Closed.Commands
 		}
 		return ratio(float64(calls), float64(f.Closed.Decisions))
-	}, 0, false},
+	}, 0, 0, false},
 	{"denied share", "", func(f *peerFigures) float64 {
 		return ratio(float64(f.Closed.Denied+f.Open.Denied), float64(f.Closed.Decisions+f.Open.Decisions))
-	}, 0, false},
+	}, 0, 0, false},
 	{"degraded or failed", "", func(f *peerFigures) float64 {
 		return float64(f.Closed.Degraded + f.Open.Degraded + f.Closed.Errors + f.Open.Errors)
-	}, 0, false},
+	}, 0, 0, false},
 }
 
 // peerTable computes the table over rounds.
 func peerTable(rounds []peerRound) []peerRow {
 	rows := make([]peerRow, 0, len(peerFigureList))
 	for _, pf := range peerFigureList {
-		row := peerRow{Figure: pf.name, Unit: pf.unit, Target: pf.target, AtMost: pf.atMost, Rounds: len(rounds)}
-		var gs, es, rs []float64
+		row := peerRow{Figure: pf.name, Unit: pf.unit, AtMost: pf.atMost, Rounds: len(rounds)}
+		es := make([]float64, len(rounds))
 		for i := range rounds {
-			g := pf.value(&rounds[i].Sides[sideGuardian])
-			e := pf.value(&rounds[i].Sides[sideEnvoy])
-			r := ratio(g, e)
-			gs, es, rs = append(gs, g), append(es, e), append(rs, r)
-			if pf.target != 0 && row.meets(r) {
-				row.Met++
-			}
+			es[i] = pf.value(&rounds[i].Sides[sideEnvoy])
 		}
-		row.Guardian, row.Envoy, row.Ratio = spanOf(gs), spanOf(es), spanOf(rs)
+		row.Envoy = spanOf(es)
+		row.Guardian = against(pf, rounds, sideGuardian, pf.builtin, es)
+		row.Three = against(pf, rounds, sideThree, pf.three, es)
 		rows = append(rows, row)
 	}
 	return rows
+}
+
+// against is side's figure pf over rounds against the envoy service's, es
+// round by round, held to target.
+func against(pf peerFigure, rounds []peerRound, side peerSide, target float64, es []float64) versus {
+	v := versus{Target: target}
+	vs, rs := make([]float64, len(rounds)), make([]float64, len(rounds))
+	for i := range rounds {
+		vs[i] = pf.value(&rounds[i].Sides[side])
+		rs[i] = ratio(vs[i], es[i])
+		if target != 0 && meets(rs[i], target, pf.atMost) {
+			v.Met++
+		}
+	}
+	v.Value, v.Ratio = spanOf(vs), spanOf(rs)
+	return v
 }
 
 // formatSpan prints a span with digits suited to its size: "5,047–6,015",
@@ -232,9 +256,9 @@ func thousands(n int64) string {
 	return b.String()
 }
 
-// targetText says a row's target and how many rounds met it.
-func targetText(r *peerRow) string {
-	if r.Target == 0 {
+// targetText says v's target in row r and how many rounds met it.
+func targetText(r *peerRow, v *versus) string {
+	if v.Target == 0 {
 		return ""
 	}
 	op := "≥"
@@ -242,29 +266,31 @@ func targetText(r *peerRow) string {
 		op = "≤"
 	}
 	verdict := "met"
-	if r.Met < r.Rounds {
-		verdict = fmt.Sprintf("met in %d of %d rounds", r.Met, r.Rounds)
+	if v.Met < r.Rounds {
+		verdict = fmt.Sprintf("met in %d of %d rounds", v.Met, r.Rounds)
 	}
-	if r.Met == 0 {
+	if v.Met == 0 {
 		verdict = "not met"
 	}
-	return fmt.Sprintf("%s %.1f× — %s", op, r.Target, verdict)
+	return fmt.Sprintf("%s %.1f× — %s", op, v.Target, verdict)
 }
 
 // printPeer prints the comparison as a table.
 func printPeer(w io.Writer, r *peerResult) {
-	fmt.Fprintf(w, "guardian against envoy ratelimit (%s), each on its own Redis %s\n", r.Binary, r.RedisVersion)
+	fmt.Fprintf(w, "guardian (built-in rules, and the same three limits) against envoy ratelimit (%s), each on its own Redis %s\n", r.Binary, r.RedisVersion)
 	fmt.Fprintf(w, "three limits per decision, %s distinct identities, %d connections closed-loop, open model at %.0f/s; %d interleaved rounds of %.0f s per phase\n\n",
 		thousands(int64(r.Keys)), r.Conns, r.Rate, len(r.Rounds), r.Seconds)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "figure\tguardian\tenvoy ratelimit\tguardian ÷ envoy\ttarget\t")
+	fmt.Fprintln(tw, "figure\tenvoy ratelimit\tguardian\tguardian ÷ envoy\ttarget\tguardian, three limits\tthree limits ÷ envoy\ttarget\t")
 	for i := range r.Rows {
 		row := &r.Rows[i]
 		name := row.Figure
 		if row.Unit != "" {
 			name += " (" + row.Unit + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", name, formatSpan(row.Guardian), formatSpan(row.Envoy), formatSpan(row.Ratio), targetText(row))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name, formatSpan(row.Envoy),
+			formatSpan(row.Guardian.Value), formatSpan(row.Guardian.Ratio), targetText(row, &row.Guardian),
+			formatSpan(row.Three.Value), formatSpan(row.Three.Ratio), targetText(row, &row.Three))
 	}
 	_ = tw.Flush()
 	printExtra(w, r)

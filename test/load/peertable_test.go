@@ -6,13 +6,18 @@ import (
 	"errors"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/guardian-sec/guardian/internal/rules"
 )
 
 // peerFixture is two rounds with round figures: guardian does 6,000 and
 // 5,000 decisions a second against the envoy service's 4,000, at 40 and
-// 60 µs of Redis CPU per decision against 100.
+// 60 µs of Redis CPU per decision against 100; under three limits it does
+// 8,000 a second at 30 µs, then 4,000 at 60.
 func peerFixture() []peerRound {
 	side := func(decisions uint64, svcCPU, redisCPU, p99 float64) peerFigures {
 		return peerFigures{
@@ -21,8 +26,8 @@ func peerFixture() []peerRound {
 		}
 	}
 	return []peerRound{
-		{Sides: [2]peerFigures{side(60_000, 3.0, 2.4, 3), side(40_000, 8.0, 4.0, 4)}},
-		{Sides: [2]peerFigures{side(50_000, 3.0, 3.0, 5), side(40_000, 8.0, 4.0, 4)}},
+		{Sides: [peerSides]peerFigures{sideGuardian: side(60_000, 3.0, 2.4, 3), sideEnvoy: side(40_000, 8.0, 4.0, 4), sideThree: side(80_000, 3.0, 2.4, 2)}},
+		{Sides: [peerSides]peerFigures{sideGuardian: side(50_000, 3.0, 3.0, 5), sideEnvoy: side(40_000, 8.0, 4.0, 4), sideThree: side(40_000, 3.0, 2.4, 2)}},
 	}
 }
 
@@ -43,41 +48,64 @@ func TestPeerTableRatiosAndTargets(t *testing.T) {
 	rows := peerTable(peerFixture())
 
 	closed := row(t, rows, "closed-loop decisions/s")
-	if !near(closed.Guardian.Lo, 5000) || !near(closed.Guardian.Hi, 6000) || !near(closed.Envoy.Lo, 4000) || !near(closed.Envoy.Hi, 4000) {
-		t.Errorf("closed-loop spans = %+v, %+v", closed.Guardian, closed.Envoy)
+	if g := closed.Guardian; !near(g.Value.Lo, 5000) || !near(g.Value.Hi, 6000) || !near(closed.Envoy.Lo, 4000) || !near(closed.Envoy.Hi, 4000) {
+		t.Errorf("closed-loop spans = %+v, %+v", g.Value, closed.Envoy)
 	}
-	if !near(closed.Ratio.Lo, 1.25) || !near(closed.Ratio.Hi, 1.5) || closed.Met != 1 || closed.Rounds != 2 {
-		t.Errorf("closed-loop ratio %+v met %d of %d, want 1.25–1.5, met 1 of 2", closed.Ratio, closed.Met, closed.Rounds)
+	if g := closed.Guardian; !near(g.Ratio.Lo, 1.25) || !near(g.Ratio.Hi, 1.5) || g.Met != 1 || closed.Rounds != 2 {
+		t.Errorf("closed-loop ratio %+v met %d of %d, want 1.25–1.5, met 1 of 2", g.Ratio, g.Met, closed.Rounds)
+	}
+	if th := closed.Three; !near(th.Ratio.Lo, 1) || !near(th.Ratio.Hi, 2) || th.Target != 0 || th.Met != 0 {
+		t.Errorf("closed-loop three limits = %+v, want ratios 1–2 and no target", th)
 	}
 
 	// 2.4 s and 3.0 s over 60,000 and 50,000 decisions: 40 and 60 µs,
-	// against 100 µs: ratios 0.4 and 0.6, the target (≤ 0.5) met once.
+	// against 100 µs: ratios 0.4 and 0.6, the built-in rules' target (≤
+	// 1.0) met in both rounds; three limits, 2.4 s over 80,000 and 40,000:
+	// 30 and 60 µs, its target (≤ 0.5) met once.
 	rc := row(t, rows, "Redis CPU per decision")
-	if !near(rc.Guardian.Lo, 40) || !near(rc.Guardian.Hi, 60) || !near(rc.Envoy.Lo, 100) {
-		t.Errorf("Redis CPU spans = %+v, %+v", rc.Guardian, rc.Envoy)
+	if g := rc.Guardian; !near(g.Value.Lo, 40) || !near(g.Value.Hi, 60) || !near(rc.Envoy.Lo, 100) {
+		t.Errorf("Redis CPU spans = %+v, %+v", g.Value, rc.Envoy)
 	}
-	if !near(rc.Ratio.Lo, 0.4) || !near(rc.Ratio.Hi, 0.6) || rc.Met != 1 || !rc.AtMost || rc.Target != 0.5 {
+	if g := rc.Guardian; !near(g.Ratio.Lo, 0.4) || !near(g.Ratio.Hi, 0.6) || g.Met != 2 || !rc.AtMost || g.Target != 1 {
 		t.Errorf("Redis CPU row = %+v", rc)
+	}
+	if th := rc.Three; !near(th.Value.Lo, 30) || !near(th.Value.Hi, 60) || !near(th.Ratio.Lo, 0.3) || !near(th.Ratio.Hi, 0.6) || th.Target != 0.5 || th.Met != 1 {
+		t.Errorf("Redis CPU, three limits = %+v, want 30–60 µs, ratios 0.3–0.6, ≤ 0.5 met once", th)
 	}
 
 	svc := row(t, rows, "service CPU per decision")
-	if !near(svc.Ratio.Lo, 50.0/200) || !near(svc.Ratio.Hi, 60.0/200) || svc.Met != 2 {
+	if g := svc.Guardian; !near(g.Ratio.Lo, 50.0/200) || !near(g.Ratio.Hi, 60.0/200) || g.Met != 2 {
 		t.Errorf("service CPU row = %+v, want ratios 0.25–0.3 met in both rounds", svc)
 	}
 
 	p99 := row(t, rows, "open p99")
-	if !near(p99.Ratio.Lo, 0.75) || !near(p99.Ratio.Hi, 1.25) || p99.Met != 1 {
+	if g := p99.Guardian; !near(g.Ratio.Lo, 0.75) || !near(g.Ratio.Hi, 1.25) || g.Met != 1 {
 		t.Errorf("open p99 row = %+v", p99)
 	}
 
-	if calls := row(t, rows, "Redis calls per decision (scripts, or commands)"); !near(calls.Guardian.Lo, 1) {
+	if calls := row(t, rows, "Redis calls per decision (scripts, or commands)"); !near(calls.Guardian.Value.Lo, 1) {
 		t.Errorf("script calls per decision = %+v, want 1", calls.Guardian)
 	}
-	if d := row(t, rows, "denied share"); !near(d.Guardian.Lo, 200.0/float64(60_000+20_000)) {
+	if d := row(t, rows, "denied share"); !near(d.Guardian.Value.Lo, 200.0/float64(60_000+20_000)) {
 		t.Errorf("denied share = %+v", d.Guardian)
 	}
-	if info := row(t, rows, "open p50"); info.Target != 0 || info.Met != 0 || targetText(&info) != "" {
+	if info := row(t, rows, "open p50"); info.Guardian.Target != 0 || info.Guardian.Met != 0 || targetText(&info, &info.Guardian) != "" {
 		t.Errorf("an information row has a target: %+v", info)
+	}
+}
+
+// TestFloorGroups: the floor runs one decision a call, then each
+// guardian's grouping once.
+func TestFloorGroups(t *testing.T) {
+	r := peerFixture()[0]
+	r.Sides[sideGuardian].Closed.Scripts = int64(r.Sides[sideGuardian].Closed.Decisions / 7)
+	r.Sides[sideThree].Closed.Scripts = int64(r.Sides[sideThree].Closed.Decisions / 7)
+	if got := floorGroups(&r); !slices.Equal(got, []int{1, 7}) {
+		t.Errorf("floorGroups with both at 7 a call = %v, want [1 7]", got)
+	}
+	r.Sides[sideThree].Closed.Scripts = int64(r.Sides[sideThree].Closed.Decisions / 12)
+	if got := floorGroups(&r); !slices.Equal(got, []int{1, 7, 12}) {
+		t.Errorf("floorGroups at 7 and 12 a call = %v, want [1 7 12]", got)
 	}
 }
 
@@ -86,18 +114,17 @@ func TestPeerTargetText(t *testing.T) {
 		r    peerRow
 		want string
 	}{
-		{peerRow{Target: 0.5, AtMost: true, Met: 2, Rounds: 2}, "≤ 0.5× — met"},
-		{peerRow{Target: 1.5, Met: 1, Rounds: 2}, "≥ 1.5× — met in 1 of 2 rounds"},
-		{peerRow{Target: 1, AtMost: true, Met: 0, Rounds: 3}, "≤ 1.0× — not met"},
+		{peerRow{Three: versus{Target: 0.5, Met: 2}, AtMost: true, Rounds: 2}, "≤ 0.5× — met"},
+		{peerRow{Three: versus{Target: 1.5, Met: 1}, Rounds: 2}, "≥ 1.5× — met in 1 of 2 rounds"},
+		{peerRow{Three: versus{Target: 1, Met: 0}, AtMost: true, Rounds: 3}, "≤ 1.0× — not met"},
 	}
 	for _, c := range cases {
-		if got := targetText(&c.r); got != c.want {
+		if got := targetText(&c.r, &c.r.Three); got != c.want {
 			t.Errorf("targetText(%+v) = %q, want %q", c.r, got, c.want)
 		}
 	}
 	// A ratio over zero meets nothing.
-	r := peerRow{Target: 0.5, AtMost: true}
-	if r.meets(math.NaN()) {
+	if meets(math.NaN(), 0.5, true) {
 		t.Error("NaN meets a target")
 	}
 }
@@ -126,7 +153,8 @@ func TestPeerOutput(t *testing.T) {
 	var b bytes.Buffer
 	printPeer(&b, res)
 	out := b.String()
-	for _, want := range []string{"200,000 distinct identities", "Redis CPU per decision (µs)", "40.0–60.0", "0.400–0.600", "≤ 0.5× — met in 1 of 2 rounds", "5,000–6,000"} {
+	for _, want := range []string{"200,000 distinct identities", "Redis CPU per decision (µs)", "40.0–60.0", "0.400–0.600", "≤ 1.0× — met", "5,000–6,000",
+		"guardian, three limits", "30.0–60.0", "0.300–0.600", "≤ 0.5× — met in 1 of 2 rounds"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
@@ -143,10 +171,12 @@ func TestPeerOutput(t *testing.T) {
 }
 
 func TestPeerBodies(t *testing.T) {
-	g := &peerTraffic{side: sideGuardian, keys: 200_000, tag: "t"}
 	e := &peerTraffic{side: sideEnvoy, keys: 200_000, tag: "t"}
-	if got, want := string(g.body(70_000, nil)), `{"flow":"login","account":"peer-70000-t@example.com","ip":"11.17.112.7"}`; got != want {
-		t.Errorf("guardian body = %s, want %s", got, want)
+	for _, side := range []peerSide{sideGuardian, sideThree} {
+		g := &peerTraffic{side: side, keys: 200_000, tag: "t"}
+		if got, want := string(g.body(70_000, nil)), `{"flow":"login","account":"peer-70000-t@example.com","ip":"11.17.112.7"}`; got != want {
+			t.Errorf("%s body = %s, want %s", side, got, want)
+		}
 	}
 	var req struct {
 		Domain      string `json:"domain"`
@@ -179,5 +209,32 @@ func TestPeerNeedsBinary(t *testing.T) {
 	}
 	if c, _ := parseFlags(nil, io.Discard); c.peerBin != "" {
 		t.Errorf("without --peer the peer binary is %q", c.peerBin)
+	}
+}
+
+// TestThreeLimitRules: the three-limit side's rules are a valid rules
+// file of exactly envoyConfig's three limits, every attempt counting.
+func TestThreeLimitRules(t *testing.T) {
+	set, err := rules.Parse("three-limits.yaml", []byte(threeLimitRules), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]struct {
+		key          rules.Key
+		limit, burst int64
+		per          time.Duration
+	}{
+		"peer-account":    {rules.KeyAccount, 5, 5, time.Minute},
+		"peer-ip":         {rules.KeyIP, 30, 30, time.Hour},
+		"peer-account-ip": {rules.KeyAccountIP, 100, 100, 24 * time.Hour},
+	}
+	if len(set.Rules) != len(want) {
+		t.Fatalf("%d rules, want %d", len(set.Rules), len(want))
+	}
+	for _, r := range set.Rules {
+		w, ok := want[r.Name]
+		if !ok || r.Key != w.key || r.Limit != w.limit || r.Burst != w.burst || r.Per != w.per || r.Count != rules.Attempts || r.Type != rules.Rate {
+			t.Errorf("rule %+v, want %+v counting attempts", r, w)
+		}
 	}
 }
