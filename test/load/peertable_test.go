@@ -170,6 +170,77 @@ func TestPeerOutput(t *testing.T) {
 	}
 }
 
+// TestPeerJSONHasThreeLimits: --json carries the three-limit side's rounds
+// and its figures, ratios and target in every row.
+func TestPeerJSONHasThreeLimits(t *testing.T) {
+	res := &peerResult{Rounds: peerFixture()}
+	res.Rows = peerTable(res.Rounds)
+	j, err := json.Marshal(res)
+	if err != nil {
+		t.Fatalf("json: %v", err)
+	}
+	var got struct {
+		Rounds []struct {
+			Sides []struct {
+				Closed struct{ Decisions uint64 } `json:"closed"`
+			} `json:"sides"`
+		} `json:"rounds"`
+		Table []struct {
+			Figure string `json:"figure"`
+			Three  *struct {
+				Value, Ratio struct{ Lo, Hi float64 }
+				Target       float64 `json:"target"`
+				Met          int     `json:"rounds_met"`
+			} `json:"guardian_three_limits"`
+		} `json:"table"`
+	}
+	if err := json.Unmarshal(j, &got); err != nil {
+		t.Fatalf("json: %v", err)
+	}
+	if len(got.Rounds) != 2 || len(got.Rounds[0].Sides) != int(peerSides) || got.Rounds[0].Sides[sideThree].Closed.Decisions != 80_000 {
+		t.Errorf("rounds = %+v, want two of %d sides, the three-limit side's first 80,000 decisions", got.Rounds, peerSides)
+	}
+	if len(got.Table) != len(peerFigureList) {
+		t.Fatalf("%d rows, want %d", len(got.Table), len(peerFigureList))
+	}
+	for _, r := range got.Table {
+		if r.Three == nil {
+			t.Errorf("row %q has no guardian_three_limits", r.Figure)
+			continue
+		}
+		if r.Figure == "Redis CPU per decision" {
+			if th := r.Three; !near(th.Value.Lo, 30) || !near(th.Value.Hi, 60) || !near(th.Ratio.Lo, 0.3) || !near(th.Ratio.Hi, 0.6) || th.Target != 0.5 || th.Met != 1 {
+				t.Errorf("Redis CPU, three limits = %+v, want 30–60 µs, ratios 0.3–0.6, ≤ 0.5 met once", *th)
+			}
+		}
+	}
+}
+
+// TestPrintExtraRatios: each floor row gives both guardians' Redis CPU per
+// decision ÷ the floor's, round by round.
+func TestPrintExtraRatios(t *testing.T) {
+	// Round 1: guardian 40 µs, three limits 30; the floor 2 s over 100,000
+	// decisions, 20 µs: 2.00 and 1.50.
+	res := &peerResult{Rounds: peerFixture()[:1], Extra: []extraRound{{
+		Floor: []floorPhase{{Group: 7, Decisions: 100_000, Calls: 100_000 / 7, Seconds: 10, RedisCPU: 2}},
+	}}}
+	var b bytes.Buffer
+	printExtra(&b, res)
+	if !strings.Contains(b.String(), "guardian, three limits ÷ it") {
+		t.Errorf("no three-limit column in:\n%s", &b)
+	}
+	var got []string
+	for _, line := range strings.Split(b.String(), "\n") {
+		if strings.Contains(line, "floor script, 7 decision(s) a call: Redis CPU per decision") {
+			f := strings.Fields(line)
+			got = f[len(f)-3:]
+		}
+	}
+	if want := []string{"20.0", "2.00", "1.50"}; !slices.Equal(got, want) {
+		t.Errorf("floor row's value and ratios = %q, want %q:\n%s", got, want, &b)
+	}
+}
+
 func TestPeerBodies(t *testing.T) {
 	e := &peerTraffic{side: sideEnvoy, keys: 200_000, tag: "t"}
 	for _, side := range []peerSide{sideGuardian, sideThree} {
