@@ -177,8 +177,8 @@ const MaxGuesses = 8
 
 // Distinct counts the distinct members a key saw over a sliding window of
 // DistinctSlots steps of Step (distinct.go): it fits while the count is at
-// most Max. A spend keeps the sub-window it adds to for Hold at least from
-// now, and no longer than the sub-window stays in the window; a
+// most Max. A spend makes the sub-window it adds to end at most Hold from
+// now (at least 7/8 of it, distinct.go), never past the window; a
 // ConfirmDistinct settlement keeps the key's sub-windows until they leave
 // it. A Hold of 0 keeps them until they leave the window from the start.
 type Distinct struct {
