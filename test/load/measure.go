@@ -23,6 +23,7 @@ type snapshot struct {
 	mallocs     float64 // guardian's heap allocations so far
 	selfCPU     float64 // the load generator's own CPU seconds
 	redis       redisStats
+	redisAt     time.Time // when Redis's figures were read
 }
 
 // meter takes snapshots of guardian, Redis and the load generator.
@@ -46,6 +47,7 @@ func (m *meter) snap(ctx context.Context) (snapshot, error) {
 	if s.redis, err = readRedisStats(ctx, m.rc); err != nil {
 		return s, err
 	}
+	s.redisAt = time.Now()
 	return s, nil
 }
 

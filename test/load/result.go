@@ -57,6 +57,11 @@ type phaseResult struct {
 	TargetRate float64 `json:"target_rate,omitempty"`
 	Conns      int     `json:"conns"`
 	Seconds    float64 `json:"seconds"`
+	// RedisSeconds is the time between the two readings of Redis's figures
+	// the phase's come from: the phase and the snapshots either side, so a
+	// little longer than Seconds. Calls that come with time rather than
+	// checks (the global failure rate's flushes) run over this span.
+	RedisSeconds float64 `json:"redis_seconds"`
 
 	Checks        uint64            `json:"checks"`
 	ChecksPerSec  float64           `json:"checks_per_second"`
@@ -100,6 +105,7 @@ func summarise(name string, l load, t tally, elapsed time.Duration, a, b snapsho
 		TargetRate:   l.rate,
 		Conns:        l.conns,
 		Seconds:      secs,
+		RedisSeconds: b.redisAt.Sub(a.redisAt).Seconds(),
 		Checks:       t.checks,
 		ChecksPerSec: float64(t.checks) / secs,
 		Reports:      t.reports,
