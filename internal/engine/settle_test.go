@@ -136,6 +136,45 @@ func TestReportAfterAReloadSettlesByTheCheckRules(t *testing.T) {
 	in.wantUnsettled(t, 0)
 }
 
+// countsFailures has the rule acct of the same name as givesBack's, now a
+// consecutive-failure count.
+const countsFailures = `version: 1
+rules:
+  - {name: acct, flows: [login], key: account, type: consecutive_failures, limit: 3}
+`
+
+// TestRuleThatChangedTypeStartsAfresh: a reload that changes a rule's
+// type under its name finds the accounts' keys holding the old kind's
+// state: the rule starts afresh for them, neither reading the old state as
+// its own (a rate's arrival time is no count of failures) nor failing to
+// the fallback, and a report settled by the old rule leaves the new
+// rule's count alone.
+func TestRuleThatChangedTypeStartsAfresh(t *testing.T) {
+	clock := testclock.New(t0)
+	in := newInstance(t, memstore.New(memstore.Config{Now: clock.Now}), clock, givesBack)
+	old := in.check(t, carol)
+	if got := in.remaining(t, "carol"); got != 2 {
+		t.Fatalf("after the rate's check: %d left, want 2", got)
+	}
+	in.load(t, countsFailures)
+	if got := in.remaining(t, "carol"); got != 3 {
+		t.Fatalf("after the reload: %d left, want 3: the count starts afresh", got)
+	}
+	d, err := in.eng.Check(context.Background(), carol)
+	if err != nil || d.Action != rules.Allow || d.Degraded {
+		t.Fatalf("check under the new rule: %+v, %v; want allowed by the store", d, err)
+	}
+	in.report(t, d.AttemptID, engine.Failure)
+	clock.Advance(time.Minute)
+	// The old check's success gives its rate reservation back: nothing
+	// of the count it now finds.
+	in.report(t, old, engine.Success)
+	if got := in.remaining(t, "carol"); got != 2 {
+		t.Errorf("after a failure under the new rule and a success under the old: %d left, want 2", got)
+	}
+	in.wantUnsettled(t, 0)
+}
+
 // TestReportUnderUnknownRulesSettlesNothing: an instance that never knew
 // the rules of a check (another reloaded first, or it restarted) accepts
 // its report once, gives nothing back, and counts and logs it once.

@@ -164,6 +164,9 @@ func (s *Store) addDistinct(st *store.Settlement) {
 	op := store.Op{Key: st.Key, Member: st.Member, Cost: 1}
 	l := store.Distinct{Step: st.Span, Max: 1}
 	s.upsert(st.Key, func(e entry, found bool, now int64) entry {
+		if found && !settles(st, e) {
+			return e
+		}
 		var ev eval
 		s.evaluateDistinct(&op, l, &ev, e, found, now)
 		return s.spendDistinct(&op, l, &ev, e)
@@ -196,7 +199,7 @@ func (s *Store) spendDistinct(op *store.Op, l store.Distinct, ev *eval, e entry)
 	// with a fixed seed too).
 	next.slots[slot] = next.slots[slot].add(hll.Hash(op.Member))
 	d.last = max(d.last, next.end[slot])
-	return entry{exp: d.last, dist: next}
+	return entry{exp: d.last, dist: next, kind: distinctKind}
 }
 
 // confirmDistinct applies a ConfirmDistinct to e, the live entry of st.Key
@@ -216,7 +219,7 @@ func (s *Store) confirmDistinct(sh *shard, st *store.Settlement, e entry, now in
 		}
 	}
 	if d.last > 0 {
-		s.set(sh, st.Key, entry{exp: d.last, dist: &next})
+		s.set(sh, st.Key, entry{exp: d.last, dist: &next, kind: distinctKind})
 	}
 }
 

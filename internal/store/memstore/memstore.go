@@ -161,11 +161,13 @@ type shard struct {
 // entry is the state of one key: a Rate's theoretical arrival time, a
 // Counter's count, or nothing for MarkOnce; exp is the instant (Unix µs) from
 // which it counts as absent. rank is how much it holds against eviction
-// (evict.go). A Guesses key holds its memory instead (guesses.go).
+// (evict.go), kind which limit's state it is. A Guesses key holds its
+// memory instead (guesses.go).
 type entry struct {
 	v    int64
 	exp  int64
 	rank rank
+	kind kind
 	// mem is a Guesses key's memory, fam a Familiar key's list
 	// (familiar.go), dist a Distinct key's sub-windows (distinct.go); nil
 	// for other keys.
@@ -175,6 +177,49 @@ type entry struct {
 	// attr is a Counter key's attributed units (attribute.go), nil for
 	// none.
 	attr *attribution
+}
+
+// kind is which of the limits a rule's key may hold an entry is the state
+// of. A rule that changed type under the same name finds its key holding
+// another kind's state: an op reads it as absent and a spend replaces it,
+// and a settlement, which settles by the rule its check was decided by,
+// leaves it alone; Reset and Forget remove it as they would any state.
+type kind uint8
+
+const (
+	// otherKind is every entry that is not a rule's: marks, guesses and
+	// familiar lists, whose keys are their own.
+	otherKind kind = iota
+	rateKind
+	counterKind
+	distinctKind
+)
+
+// kindOf is the kind of entry an op held to l reads and writes.
+func kindOf(l store.Limit) kind {
+	switch l.(type) {
+	case store.Rate:
+		return rateKind
+	case store.Counter:
+		return counterKind
+	case store.Distinct:
+		return distinctKind
+	}
+	return otherKind
+}
+
+// settles reports whether st applies to e, a live entry: one that holds
+// another kind's state than st settles is left alone.
+func settles(st *store.Settlement, e entry) bool {
+	switch {
+	case st.Action == store.GiveBack:
+		return e.kind == rateKind
+	case st.Action == store.Confirm && st.Guess == 0, st.Action == store.Lift:
+		return e.kind == counterKind
+	case st.Action == store.ConfirmDistinct, st.Action == store.Add:
+		return e.kind == distinctKind
+	}
+	return true
 }
 
 // New returns an empty Store configured by cfg.
@@ -438,6 +483,10 @@ func (s *Store) evaluate(op *store.Op, ev *eval, now int64) {
 		found = false
 	}
 	ev.live = found
+	if found && e.kind != kindOf(op.Limit) {
+		// another kind's state, read as absent: a spend replaces it
+		e, found = entry{}, false
+	}
 	switch l := op.Limit.(type) {
 	case store.Distinct:
 		ev.found = e
@@ -473,7 +522,7 @@ func counterExp(l store.Counter, ev *eval, now int64) int64 {
 
 // spend writes op's new state. Room for a new key must have been taken.
 func (s *Store) spend(op *store.Op, ev *eval, now int64) {
-	e := entry{v: ev.next, exp: ev.next}
+	e := entry{v: ev.next, exp: ev.next, kind: kindOf(op.Limit)}
 	switch l := op.Limit.(type) {
 	case store.Counter:
 		e.exp = counterExp(l, ev, now)
@@ -682,6 +731,9 @@ func (s *Store) settle(st *store.Settlement) {
 	if !found {
 		return
 	}
+	if e.exp > now && !settles(st, e) {
+		return
+	}
 	if e.exp > now {
 		switch {
 		case st.Action == store.Confirm && st.Guess != 0:
@@ -690,7 +742,7 @@ func (s *Store) settle(st *store.Settlement) {
 		case st.Action == store.GiveBack:
 			tat := e.v - min(micros(st.Span), maxSpan)
 			if tat > now {
-				s.set(sh, st.Key, entry{v: tat, exp: tat})
+				s.set(sh, st.Key, entry{v: tat, exp: tat, kind: rateKind})
 				return
 			}
 		case st.Action == store.Confirm:

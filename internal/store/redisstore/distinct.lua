@@ -15,16 +15,19 @@
 -- index followed by five entries "-" on its sub-windows.
 
 -- distinctIndex reads the index at key i of sub-windows of step: a table
--- of five slots {w = window, e = end}, 0-based; nil when the key holds
--- something else.
+-- of five slots {w = window, e = end}, 0-based, and whether the key holds
+-- another kind's state (prelude.lua's foreign), which reads as empty; nil
+-- when the key holds something else.
 local function distinctIndex(i, step)
   local v = get(i)
   local slots = {}
-  if not v then
+  -- a rate's or a counter's state: an index has commas, they never do
+  local other = v and not string.find(v, ',', 1, true) and foreign(v)
+  if not v or other then
     for s = 0, 4 do
       slots[s] = {w = 0, e = 0}
     end
-    return slots
+    return slots, other
   end
   local s = 0
   for part in string.gmatch(v, '[^,]+') do
@@ -89,12 +92,12 @@ local function pfcount(keys)
 end
 
 -- distinctRead reads the distinct key i of sub-windows of step: its window
--- number w, its slots, its live sub-window keys, and when the first and
--- the last live slot ends (-1 for none); nil when the key holds something
--- else.
+-- number w, its slots, its live sub-window keys, when the first and the
+-- last live slot ends (-1 for none), and whether the key holds another
+-- kind's state (foreign); nil when the key holds something else.
 local function distinctRead(i, step)
   local d = { w = math.floor(now / step), first = -1, last = -1 }
-  d.slots = distinctIndex(i, step)
+  d.slots, d.foreign = distinctIndex(i, step)
   if not d.slots then
     return nil
   end
@@ -195,7 +198,8 @@ end
 
 -- distinctSettle applies an Add entry to the distinct key i, whose
 -- sub-windows are the five keys after it, spec being "step:member": the
--- member joins its current sub-window, confirmed.
+-- member joins its current sub-window, confirmed. A key that holds another
+-- kind's state is left alone.
 distinctSettle = function(i, spec)
   local step, member = string.match(spec or '', '^(%d+):([%w_-]+)$')
   if not step then
@@ -206,16 +210,22 @@ distinctSettle = function(i, spec)
   if not d then
     return nil, 'guardian: bad distinct state'
   end
-  distinctAdd(i, d, step, member, 0)
+  if not d.foreign then
+    distinctAdd(i, d, step, member, 0)
+  end
   return true
 end
 
 -- distinctConfirm applies a ConfirmDistinct entry to the distinct key i
--- of sub-windows of step: each live slot ends when its window leaves.
+-- of sub-windows of step: each live slot ends when its window leaves. A key
+-- that holds another kind's state is left alone.
 distinctConfirm = function(i, step)
   local d = distinctRead(i, step)
   if not d then
     return nil, 'guardian: bad distinct state'
+  end
+  if d.foreign then
+    return true
   end
   local changed = false
   for s = 0, 4 do

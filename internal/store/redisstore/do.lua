@@ -49,9 +49,11 @@
 -- Reply: six integers per op, batch after batch: allowed, spent, remaining,
 -- retry after, reset after, count. A guesses op replies 1 as remaining when
 -- it found its guess remembered and free, 2 when the allowance capped it, the guesses it found as count, and when the
--- last of them is forgotten as reset after. A batch with a key whose value is not
--- guardian's state spends nothing and replies -1 for each of its integers,
--- so that the other batches of the call stand.
+-- last of them is forgotten as reset after. A key that holds another kind's
+-- state (its rule changed type under the same name, prelude.lua's foreign)
+-- reads as absent. A batch with a key whose value is not guardian's state
+-- spends nothing and replies -1 for each of its integers, so that the
+-- other batches of the call stand.
 
 -- An op is a table: kind, role and condition (the bytes of its code), its
 -- first key k, cost, and the kind's arguments. Each kind is one branch of
@@ -121,28 +123,27 @@ local function read(o)
     o.tau = o.x * o.y
     o.tat = now
     local v = get(o.k)
-    if v then
-      local tat = tonumber(v)
-      if not tat then
-        return nil
-      end
-      if tat > now then
-        o.tat = tat
-      end
+    local tat = v and tonumber(v)
+    if v and not tat and not foreign(v) then
+      return nil
+    end
+    if tat and tat > now then
+      o.tat = tat
     end
     o.new = o.tat + o.cost * o.x
     return o.new - now <= o.tau
   elseif o.kind == COUNTER then
     o.count, o.deadline = 0, now
     local v = get(o.k)
+    local c, d, rest
     if v then
-      local c, d, rest = counterState(v)
-      if not c then
-        return nil
-      end
-      if d > now then
-        o.count, o.deadline, o.rest = c, d, rest
-      end
+      c, d, rest = counterState(v)
+    end
+    if v and not c and not foreign(v) then
+      return nil
+    end
+    if c and d > now then
+      o.count, o.deadline, o.rest = c, d, rest
     end
     return o.count + o.cost <= o.x
   elseif o.kind == DISTINCT then

@@ -59,6 +59,21 @@ local function counterState(v)
   return tonumber(c), tonumber(d), rest
 end
 
+-- indexPattern matches a distinct op's index (distinct.lua): five parts,
+-- each a window and, since sub-windows have ends of their own, ":end".
+local indexPattern = '^%d+:?%d*' .. string.rep(',%d+:?%d*', 4) .. '$'
+
+-- foreign reports whether v, which a key of a rate, counter or distinct
+-- op holds, is the state of one of the other kinds: a rate's arrival
+-- time, a counter's value or a distinct index, what the key of a rule
+-- that changed type under the same name holds. An op reads such a key as
+-- absent and a spend replaces it; a settlement, which settles by the rule
+-- its check was decided by, leaves it alone. Anything else is not
+-- guardian's state.
+local function foreign(v)
+  return string.find(v, '^%d+$') ~= nil or counterState(v) ~= nil or string.find(v, indexPattern) ~= nil
+end
+
 -- attrWith returns the attribution rest with units more attributed to
 -- member, now the most recent; the least recent beyond 8 is forgotten, its
 -- units staying counted.
@@ -178,10 +193,11 @@ local distinctSettle, distinctConfirm
 -- ("step:member", see distinct.lua; its five sub-windows follow as "-"),
 -- "D" keeps a distinct key's live sub-windows until they leave the window
 -- (amount is the step; its five sub-windows follow as "-"), "g" forgets one
--- guess of a Guesses key (amount is the
--- guess), "G" keeps one until at least a span from now (amount is
--- "guess:span"). A key that no longer exists is left alone; state never goes
--- below empty. It returns how many keys changed, or nil and an error.
+-- guess of a Guesses key (amount is the guess), "G" keeps one until at
+-- least a span from now (amount is "guess:span"). A key that no longer
+-- exists is left alone, and so is one that holds another kind's state
+-- (foreign); state never goes below empty. It returns how many keys
+-- changed, or nil and an error.
 local function giveBack(first, at)
   local changed = 0
   for i = first, #KEYS do
@@ -236,53 +252,53 @@ local function giveBack(first, at)
       -- a sub-window of the distinct entry before it
     else
       local v = get(i)
-      if v then
+      local tat = v and how == 'r' and tonumber(v)
+      local c, d, rest
+      if v and how ~= 'r' then
+        c, d, rest = counterState(v)
+      end
+      if v and not tat and not c then
+        if not foreign(v) then
+          return nil, how == 'r' and 'guardian: bad rate state' or 'guardian: bad counter state'
+        end
+        -- another kind's state, left alone
+      elseif v then
         changed = changed + 1
         if how == 'r' then
-          local tat = tonumber(v)
-          if not tat then
-            return nil, 'guardian: bad rate state'
-          end
           tat = tat - amount
           if tat <= now then
             forget(i)
           else
             put(i, int(tat), tat)
           end
+        elseif how == 'k' then
+          local span, most = string.match(ARGV[at + 2 * (i - first) + 1], '^(%d+):(%d+)$')
+          if not span then
+            return nil, 'guardian: bad confirm entry'
+          end
+          span, most = tonumber(span), tonumber(most)
+          if most > 0 and c < most then
+            span = math.floor(span * c / most)
+          end
+          if d > now and now + span > d then
+            putCounter(i, c, now + span, rest)
+          end
+        elseif how == 'l' then
+          local kept, units = attrWithout(rest, ARGV[at + 2 * (i - first) + 1])
+          if units > 0 then
+            putCounter(i, c - units, d, kept)
+          end
         else
-          local c, d, rest = counterState(v)
-          if not c then
-            return nil, 'guardian: bad counter state'
+          -- "units" or "units:member", what a spend attributed
+          local units, member = string.match(ARGV[at + 2 * (i - first) + 1], '^(%d+):?([%w_-]*)$')
+          if not units then
+            return nil, 'guardian: bad uncount entry'
           end
-          if how == 'k' then
-            local span, most = string.match(ARGV[at + 2 * (i - first) + 1], '^(%d+):(%d+)$')
-            if not span then
-              return nil, 'guardian: bad confirm entry'
-            end
-            span, most = tonumber(span), tonumber(most)
-            if most > 0 and c < most then
-              span = math.floor(span * c / most)
-            end
-            if d > now and now + span > d then
-              putCounter(i, c, now + span, rest)
-            end
-          elseif how == 'l' then
-            local kept, units = attrWithout(rest, ARGV[at + 2 * (i - first) + 1])
-            if units > 0 then
-              putCounter(i, c - units, d, kept)
-            end
-          else
-            -- "units" or "units:member", what a spend attributed
-            local units, member = string.match(ARGV[at + 2 * (i - first) + 1], '^(%d+):?([%w_-]*)$')
-            if not units then
-              return nil, 'guardian: bad uncount entry'
-            end
-            if member ~= '' then
-              local kept, had = attrWithout(rest, member)
-              rest = had > tonumber(units) and attrWith(kept, member, had - tonumber(units)) or kept
-            end
-            putCounter(i, c - tonumber(units), d, rest)
+          if member ~= '' then
+            local kept, had = attrWithout(rest, member)
+            rest = had > tonumber(units) and attrWith(kept, member, had - tonumber(units)) or kept
           end
+          putCounter(i, c - tonumber(units), d, rest)
         end
       end
     end

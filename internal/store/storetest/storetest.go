@@ -77,6 +77,7 @@ var groups = [][]testCase{
 	distinctCases,
 	attributeCases,
 	listCases,
+	kindCases,
 }
 
 // Run runs every conformance test against stores made by newStore, as
