@@ -436,8 +436,10 @@ func (s *Store) scale(op store.Op) store.Op {
 
 // Settle applies settlements on the store that spent: the fallback for
 // those marked Local, the primary for the rest. One the failing primary
-// cannot take is dropped — the attempt stays counted, the strict side of
-// the error.
+// cannot take is dropped: a give-back, reset or lift leaves the attempt
+// counted, the strict side of the error, but a Confirm or ConfirmDistinct
+// leaves the failure counted only as long as an unreported check's state
+// lives (twice the attempt TTL), not for its rule's hold or window.
 func (s *Store) Settle(ctx context.Context, settlements []store.Settlement) error {
 	ctx = context.WithoutCancel(ctx)
 	s.forget(settlements)

@@ -218,7 +218,7 @@ func (s *Store) confirmDistinct(sh *shard, st *store.Settlement, e entry, now in
 			d.last = max(d.last, next.end[j])
 		}
 	}
-	if d.last > 0 {
+	if d.last >= 0 {
 		s.set(sh, st.Key, entry{exp: d.last, dist: &next, kind: distinctKind})
 	}
 }

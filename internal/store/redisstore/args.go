@@ -129,15 +129,13 @@ func settlementEntries(settlements []store.Settlement) ([]giveback, error) {
 			e.how, e.spec = argAddFamiliar, strconv.FormatInt(micros(st.Span), 10)+":"+st.Member
 		case st.Action == store.Lift:
 			e.how, e.spec = argLift, st.Member
-		case st.Action == store.Add || st.Action == store.ConfirmDistinct:
+		case st.Action == store.Add:
 			e.how, e.spec = argAddDistinct, strconv.FormatInt(micros(st.Span), 10)+":"+st.Member
-			if st.Action == store.ConfirmDistinct {
-				e.how, e.amount, e.spec = argConfirmDistinct, micros(st.Span), ""
-			}
-			entries = append(entries, e)
-			for j := range store.DistinctSlots {
-				entries = append(entries, giveback{key: distinctSlotKey(st.Key, j), how: argSubWindow})
-			}
+			entries = withSubWindows(entries, e)
+			continue
+		case st.Action == store.ConfirmDistinct:
+			e.how, e.amount = argConfirmDistinct, micros(st.Span)
+			entries = withSubWindows(entries, e)
 			continue
 		case st.Action == store.Confirm && st.Guess == 0:
 			e.how, e.spec = argConfirm, strconv.FormatInt(micros(st.Span), 10)+":"+strconv.FormatInt(st.Max, 10)
@@ -147,6 +145,16 @@ func settlementEntries(settlements []store.Settlement) ([]giveback, error) {
 		entries = append(entries, e)
 	}
 	return entries, nil
+}
+
+// withSubWindows appends e, an entry on a distinct key, and the entries of
+// its sub-windows' keys after it.
+func withSubWindows(entries []giveback, e giveback) []giveback {
+	entries = append(entries, e)
+	for j := range store.DistinctSlots {
+		entries = append(entries, giveback{key: distinctSlotKey(e.key, j), how: argSubWindow})
+	}
+	return entries
 }
 
 // appendGiveback appends the key of each entry to keys and its how and

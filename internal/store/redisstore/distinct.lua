@@ -216,10 +216,14 @@ distinctSettle = function(i, spec)
   return true
 end
 
--- distinctConfirm applies a ConfirmDistinct entry to the distinct key i
--- of sub-windows of step: each live slot ends when its window leaves. A key
--- that holds another kind's state is left alone.
-distinctConfirm = function(i, step)
+-- distinctConfirm applies a ConfirmDistinct entry to the distinct key i,
+-- spec being its sub-windows' step: each live slot ends when its window
+-- leaves. A key that holds another kind's state is left alone.
+distinctConfirm = function(i, spec)
+  local step = tonumber(spec)
+  if not step then
+    return nil, 'guardian: bad distinct entry'
+  end
   local d = distinctRead(i, step)
   if not d then
     return nil, 'guardian: bad distinct state'

@@ -26,13 +26,13 @@
 --              "-". x and y are a rate's interval and burst, a counter's
 --              limit and hold, a distinct op's sub-window and limit, and a
 --              familiar op's member and 0; a distinct op's member is
---              followed by its hold (0: the window). A guesses op ("gs", at most one
---              a batch, never conditional) has its guess (16 hex digits) as
---              x and "limit:hold:indexes:allowance" as y, the indexes (in
---              the batch, comma-separated) of the ops a repeat of it does
---              not spend, and the index of the batch's allowance of free
---              repeats (0: none): a repeat is free only while it fits, and
---              only a free repeat spends it.
+--              followed by its hold (0: the window). A guesses op ("gs", at
+--              most one a batch, never conditional) has its guess (16 hex
+--              digits) as x and "limit:hold:indexes:allowance" as y, the
+--              indexes (in the batch, comma-separated) of the ops a repeat
+--              of it does not spend, and the index of the batch's allowance
+--              of free repeats (0: none): a repeat is free only while it
+--              fits, and only a free repeat spends it.
 --
 -- The familiar op of a batch, if it has one, is read first: it decides the
 -- batch's conditional ops. One that does not count is skipped: it fits,

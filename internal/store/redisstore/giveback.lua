@@ -6,7 +6,8 @@
 -- ARGV[base+1] a channel to publish the keys on, one per line, once they
 --              changed (an account reset: every instance forgets what it
 --              remembers of them), or empty
--- ARGV[base+2+2(i-1)..]  entry i: how ("r", "c", "k" or "x"), amount
+-- ARGV[base+2+2(i-1)..]  entry i: how and amount,
+--              as giveBack in prelude.lua lists them
 --
 -- Reply: how many keys changed.
 

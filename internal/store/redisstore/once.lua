@@ -16,7 +16,8 @@
 -- ARGV[base+1]        how long the mark lasts, in microseconds
 -- KEYS[i]             for i > 1, the key of give-back entry i-1 (every key
 --                     shares one cluster slot)
--- ARGV[base+2+2(i-2)..]  entry i-1: how ("r", "c", "k" or "x"), amount
+-- ARGV[base+2+2(i-2)..]  entry i-1: how and amount,
+--                     as giveBack in prelude.lua lists them
 
 local ttl = tonumber(ARGV[base + 1])
 local v = get(1)

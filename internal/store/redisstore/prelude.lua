@@ -231,19 +231,9 @@ local function giveBack(first, at)
         end
         changed = changed + 1
       end
-    elseif how == 'f' then
-      local ok, err = familiarAdd(i, ARGV[at + 2 * (i - first) + 1])
-      if not ok then
-        return nil, err
-      end
-      changed = changed + 1
-    elseif how == 'd' or how == 'D' then
-      local ok, err
-      if how == 'd' then
-        ok, err = distinctSettle(i, ARGV[at + 2 * (i - first) + 1])
-      else
-        ok, err = distinctConfirm(i, amount)
-      end
+    elseif how == 'f' or how == 'd' or how == 'D' then
+      local apply = (how == 'f' and familiarAdd) or (how == 'd' and distinctSettle) or distinctConfirm
+      local ok, err = apply(i, ARGV[at + 2 * (i - first) + 1])
       if not ok then
         return nil, err
       end

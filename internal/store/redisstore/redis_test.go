@@ -323,12 +323,15 @@ func testLongHold(t *testing.T, c redis.UniversalClient) {
 func testDistinctExpiry(t *testing.T, c redis.UniversalClient) {
 	const step, hold = 6 * time.Hour, 20 * time.Minute
 	ctx := context.Background()
-	s := redisstore.New(c, redisstore.Config{})
+	// The store's time, fixed an hour into a sub-window: what a key's PTTL
+	// should be follows from it, whenever the test runs.
+	at := time.Date(2026, 11, 29, 7, 0, 0, 0, time.UTC)
+	s := redisstore.New(c, redisstore.Config{Now: func() time.Time { return at }})
 	k := "guardian:v2:{net}:login-ip-distinct-accounts"
 	op := func(member string, cost int64) store.Op {
 		return store.Op{Key: k, Member: member, Cost: cost, Limit: store.Distinct{Step: step, Max: 20, Hold: hold}}
 	}
-	w := int(time.Now().UnixMicro() / step.Microseconds())
+	w := int(at.UnixMicro() / step.Microseconds())
 	slot := redisstore.DistinctSlotKey(k, w%store.DistinctSlots)
 	near := func(label, key string, want time.Duration) {
 		t.Helper()
@@ -349,7 +352,7 @@ func testDistinctExpiry(t *testing.T, c redis.UniversalClient) {
 	if err := s.Settle(ctx, []store.Settlement{{Key: k, Action: store.ConfirmDistinct, Span: step}}); err != nil {
 		t.Fatal(err)
 	}
-	window := time.Until(time.UnixMicro(int64(w+store.DistinctSlots) * step.Microseconds()))
+	window := time.UnixMicro(int64(w+store.DistinctSlots) * step.Microseconds()).Sub(at)
 	near("after a ConfirmDistinct", k, window)
 	near("after a ConfirmDistinct", slot, window)
 	if got := peek(t, s, op("z", 0))[0]; got.Count != 1 {

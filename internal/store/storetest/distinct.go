@@ -23,6 +23,41 @@ var distinctCases = []testCase{
 	{"distinct/bad_adds", testDistinctBadAdds},
 	{"distinct/unconfirmed_ends_after_hold", testDistinctHold},
 	{"distinct/confirm_keeps_the_window", testDistinctConfirm},
+	{"distinct/hold_never_past_the_window", testDistinctHoldCapped},
+	{"distinct/retry_after_first_end", testDistinctRetryAfter},
+}
+
+// testDistinctHoldCapped: a sub-window of a spend with a Hold longer than
+// the window ends when it leaves the window.
+func testDistinctHoldCapped(h *harness) {
+	k := h.key("net")
+	op := Distinct(k, "a", 1, time.Minute, 5)
+	op.Limit = store.Distinct{Step: time.Minute, Max: 5, Hold: 20 * time.Minute}
+	h.run([]step{
+		{at: t0, ops: ops(op), want: rs(result{Allowed: true, Spent: true, Remaining: 5, ResetAfter: 5 * time.Minute})},
+		{at: t0.Add(5 * time.Minute), peek: true, ops: ops(op), want: rs(result{Allowed: true, Remaining: 5})},
+	})
+}
+
+// testDistinctRetryAfter: a denied op's RetryAfter is when the first live
+// sub-window ends, which an unconfirmed later one may do before a
+// confirmed earlier one; its ResetAfter when the last does.
+func testDistinctRetryAfter(h *harness) {
+	k := h.key("net")
+	spend := func(m string) []store.Op {
+		op := Distinct(k, m, 1, time.Hour, 1)
+		op.Limit = store.Distinct{Step: time.Hour, Max: 1, Hold: 20 * time.Minute}
+		return ops(op)
+	}
+	h.run([]step{
+		{at: t0, ops: spend("a"), want: rs(result{Allowed: true, Spent: true, Remaining: 1, ResetAfter: 20 * time.Minute})},
+	})
+	h.clock.Set(t0.Add(time.Minute))
+	h.settle(confirmDistinct(k, time.Hour))
+	h.run([]step{
+		{at: t0.Add(time.Hour), ops: spend("b"), want: rs(result{Allowed: true, Spent: true, Count: 1, ResetAfter: 4 * time.Hour})},
+		{at: t0.Add(time.Hour + time.Minute), ops: spend("c"), want: rs(result{Count: 2, RetryAfter: 19 * time.Minute, ResetAfter: 3*time.Hour + 59*time.Minute})},
+	})
 }
 
 // heldDistinct is a Distinct op on key adding member (cost 1) or only
