@@ -380,7 +380,7 @@ func (s *Store) fallback(ctx context.Context, ops []store.Op, res []store.Result
 		case store.OnErrorOpen:
 			res[i] = store.Result{Allowed: true, Degraded: true}
 		default:
-			if d, ok := s.recall.Denied(op.Key, now); ok {
+			if d, ok := s.recall.Denied(op.Key, now); ok && recallable(op, d) {
 				res[i] = recalled(op, d, now)
 				if op.Role.Denies() {
 					closedDenies = true
@@ -413,6 +413,20 @@ func (s *Store) fallback(ctx context.Context, ops []store.Op, res []store.Result
 	return nil
 }
 
+// recallable reports whether d, the denial remembered for op's key, is of
+// op's kind: a hard stop a Counter's, a slow a Rate's. A rule that changed
+// type under the same name does not inherit the old kind's denial, as it
+// does not its state (a hard stop would deny a rate rule for its hold).
+func recallable(op *store.Op, d recall.Denial) bool {
+	switch op.Limit.(type) {
+	case store.Counter:
+		return d.Stop
+	case store.Rate:
+		return !d.Stop
+	}
+	return false
+}
+
 // recalled is the result of op on a key the primary was last seen denying:
 // a hard stop stays at its limit, a slowed key waits until the time it was
 // told.
@@ -436,10 +450,11 @@ func (s *Store) scale(op store.Op) store.Op {
 
 // Settle applies settlements on the store that spent: the fallback for
 // those marked Local, the primary for the rest. One the failing primary
-// cannot take is dropped: a give-back, reset or lift leaves the attempt
-// counted, the strict side of the error, but a Confirm or ConfirmDistinct
-// leaves the failure counted only as long as an unreported check's state
-// lives (twice the attempt TTL), not for its rule's hold or window.
+// cannot take is dropped: a give-back, reset, lift, Add or Learn leaves the
+// attempt counted, the strict side of the error, but a Confirm or
+// ConfirmDistinct leaves the failure counted only as long as an unreported
+// check's state lives (the unconfirmed hold, at most twice the attempt
+// TTL), not for its rule's hold or window.
 func (s *Store) Settle(ctx context.Context, settlements []store.Settlement) error {
 	ctx = context.WithoutCancel(ctx)
 	s.forget(settlements)

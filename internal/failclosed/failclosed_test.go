@@ -546,13 +546,12 @@ func newRecallTest() (*testclock.Clock, *flakyStore, *Store, store.Op) {
 	return clock, primary, s, store.Op{Key: "stop", Cost: 1, Limit: store.Counter{Max: 2, Hold: time.Hour}, Rule: "stop"}
 }
 
-// TestFallbackRecallsDenials: keys the primary denied stay denied on the
-// fallback, a hard stop as a hard stop and a slow until its time, while a
-// key it never saw starts from its local limit.
-func TestFallbackRecallsDenials(t *testing.T) {
-	clock, primary, s, stop := newRecallTest()
-	slowed := store.Op{Key: "slowed", Cost: 1, Limit: store.Rate{Interval: time.Minute, Burst: 1}, Rule: "slowed"}
-	do := func(ops ...store.Op) []store.Result {
+// slowedOp is a rate op the primary slows on its second spend.
+var slowedOp = store.Op{Key: "slowed", Cost: 1, Limit: store.Rate{Interval: time.Minute, Burst: 1}, Rule: "slowed"}
+
+// doer returns a Do on s that fails the test on an error.
+func doer(t *testing.T, s *Store) func(ops ...store.Op) []store.Result {
+	return func(ops ...store.Op) []store.Result {
 		t.Helper()
 		res := make([]store.Result, len(ops))
 		if err := s.Do(context.Background(), ops, res); err != nil {
@@ -560,6 +559,14 @@ func TestFallbackRecallsDenials(t *testing.T) {
 		}
 		return res
 	}
+}
+
+// TestFallbackRecallsDenials: keys the primary denied stay denied on the
+// fallback, a hard stop as a hard stop and a slow until its time, while a
+// key it never saw starts from its local limit.
+func TestFallbackRecallsDenials(t *testing.T) {
+	clock, primary, s, stop := newRecallTest()
+	slowed, do := slowedOp, doer(t, s)
 	do(stop)
 	do(stop)
 	if r := do(stop)[0]; r.Allowed || r.RetryAfter != 0 {
@@ -588,6 +595,37 @@ func TestFallbackRecallsDenials(t *testing.T) {
 	clock.Advance(40 * time.Second)
 	if r := do(slowed)[0]; !r.Spent {
 		t.Errorf("slowed key on the fallback once its time came = %+v, want spent", r)
+	}
+}
+
+// TestFallbackRecallsNoDenialOfAnotherKind: after a reload that changed a
+// rule's type under its name, the fallback decides the new kind's op on
+// its own local limit: a hard stop remembered for the key does not deny a
+// rate op, nor a slow a counter op.
+func TestFallbackRecallsNoDenialOfAnotherKind(t *testing.T) {
+	clock, primary, s, stop := newRecallTest()
+	slowed, do := slowedOp, doer(t, s)
+	for range 3 {
+		do(stop)
+	}
+	do(slowed)
+	if r := do(slowed)[0]; r.Allowed {
+		t.Fatalf("primary's slow = %+v, want denied", r)
+	}
+
+	primary.setErr(errDown)
+	clock.Advance(time.Second)
+	asRate := store.Op{Key: stop.Key, Cost: 1, Limit: store.Rate{Interval: time.Minute, Burst: 5}, Rule: "stop"}
+	asCounter := store.Op{Key: slowed.Key, Cost: 1, Limit: store.Counter{Max: 2, Hold: time.Hour}, Rule: "slowed"}
+	got := do(asRate, asCounter)
+	if r := got[0]; !r.Spent || !r.Degraded || r.Remaining != 4 {
+		t.Errorf("a rate op on a key the primary hard-stopped = %+v, want spent from its local limit", r)
+	}
+	if r := got[1]; !r.Spent || !r.Degraded || r.Count != 1 {
+		t.Errorf("a counter op on a key the primary slowed = %+v, want spent from its local limit", r)
+	}
+	if r := do(stop)[0]; r.Allowed || r.Count != 2 {
+		t.Errorf("the hard stop's own op on the fallback = %+v, want still denied at its limit", r)
 	}
 }
 

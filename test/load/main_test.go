@@ -90,7 +90,7 @@ func TestBenchEndToEnd(t *testing.T) {
 	// the rate, and each loop one tick more at the span's edges.
 	if mx.ScriptCallsPerCheck <= 0 || mx.RedisSeconds < mx.Seconds ||
 		mx.ScriptCallsPerCheck > 1+(20*mx.RedisSeconds+6)/float64(mx.Checks) {
-		t.Errorf("max: %.3f script calls per check, %d checks in %.3f s (Redis read %.3f s apart), want at most 1 and 20 a second of the fleet's",
+		t.Errorf("max: %.3f script calls per check, %d checks in %.3f s (Redis read %.3f s apart), want at most 1 and 20 a second of the instance's timed work",
 			mx.ScriptCallsPerCheck, mx.Checks, mx.Seconds, mx.RedisSeconds)
 	}
 	if mx.GuardianCPUPer1000 <= 0 || mx.GuardianAllocsPerCall <= 0 {

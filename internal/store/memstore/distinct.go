@@ -202,13 +202,10 @@ func (s *Store) spendDistinct(op *store.Op, l store.Distinct, ev *eval, e entry)
 	return entry{exp: d.last, dist: next, kind: distinctKind}
 }
 
-// confirmDistinct applies a ConfirmDistinct to e, the live entry of st.Key
-// in sh, which must be locked: each live slot ends when its window leaves.
-// An entry that is not a Distinct key's is left alone.
+// confirmDistinct applies a ConfirmDistinct to e, the live entry of a
+// Distinct key st.Key in sh, which must be locked: each live slot ends when
+// its window leaves.
 func (s *Store) confirmDistinct(sh *shard, st *store.Settlement, e entry, now int64) {
-	if e.dist == nil {
-		return
-	}
 	step := micros(st.Span)
 	next := *e.dist
 	d := newDistinctEval(now, step)

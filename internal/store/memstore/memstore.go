@@ -183,7 +183,7 @@ type entry struct {
 // of. A rule that changed type under the same name finds its key holding
 // another kind's state: an op reads it as absent and a spend replaces it,
 // and a settlement, which settles by the rule its check was decided by,
-// leaves it alone; Reset and Forget remove it as they would any state.
+// leaves it alone.
 type kind uint8
 
 const (
@@ -209,12 +209,13 @@ func kindOf(l store.Limit) kind {
 }
 
 // settles reports whether st applies to e, a live entry: one that holds
-// another kind's state than st settles is left alone.
+// another kind's state than st settles is left alone. A Forget removes
+// whatever its key holds. (An Add reaches it from addDistinct.)
 func settles(st *store.Settlement, e entry) bool {
 	switch {
 	case st.Action == store.GiveBack:
 		return e.kind == rateKind
-	case st.Action == store.Confirm && st.Guess == 0, st.Action == store.Lift:
+	case st.Action == store.Confirm && st.Guess == 0, st.Action == store.Lift, st.Action == store.Reset:
 		return e.kind == counterKind
 	case st.Action == store.ConfirmDistinct, st.Action == store.Add:
 		return e.kind == distinctKind
@@ -482,9 +483,10 @@ func (s *Store) evaluate(op *store.Op, ev *eval, now int64) {
 		s.remove(sh, op.Key, e)
 		found = false
 	}
+	// live stays set for a key of another kind's state, read as absent:
+	// the spend that replaces it takes no new room.
 	ev.live = found
-	if found && e.kind != kindOf(op.Limit) {
-		// another kind's state, read as absent: a spend replaces it
+	if k := kindOf(op.Limit); found && k != otherKind && e.kind != k {
 		e, found = entry{}, false
 	}
 	switch l := op.Limit.(type) {
@@ -731,10 +733,10 @@ func (s *Store) settle(st *store.Settlement) {
 	if !found {
 		return
 	}
-	if e.exp > now && !settles(st, e) {
-		return
-	}
 	if e.exp > now {
+		if !settles(st, e) {
+			return
+		}
 		switch {
 		case st.Action == store.Confirm && st.Guess != 0:
 			s.confirmGuess(sh, st, e, now)

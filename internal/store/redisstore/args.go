@@ -33,6 +33,9 @@ var (
 	// (store.ConfirmDistinct), and a distinct key's sub-windows after
 	// either.
 	argLift, argAddDistinct, argConfirmDistinct, argSubWindow any = "l", "d", "D", "-"
+	// Forget a counter (store.Reset): a key that holds another kind's
+	// state stays.
+	argReset any = "X"
 )
 
 // The op codes' letters: by kind (kindOf), by store.Role, by store.When.
@@ -99,10 +102,10 @@ const doArgsPerOp, doArgsPerBatch = 4, 2
 
 // giveback is one entry of the give-back step: how is argGiveBack,
 // argUncount, argConfirm, argForget, argAddFamiliar, argForgetGuess,
-// argConfirmGuess, argLift, argAddDistinct, argConfirmDistinct or
-// argSubWindow, amount its microseconds or units; spec, when set, what the
-// entry carries instead: argConfirm's "span:max", argLift's member,
-// argUncount's "units:member" for an attributed counter,
+// argConfirmGuess, argLift, argAddDistinct, argConfirmDistinct,
+// argSubWindow or argReset, amount its microseconds or units; spec, when
+// set, what the entry carries instead: argConfirm's "span:max", argLift's
+// member, argUncount's "units:member" for an attributed counter,
 // argAddFamiliar's "hold:member", argForgetGuess's guess,
 // argConfirmGuess's "guess:span", argAddDistinct's "step:member".
 type giveback struct {
@@ -125,6 +128,8 @@ func settlementEntries(settlements []store.Settlement) ([]giveback, error) {
 			// Rounded up as the spend's interval was: cost × T rounded up
 			// is never more than cost × (T rounded up).
 			e.how, e.amount = argGiveBack, micros(st.Span)
+		case st.Action == store.Reset:
+			e.how = argReset
 		case st.Action == store.Learn:
 			e.how, e.spec = argAddFamiliar, strconv.FormatInt(micros(st.Span), 10)+":"+st.Member
 		case st.Action == store.Lift:

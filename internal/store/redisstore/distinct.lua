@@ -14,22 +14,19 @@
 -- and a ConfirmDistinct (distinctConfirm) are give-back entries on the
 -- index followed by five entries "-" on its sub-windows.
 
--- distinctIndex reads the index at key i of sub-windows of step: a table
--- of five slots {w = window, e = end}, 0-based, and whether the key holds
--- another kind's state (prelude.lua's foreign), which reads as empty; nil
--- when the key holds something else.
-local function distinctIndex(i, step)
-  local v = get(i)
+-- emptyIndex is the index of a key that holds no sub-window.
+local function emptyIndex()
   local slots = {}
-  -- a rate's or a counter's state: an index has commas, they never do
-  local other = v and not string.find(v, ',', 1, true) and foreign(v)
-  if not v or other then
-    for s = 0, 4 do
-      slots[s] = {w = 0, e = 0}
-    end
-    return slots, other
+  for s = 0, 4 do
+    slots[s] = {w = 0, e = 0}
   end
-  local s = 0
+  return slots
+end
+
+-- parseIndex reads the index v of sub-windows of step: a table of five
+-- slots {w = window, e = end}, 0-based; nil when v is no index.
+local function parseIndex(v, step)
+  local slots, s = {}, 0
   for part in string.gmatch(v, '[^,]+') do
     local w, e = string.match(part, '^(%d+):?(%d*)$')
     if not w or s > 4 then
@@ -43,6 +40,25 @@ local function distinctIndex(i, step)
     return nil
   end
   return slots
+end
+
+-- distinctIndex reads the index at key i of sub-windows of step: its
+-- slots, and whether the key holds another kind's state (prelude.lua's
+-- ruleState), which reads as empty; nil when the key holds something
+-- else.
+local function distinctIndex(i, step)
+  local v = get(i)
+  if not v then
+    return emptyIndex()
+  end
+  local slots = parseIndex(v, step)
+  if slots then
+    return slots
+  end
+  if ruleState(v) then
+    return emptyIndex(), true
+  end
+  return nil
 end
 
 -- distinctLive reports whether slot of the window ending with w is live.
@@ -94,10 +110,10 @@ end
 -- distinctRead reads the distinct key i of sub-windows of step: its window
 -- number w, its slots, its live sub-window keys, when the first and the
 -- last live slot ends (-1 for none), and whether the key holds another
--- kind's state (foreign); nil when the key holds something else.
+-- kind's state (ruleState); nil when the key holds something else.
 local function distinctRead(i, step)
   local d = { w = math.floor(now / step), first = -1, last = -1 }
-  d.slots, d.foreign = distinctIndex(i, step)
+  d.slots, d.other = distinctIndex(i, step)
   if not d.slots then
     return nil
   end
@@ -198,8 +214,8 @@ end
 
 -- distinctSettle applies an Add entry to the distinct key i, whose
 -- sub-windows are the five keys after it, spec being "step:member": the
--- member joins its current sub-window, confirmed. A key that holds another
--- kind's state is left alone.
+-- member joins its current sub-window, confirmed. It returns whether it
+-- applied: a key that holds another kind's state is left alone.
 distinctSettle = function(i, spec)
   local step, member = string.match(spec or '', '^(%d+):([%w_-]+)$')
   if not step then
@@ -210,15 +226,17 @@ distinctSettle = function(i, spec)
   if not d then
     return nil, 'guardian: bad distinct state'
   end
-  if not d.foreign then
-    distinctAdd(i, d, step, member, 0)
+  if d.other then
+    return false
   end
+  distinctAdd(i, d, step, member, 0)
   return true
 end
 
 -- distinctConfirm applies a ConfirmDistinct entry to the distinct key i,
 -- spec being its sub-windows' step: each live slot ends when its window
--- leaves. A key that holds another kind's state is left alone.
+-- leaves. It returns whether it applied: a key that holds another kind's
+-- state is left alone.
 distinctConfirm = function(i, spec)
   local step = tonumber(spec)
   if not step then
@@ -228,8 +246,8 @@ distinctConfirm = function(i, spec)
   if not d then
     return nil, 'guardian: bad distinct state'
   end
-  if d.foreign then
-    return true
+  if d.other then
+    return false
   end
   local changed = false
   for s = 0, 4 do

@@ -50,7 +50,7 @@
 -- retry after, reset after, count. A guesses op replies 1 as remaining when
 -- it found its guess remembered and free, 2 when the allowance capped it, the guesses it found as count, and when the
 -- last of them is forgotten as reset after. A key that holds another kind's
--- state (its rule changed type under the same name, prelude.lua's foreign)
+-- state (its rule changed type under the same name, prelude.lua's ruleState)
 -- reads as absent. A batch with a key whose value is not guardian's state
 -- spends nothing and replies -1 for each of its integers, so that the
 -- other batches of the call stand.
@@ -124,7 +124,7 @@ local function read(o)
     o.tat = now
     local v = get(o.k)
     local tat = v and tonumber(v)
-    if v and not tat and not foreign(v) then
+    if v and not tat and not ruleState(v) then
       return nil
     end
     if tat and tat > now then
@@ -139,7 +139,7 @@ local function read(o)
     if v then
       c, d, rest = counterState(v)
     end
-    if v and not c and not foreign(v) then
+    if v and not c and not ruleState(v) then
       return nil
     end
     if c and d > now then

@@ -63,14 +63,14 @@ end
 -- each a window and, since sub-windows have ends of their own, ":end".
 local indexPattern = '^%d+:?%d*' .. string.rep(',%d+:?%d*', 4) .. '$'
 
--- foreign reports whether v, which a key of a rate, counter or distinct
--- op holds, is the state of one of the other kinds: a rate's arrival
--- time, a counter's value or a distinct index, what the key of a rule
--- that changed type under the same name holds. An op reads such a key as
--- absent and a spend replaces it; a settlement, which settles by the rule
--- its check was decided by, leaves it alone. Anything else is not
--- guardian's state.
-local function foreign(v)
+-- ruleState reports whether v is the state of a rate, counter or distinct
+-- op: a rate's arrival time, a counter's value or a distinct index. An op
+-- that cannot read v as its own kind's state and finds it one of these
+-- has the key of a rule that changed type under the same name: it reads
+-- the key as absent and a spend replaces it, while a settlement, which
+-- settles by the rule its check was decided by, leaves it alone. Anything
+-- else is not guardian's state.
+local function ruleState(v)
   return string.find(v, '^%d+$') ~= nil or counterState(v) ~= nil or string.find(v, indexPattern) ~= nil
 end
 
@@ -188,7 +188,8 @@ local distinctSettle, distinctConfirm
 -- confirmed count, store.ConfirmedHold), "l" takes the units attributed to
 -- a member off a counter (amount is the member; store.Lift), "c" may name
 -- the member its units were attributed to ("units:member"),
--- "x" forgets, "f" puts a member on a familiar list ("hold:member", see
+-- "x" forgets, "X" forgets a counter (a key of another kind's state is
+-- left alone; store.Reset), "f" puts a member on a familiar list ("hold:member", see
 -- familiar.lua), "d" a member in a distinct key's current sub-window
 -- ("step:member", see distinct.lua; its five sub-windows follow as "-"),
 -- "D" keeps a distinct key's live sub-windows until they leave the window
@@ -196,7 +197,7 @@ local distinctSettle, distinctConfirm
 -- guess of a Guesses key (amount is the guess), "G" keeps one until at
 -- least a span from now (amount is "guess:span"). A key that no longer
 -- exists is left alone, and so is one that holds another kind's state
--- (foreign); state never goes below empty. It returns how many keys
+-- (ruleState); state never goes below empty. It returns how many keys
 -- changed, or nil and an error.
 local function giveBack(first, at)
   local changed = 0
@@ -205,6 +206,11 @@ local function giveBack(first, at)
     local amount = tonumber(ARGV[at + 2 * (i - first) + 1])
     if how == 'x' then
       changed = changed + forget(i)
+    elseif how == 'X' then
+      local v = get(i)
+      if v and (counterState(v) or not ruleState(v)) then
+        changed = changed + forget(i)
+      end
     elseif how == 'g' then
       local list = guessList(get(i))
       if not list then
@@ -232,12 +238,20 @@ local function giveBack(first, at)
         changed = changed + 1
       end
     elseif how == 'f' or how == 'd' or how == 'D' then
-      local apply = (how == 'f' and familiarAdd) or (how == 'd' and distinctSettle) or distinctConfirm
-      local ok, err = apply(i, ARGV[at + 2 * (i - first) + 1])
-      if not ok then
+      local spec, applied, err = ARGV[at + 2 * (i - first) + 1]
+      if how == 'f' then
+        applied, err = familiarAdd(i, spec)
+      elseif how == 'd' then
+        applied, err = distinctSettle(i, spec)
+      else
+        applied, err = distinctConfirm(i, spec)
+      end
+      if err then
         return nil, err
       end
-      changed = changed + 1
+      if applied then
+        changed = changed + 1
+      end
     elseif how == '-' then
       -- a sub-window of the distinct entry before it
     else
@@ -248,7 +262,7 @@ local function giveBack(first, at)
         c, d, rest = counterState(v)
       end
       if v and not tat and not c then
-        if not foreign(v) then
+        if not ruleState(v) then
           return nil, how == 'r' and 'guardian: bad rate state' or 'guardian: bad counter state'
         end
         -- another kind's state, left alone

@@ -272,17 +272,21 @@ func testEveryKeyExpires(t *testing.T, c redis.UniversalClient) {
 func testBadState(t *testing.T, c redis.UniversalClient) {
 	ctx := context.Background()
 	s := redisstore.New(c, redisstore.Config{})
-	// A key holding garbage, and a key of another type where a string
-	// should be.
-	setState(t, c, "guardian:v2:{xyz}:r", "garbage")
+	// Keys holding garbage, some of it near another kind's state (which a
+	// rule that changed type reads as absent), and a key of another type
+	// where a string should be.
 	if err := c.HSet(ctx, "guardian:v2:{x}:s", "f", "v").Err(); err != nil {
 		t.Fatal(err)
 	}
-	for _, op := range []store.Op{
-		rate("guardian:v2:{xyz}:r", 1, time.Minute, 5),
-		counter("guardian:v2:{xyz}:r", 1, 5, time.Hour),
-		rate("guardian:v2:{x}:s", 1, time.Minute, 5),
-	} {
+	bad := []store.Op{rate("guardian:v2:{x}:s", 1, time.Minute, 5)}
+	for i, v := range []string{"garbage", "1:2 x", "5:", "1,2", "1:2,3:4", "1,2,3,4,5,6"} {
+		k := fmt.Sprintf("guardian:v2:{xyz%d}:r", i)
+		setState(t, c, k, v)
+		bad = append(bad, rate(k, 1, time.Minute, 5), counter(k, 1, 5, time.Hour),
+			store.Op{Key: k, Member: "m", Cost: 1, Limit: store.Distinct{Step: time.Hour, Max: 5}})
+	}
+	setState(t, c, "guardian:v2:{xyz}:r", "garbage")
+	for _, op := range bad {
 		res := make([]store.Result, 1)
 		err := s.Do(ctx, []store.Op{op}, res)
 		if err == nil || !strings.HasPrefix(err.Error(), "redisstore: do: ") {
