@@ -14,6 +14,7 @@ import (
 
 	"github.com/guardian-sec/guardian/internal/engine"
 	"github.com/guardian-sec/guardian/internal/metrics"
+	"github.com/guardian-sec/guardian/internal/redistest"
 	"github.com/guardian-sec/guardian/internal/rules"
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/store"
@@ -148,31 +149,47 @@ rules:
 // state: the rule starts afresh for them, neither reading the old state as
 // its own (a rate's arrival time is no count of failures) nor failing to
 // the fallback, and a report settled by the old rule leaves the new
-// rule's count alone.
+// rule's count alone; on the embedded store and on Redis.
 func TestRuleThatChangedTypeStartsAfresh(t *testing.T) {
-	clock := testclock.New(t0)
-	in := newInstance(t, memstore.New(memstore.Config{Now: clock.Now}), clock, givesBack)
-	old := in.check(t, carol)
-	if got := in.remaining(t, "carol"); got != 2 {
-		t.Fatalf("after the rate's check: %d left, want 2", got)
+	for name, newStore := range map[string]storeFactory{
+		"memstore": func(now func() time.Time) store.Store { return memstore.New(memstore.Config{Now: now}) },
+		"redis":    redisFactory(t, redistest.Start(t).Client(t)),
+	} {
+		t.Run(name, func(t *testing.T) {
+			clock := testclock.New(t0)
+			in := newInstance(t, newStore(clock.Now), clock, givesBack)
+			old := in.check(t, carol)
+			if got := in.remaining(t, "carol"); got != 2 {
+				t.Fatalf("after the rate's check: %d left, want 2", got)
+			}
+			in.load(t, countsFailures)
+			if got := in.remaining(t, "carol"); got != 3 {
+				t.Fatalf("after the reload: %d left, want 3: the count starts afresh", got)
+			}
+			d, err := in.eng.Check(context.Background(), carol)
+			if err != nil || d.Action != rules.Allow || d.Degraded {
+				t.Fatalf("check under the new rule: %+v, %v; want allowed by the store", d, err)
+			}
+			in.report(t, d.AttemptID, engine.Failure)
+			clock.Advance(time.Minute)
+			// The old check's success gives its rate reservation back:
+			// nothing of the count it now finds.
+			in.report(t, old, engine.Success)
+			if got := in.remaining(t, "carol"); got != 2 {
+				t.Errorf("after a failure under the new rule and a success under the old: %d left, want 2", got)
+			}
+			// And back: the rate starts afresh too, and the new rule's
+			// success (a reset) leaves the rate alone.
+			last := in.check(t, carol)
+			in.load(t, givesBack)
+			in.check(t, carol)
+			in.report(t, last, engine.Success)
+			if got := in.remaining(t, "carol"); got != 2 {
+				t.Errorf("the rate again after a check and the old rule's success: %d left, want 2", got)
+			}
+			in.wantUnsettled(t, 0)
+		})
 	}
-	in.load(t, countsFailures)
-	if got := in.remaining(t, "carol"); got != 3 {
-		t.Fatalf("after the reload: %d left, want 3: the count starts afresh", got)
-	}
-	d, err := in.eng.Check(context.Background(), carol)
-	if err != nil || d.Action != rules.Allow || d.Degraded {
-		t.Fatalf("check under the new rule: %+v, %v; want allowed by the store", d, err)
-	}
-	in.report(t, d.AttemptID, engine.Failure)
-	clock.Advance(time.Minute)
-	// The old check's success gives its rate reservation back: nothing
-	// of the count it now finds.
-	in.report(t, old, engine.Success)
-	if got := in.remaining(t, "carol"); got != 2 {
-		t.Errorf("after a failure under the new rule and a success under the old: %d left, want 2", got)
-	}
-	in.wantUnsettled(t, 0)
 }
 
 // TestReportUnderUnknownRulesSettlesNothing: an instance that never knew
