@@ -4,6 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -67,6 +72,10 @@ func TestRedis(t *testing.T) {
 	t.Run("distinct_expiry", func(t *testing.T) {
 		flush(t, c)
 		testDistinctExpiry(t, c)
+	})
+	t.Run("documented_sub_window_cleanup", func(t *testing.T) {
+		flush(t, c)
+		testSubWindowCleanup(t, c, srv.Addr())
 	})
 }
 
@@ -454,4 +463,89 @@ func grepLine(s, prefix string) string {
 		}
 	}
 	return ""
+}
+
+// testSubWindowCleanup runs docs/operations.md's command that removes the
+// distinct sub-windows an earlier release left without an expiry, as
+// written, with a redis-cli that talks to the server at addr: it removes
+// such a key and nothing else, neither live distinct state nor a key of
+// another shape without an expiry.
+func testSubWindowCleanup(t *testing.T, c redis.UniversalClient, addr string) {
+	ctx := context.Background()
+	s := redisstore.New(c, redisstore.Config{})
+	network := "guardian:v3:{net}:login-ip-distinct-accounts"
+	look := store.Op{Key: network, Member: "z", Limit: store.Distinct{Step: 6 * time.Hour, Max: 20, Hold: 20 * time.Minute}}
+	spend := look
+	spend.Member, spend.Cost = "a", 1
+	do(t, s, spend)
+	leaked := "guardian:v3:{old}:login-ip-distinct-accounts:2"
+	if err := c.PFAdd(ctx, leaked, "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// A key without an expiry whose name ends in a digit, as a list's
+	// entry or a familiar network's bucket may.
+	kept := "guardian:v3:{acct}:login-account:net:ab2"
+	setState(t, c, kept, "1")
+	if err := c.Persist(ctx, kept).Err(); err != nil {
+		t.Fatal(err)
+	}
+	before, err := c.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		t.Fatalf("redis-cli (Debian's redis-tools) is needed to run the documented command: %v", err)
+	}
+	host, port, _ := net.SplitHostPort(addr)
+	bin := t.TempDir()
+	shim := "#!/bin/sh\nexec " + cli + " -h " + host + " -p " + port + " \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(bin, "redis-cli"), []byte(shim), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", "-c", documentedCleanup(t))
+	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the documented command: %v\n%s", err, out)
+	}
+
+	after, err := c.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(before)
+	slices.Sort(after)
+	want := slices.DeleteFunc(slices.Clone(before), func(k string) bool { return k == leaked })
+	if !slices.Equal(after, want) || len(want) != len(before)-1 {
+		t.Errorf("keys after the cleanup %q, want %q: only %s gone", after, want, leaked)
+	}
+	if got := peek(t, s, look)[0]; got.Count != 1 {
+		t.Errorf("the live network after the cleanup: %+v, want its one account", got)
+	}
+}
+
+// documentedCleanup is the command docs/operations.md gives for removing
+// sub-windows without an expiry: the indented block that starts with its
+// scan.
+func documentedCleanup(t *testing.T) string {
+	doc, err := os.ReadFile("../../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const first = "    redis-cli --scan --pattern 'guardian:v3:*:[0-4]'"
+	lines := strings.Split(string(doc), "\n")
+	i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, first) })
+	if i < 0 {
+		t.Fatal("docs/operations.md has no sub-window cleanup command")
+	}
+	var block []string
+	for _, l := range lines[i:] {
+		rest, ok := strings.CutPrefix(l, "    ")
+		if !ok {
+			break
+		}
+		block = append(block, rest)
+	}
+	return strings.Join(block, "\n")
 }
