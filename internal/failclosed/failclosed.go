@@ -472,11 +472,20 @@ func (s *Store) Settle(ctx context.Context, settlements []store.Settlement) erro
 
 // forget drops from the recall the keys settlements change: what the store
 // said about them no longer holds. A Confirm or a ConfirmDistinct changes
-// nothing it said.
+// nothing it said; a give-back lifts only a slow, a Reset or a Lift only a
+// hard stop (a late report of a rule that changed type lifts nothing of
+// the new rule's).
 func (s *Store) forget(settlements []store.Settlement) {
 	for i := range settlements {
-		if a := settlements[i].Action; a != store.Confirm && a != store.ConfirmDistinct {
-			s.recall.Forget(settlements[i].Key)
+		st := &settlements[i]
+		switch st.Action {
+		case store.Confirm, store.ConfirmDistinct:
+		case store.GiveBack:
+			s.recall.ForgetUnlessDenied(st.Key, false)
+		case store.Reset, store.Lift:
+			s.recall.ForgetUnlessDenied(st.Key, true)
+		default:
+			s.recall.Forget(st.Key)
 		}
 	}
 }

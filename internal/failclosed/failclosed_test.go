@@ -601,7 +601,8 @@ func TestFallbackRecallsDenials(t *testing.T) {
 // TestFallbackRecallsNoDenialOfAnotherKind: after a reload that changed a
 // rule's type under its name, the fallback decides the new kind's op on
 // its own local limit: a hard stop remembered for the key does not deny a
-// rate op, nor a slow a counter op.
+// rate op, nor a slow a counter op. And a late report of the old kind
+// lifts neither: a give-back leaves the hard stop, a reset the slow.
 func TestFallbackRecallsNoDenialOfAnotherKind(t *testing.T) {
 	clock, primary, s, stop := newRecallTest()
 	slowed, do := slowedOp, doer(t, s)
@@ -611,6 +612,10 @@ func TestFallbackRecallsNoDenialOfAnotherKind(t *testing.T) {
 	do(slowed)
 	if r := do(slowed)[0]; r.Allowed {
 		t.Fatalf("primary's slow = %+v, want denied", r)
+	}
+	late := []store.Settlement{{Key: stop.Key, Action: store.GiveBack, Span: time.Minute}, {Key: slowed.Key, Action: store.Reset}}
+	if err := s.Settle(context.Background(), late); err != nil {
+		t.Fatal(err)
 	}
 
 	primary.setErr(errDown)
@@ -624,8 +629,11 @@ func TestFallbackRecallsNoDenialOfAnotherKind(t *testing.T) {
 	if r := got[1]; !r.Spent || !r.Degraded || r.Count != 1 {
 		t.Errorf("a counter op on a key the primary slowed = %+v, want spent from its local limit", r)
 	}
-	if r := do(stop)[0]; r.Allowed || r.Count != 2 {
+	if r := do(stop)[0]; r.Allowed || r.Count != 2 || !r.Degraded {
 		t.Errorf("the hard stop's own op on the fallback = %+v, want still denied at its limit", r)
+	}
+	if r := do(slowed)[0]; r.Allowed || r.RetryAfter <= 0 || !r.Degraded {
+		t.Errorf("the slow's own op on the fallback = %+v, want still slowed", r)
 	}
 }
 

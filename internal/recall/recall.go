@@ -365,6 +365,22 @@ func (m *Memory) Forget(keys ...string) {
 	}
 }
 
+// ForgetUnlessDenied drops key unless what it remembers is a denial of the
+// other kind than a settlement that changes it settles: stop says that the
+// settlement is a consecutive-failure count's (a Reset, a Lift), whose
+// denials are hard stops, rather than a rate's (a give-back), whose are
+// slows. So a late report of a rule that changed type under the same name
+// does not lift what the new rule's key was last seen denying.
+func (m *Memory) ForgetUnlessDenied(key string, stop bool) {
+	sh := m.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e, ok := sh.m[key]; ok && !e.Until.IsZero() && e.Stop != stop {
+		return
+	}
+	delete(sh.m, key)
+}
+
 // Len reports how many keys are remembered, ended ones not yet dropped
 // included.
 func (m *Memory) Len() int {

@@ -33,8 +33,8 @@ var (
 	// (store.ConfirmDistinct), and a distinct key's sub-windows after
 	// either.
 	argLift, argAddDistinct, argConfirmDistinct, argSubWindow any = "l", "d", "D", "-"
-	// Forget a counter (store.Reset): a key that holds another kind's
-	// state stays.
+	// Forget a counter (store.Reset): a key that holds a rate's or a
+	// distinct index's state, another rule's, stays.
 	argReset any = "X"
 )
 

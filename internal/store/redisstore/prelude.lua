@@ -188,9 +188,9 @@ local distinctSettle, distinctConfirm
 -- confirmed count, store.ConfirmedHold), "l" takes the units attributed to
 -- a member off a counter (amount is the member; store.Lift), "c" may name
 -- the member its units were attributed to ("units:member"),
--- "x" forgets, "X" forgets a counter (a key of another kind's state is
--- left alone; store.Reset), "f" puts a member on a familiar list ("hold:member", see
--- familiar.lua), "d" a member in a distinct key's current sub-window
+-- "x" forgets, "X" forgets what is not a rate's or a distinct index's
+-- state (a counter, or what is not guardian's; store.Reset), "f" puts a
+-- member on a familiar list ("hold:member", see familiar.lua), "d" a member in a distinct key's current sub-window
 -- ("step:member", see distinct.lua; its five sub-windows follow as "-"),
 -- "D" keeps a distinct key's live sub-windows until they leave the window
 -- (amount is the step; its five sub-windows follow as "-"), "g" forgets one
@@ -207,8 +207,9 @@ local function giveBack(first, at)
     if how == 'x' then
       changed = changed + forget(i)
     elseif how == 'X' then
-      local v = get(i)
-      if v and (counterState(v) or not ruleState(v)) then
+      -- a key of another type than a string is not guardian's: it goes
+      local v = redis.pcall('GET', KEYS[i])
+      if type(v) == 'table' or (v and (counterState(v) or not ruleState(v))) then
         changed = changed + forget(i)
       end
     elseif how == 'g' then
@@ -238,7 +239,8 @@ local function giveBack(first, at)
         changed = changed + 1
       end
     elseif how == 'f' or how == 'd' or how == 'D' then
-      local spec, applied, err = ARGV[at + 2 * (i - first) + 1]
+      local spec = ARGV[at + 2 * (i - first) + 1]
+      local applied, err
       if how == 'f' then
         applied, err = familiarAdd(i, spec)
       elseif how == 'd' then

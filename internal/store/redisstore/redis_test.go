@@ -73,6 +73,10 @@ func TestRedis(t *testing.T) {
 		flush(t, c)
 		testDistinctExpiry(t, c)
 	})
+	t.Run("reset_by_kind", func(t *testing.T) {
+		flush(t, c)
+		testResetByKind(t, c)
+	})
 	t.Run("documented_sub_window_cleanup", func(t *testing.T) {
 		flush(t, c)
 		testSubWindowCleanup(t, c, srv.Addr())
@@ -465,11 +469,39 @@ func grepLine(s, prefix string) string {
 	return ""
 }
 
-// testSubWindowCleanup runs docs/operations.md's command that removes the
-// distinct sub-windows an earlier release left without an expiry, as
-// written, with a redis-cli that talks to the server at addr: it removes
-// such a key and nothing else, neither live distinct state nor a key of
-// another shape without an expiry.
+// testResetByKind: a Reset deletes a counter, and what is not guardian's
+// state (garbage, a key of another type), but leaves a rate's arrival
+// time and a distinct index, and an absent key absent.
+func testResetByKind(t *testing.T, c redis.UniversalClient) {
+	ctx := context.Background()
+	s := redisstore.New(c, redisstore.Config{})
+	k := func(name string) string { return "guardian:v3:{reset}:" + name }
+	setState(t, c, k("counter"), "3:99999999999999999")
+	setState(t, c, k("garbage"), "garbage")
+	setState(t, c, k("rate"), "99999999999999999")
+	setState(t, c, k("index"), "0,0,1:2,0,0")
+	if err := c.HSet(ctx, k("hash"), "f", "v").Err(); err != nil {
+		t.Fatal(err)
+	}
+	var resets []store.Settlement
+	for _, name := range []string{"counter", "garbage", "rate", "index", "hash", "absent"} {
+		resets = append(resets, store.Settlement{Key: k(name), Action: store.Reset})
+	}
+	if err := s.Settle(ctx, resets); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]int64{"counter": 0, "garbage": 0, "rate": 1, "index": 1, "hash": 0, "absent": 0} {
+		if n, err := c.Exists(ctx, k(name)).Result(); err != nil || n != want {
+			t.Errorf("%s after a Reset: exists %d, %v; want %d", name, n, err, want)
+		}
+	}
+}
+
+// testSubWindowCleanup runs docs/operations.md's command that gives the
+// distinct sub-windows an earlier release left without an expiry one, as
+// written, with a redis-cli that talks to the server at addr: such a key
+// gets 30 hours and keeps its members; a sub-window with an expiry keeps
+// its own, and a key of another shape without an expiry keeps none.
 func testSubWindowCleanup(t *testing.T, c redis.UniversalClient, addr string) {
 	ctx := context.Background()
 	s := redisstore.New(c, redisstore.Config{})
@@ -478,21 +510,22 @@ func testSubWindowCleanup(t *testing.T, c redis.UniversalClient, addr string) {
 	spend := look
 	spend.Member, spend.Cost = "a", 1
 	do(t, s, spend)
+	live, err := c.Keys(ctx, network+":[0-4]").Result()
+	if err != nil || len(live) != 1 {
+		t.Fatalf("the network's sub-windows: %q, %v; want one", live, err)
+	}
 	leaked := "guardian:v3:{old}:login-ip-distinct-accounts:2"
-	if err := c.PFAdd(ctx, leaked, "x").Err(); err != nil {
+	if err := c.PFAdd(ctx, leaked, "x", "y").Err(); err != nil {
 		t.Fatal(err)
 	}
-	// A key without an expiry whose name ends in a digit, as a list's
-	// entry or a familiar network's bucket may.
-	kept := "guardian:v3:{acct}:login-account:net:ab2"
-	setState(t, c, kept, "1")
-	if err := c.Persist(ctx, kept).Err(); err != nil {
+	// A key of another shape without an expiry, its name ending in a
+	// digit.
+	other := "guardian:v3:{acct}:login-account:net:ab2"
+	setState(t, c, other, "1")
+	if err := c.Persist(ctx, other).Err(); err != nil {
 		t.Fatal(err)
 	}
-	before, err := c.Keys(ctx, "*").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
+	liveTTL := keyTTL(t, c, live[0])
 
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
@@ -510,22 +543,24 @@ func testSubWindowCleanup(t *testing.T, c redis.UniversalClient, addr string) {
 		t.Fatalf("the documented command: %v\n%s", err, out)
 	}
 
-	after, err := c.Keys(ctx, "*").Result()
-	if err != nil {
-		t.Fatal(err)
+	if ttl := keyTTL(t, c, leaked); ttl < 30*time.Hour-time.Minute || ttl > 30*time.Hour {
+		t.Errorf("the sub-window without an expiry: PTTL %v after the command, want 30h", ttl)
 	}
-	slices.Sort(before)
-	slices.Sort(after)
-	want := slices.DeleteFunc(slices.Clone(before), func(k string) bool { return k == leaked })
-	if !slices.Equal(after, want) || len(want) != len(before)-1 {
-		t.Errorf("keys after the cleanup %q, want %q: only %s gone", after, want, leaked)
+	if n, err := c.PFCount(ctx, leaked).Result(); err != nil || n != 2 {
+		t.Errorf("its members after the command: %d, %v; want both", n, err)
+	}
+	if ttl := keyTTL(t, c, live[0]); ttl > liveTTL || ttl < liveTTL-time.Minute {
+		t.Errorf("a live sub-window: PTTL %v after the command, want its own %v", ttl, liveTTL)
+	}
+	if ttl, err := c.PTTL(ctx, other).Result(); err != nil || ttl != -1 {
+		t.Errorf("a key of another shape: PTTL %v, %v after the command, want none", ttl, err)
 	}
 	if got := peek(t, s, look)[0]; got.Count != 1 {
-		t.Errorf("the live network after the cleanup: %+v, want its one account", got)
+		t.Errorf("the live network after the command: %+v, want its one account", got)
 	}
 }
 
-// documentedCleanup is the command docs/operations.md gives for removing
+// documentedCleanup is the command docs/operations.md gives for the
 // sub-windows without an expiry: the indented block that starts with its
 // scan.
 func documentedCleanup(t *testing.T) string {

@@ -136,11 +136,12 @@ func (s *Store) Peek(ctx context.Context, ops []store.Op, res []store.Result) er
 }
 
 // Settle applies settlements: a GiveBack moves a Rate key's arrival time
-// back (the key deleted once back to full), a Reset or Forget deletes its
-// key, a Confirm keeps a counter or a guess longer, a Learn puts a member on
-// a familiar list. Keys that no longer exist are left alone, but for a
-// Learn. On Redis Cluster the settlements of each slot are applied
-// atomically, all slots in one pipelined round trip.
+// back (the key deleted once back to full), a Forget deletes its key and a
+// Reset its counter, a Confirm keeps a counter or a guess longer, a Learn
+// puts a member on a familiar list. Keys that no longer exist are left
+// alone, but for a Learn, and so are keys that hold another kind's state
+// than the settlement's. On Redis Cluster the settlements of each slot are
+// applied atomically, all slots in one pipelined round trip.
 func (s *Store) Settle(ctx context.Context, settlements []store.Settlement) error {
 	entries, err := settlementEntries(settlements)
 	if err != nil {
