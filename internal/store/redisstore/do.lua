@@ -48,12 +48,13 @@
 --
 -- Reply: six integers per op, batch after batch: allowed, spent, remaining,
 -- retry after, reset after, count. A guesses op replies 1 as remaining when
--- it found its guess remembered and free, 2 when the allowance capped it, the guesses it found as count, and when the
--- last of them is forgotten as reset after. A key that holds another kind's
--- state (its rule changed type under the same name, prelude.lua's ruleState)
--- reads as absent. A batch with a key whose value is not guardian's state
--- spends nothing and replies -1 for each of its integers, so that the
--- other batches of the call stand.
+-- it found its guess remembered and free, 2 when the allowance capped it,
+-- the guesses it found as count, and when the last of them is forgotten as
+-- reset after. A key that holds another kind's state (its rule changed
+-- type under the same name, prelude.lua's ruleState) reads as absent. A
+-- batch with a key whose value is not guardian's state spends nothing and
+-- replies -1 for each of its integers, so that the other batches of the
+-- call stand.
 
 -- An op is a table: kind, role and condition (the bytes of its code), its
 -- first key k, cost, and the kind's arguments. Each kind is one branch of

@@ -190,8 +190,9 @@ local distinctSettle, distinctConfirm
 -- the member its units were attributed to ("units:member"),
 -- "x" forgets, "X" forgets what is not a rate's or a distinct index's
 -- state (a counter, or what is not guardian's; store.Reset), "f" puts a
--- member on a familiar list ("hold:member", see familiar.lua), "d" a member in a distinct key's current sub-window
--- ("step:member", see distinct.lua; its five sub-windows follow as "-"),
+-- member on a familiar list ("hold:member", see familiar.lua), "d" a
+-- member in a distinct key's current sub-window ("step:member", see
+-- distinct.lua; its five sub-windows follow as "-"),
 -- "D" keeps a distinct key's live sub-windows until they leave the window
 -- (amount is the step; its five sub-windows follow as "-"), "g" forgets one
 -- guess of a Guesses key (amount is the guess), "G" keeps one until at
