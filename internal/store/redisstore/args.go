@@ -18,7 +18,7 @@ const maxSpan = 1 << 50
 // The scripts' string arguments, boxed once: an interface holding a string
 // variable costs an allocation each time it is made.
 var (
-	argDo, argPeek any = "do", "peek"
+	argDo, argPeek, argOnce any = "do", "peek", "once"
 	// A Guesses op's code: it never denies its batch.
 	argGuesses any = "gs"
 	// An op's code, indexed by opCode: its kind, role and condition.
@@ -174,6 +174,15 @@ func appendGiveback(keys []string, args []any, entries []giveback) ([]string, []
 		args = append(args, e.how, e.amount)
 	}
 	return keys, args
+}
+
+// appendMark appends a report's mark as a batch of the do script ("once"):
+// the mark's key and its entries' to keys, its ttl (microseconds) and its
+// entries to args.
+func appendMark(keys []string, args []any, mark string, ttl int64, entries []giveback) ([]string, []any) {
+	keys = append(keys, mark)
+	args = append(args, argOnce, int64(len(entries)), ttl)
+	return appendGiveback(keys, args, entries)
 }
 
 // encodeOps builds the do script's KEYS and ARGV for one batch of ops.

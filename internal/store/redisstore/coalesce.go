@@ -17,6 +17,14 @@ import (
 // batch is one check's ops and stays all-or-nothing by itself; it is one
 // round trip, the one it rides in. The script takes the batches in queue
 // order, so one that arrived later sees what an earlier one spent.
+//
+// A report's mark (Store.MarkOnce) goes out in a call of its own when a
+// lane is free, beside the lanes, as it always did, and rides in the next
+// grouped call when every lane is busy: one call for the checks and
+// reports that arrived meanwhile, each still all-or-nothing and one round
+// trip. A mark is never refused for a full queue nor dropped when its caller
+// goes away: one the queue has no room for, or that the queue would keep
+// past its deadline, goes out on its own at once.
 
 // defaultLanes is Config.Lanes when it is not set: one call in flight,
 // everything that arrives meanwhile in the next. Measured against two
@@ -81,17 +89,53 @@ func (c *coalescer) fits(n int, deadline time.Time, ok bool) bool {
 	return 2*time.Until(deadline) > time.Duration(int64(halves)*c.callTime.Load())
 }
 
-// pending is a queued batch: its script arguments, made when it was queued
-// (so that its caller's ops may be reused as soon as it returns), and room
-// for its results. done is closed once res and err are set.
+// pending is a queued batch or mark: its script arguments, made when it
+// was queued (so that its caller's ops may be reused as soon as it
+// returns), and room for its answer. done is closed once res (or marked)
+// and err are set.
 type pending struct {
-	keys     []string
-	args     []any
-	res      []store.Result
+	keys []string
+	args []any
+	// n is its weight in the queue: a batch's ops, a mark's entries and
+	// the mark.
+	n        int
+	res      []store.Result // a batch's results
+	mark     bool           // a report's mark, not a batch
+	marked   bool           // a mark's answer: whether this call set it
 	err      error
 	deadline time.Time       // zero: none
-	gone     <-chan struct{} // its caller's end (store.CallerGone)
+	gone     <-chan struct{} // its caller's end (store.CallerGone); nil for a mark
 	done     chan struct{}
+}
+
+// width is how many integers of the do script's reply are p's.
+func (p *pending) width() int {
+	if p.mark {
+		return 1
+	}
+	return replyWidth * len(p.res)
+}
+
+// answer reads p's part of the do script's reply.
+func (p *pending) answer(vals []any) error {
+	if !p.mark {
+		return parseBatch(vals, p.res)
+	}
+	marked, err := parseMark(vals[0])
+	p.marked = marked
+	return err
+}
+
+// free reports whether a call may go out at once: a lane is free and
+// nothing is queued. Under c.mu.
+func (c *coalescer) free() bool {
+	return c.busy < c.lanes && len(c.waiting) == 0
+}
+
+// queue puts p at the end of the queue. Under c.mu.
+func (c *coalescer) queue(p *pending) {
+	c.waiting = append(c.waiting, p)
+	c.queued += p.n
 }
 
 // run evaluates one batch, at once when a lane is free, else in the next
@@ -104,7 +148,7 @@ func (c *coalescer) run(ctx context.Context, mode string, ops []store.Op, res []
 		return store.ErrAbandoned
 	}
 	c.mu.Lock()
-	if c.busy < c.lanes && len(c.waiting) == 0 {
+	if c.free() {
 		c.busy++
 		c.mu.Unlock()
 		start := time.Now()
@@ -118,35 +162,62 @@ func (c *coalescer) run(ctx context.Context, mode string, ops []store.Op, res []
 		c.mu.Unlock()
 		return store.ErrOverloaded
 	}
-	p := &pending{res: make([]store.Result, len(ops)), done: make(chan struct{})}
+	p := &pending{n: len(ops), res: make([]store.Result, len(ops)), deadline: deadline, gone: gone, done: make(chan struct{})}
 	p.keys, p.args = appendOps(make([]string, 0, len(ops)), make([]any, 0, doArgsPerBatch+doArgsPerOp*len(ops)), mode, ops)
-	p.deadline = deadline
-	p.gone = gone
-	c.waiting = append(c.waiting, p)
-	c.queued += len(ops)
+	c.queue(p)
 	c.mu.Unlock()
+	if answered, err := c.wait(ctx, p); !answered {
+		return err
+	}
+	copy(res, p.res)
+	return p.err
+}
 
+// mark sets a report's mark at key for ttl microseconds unless it is set
+// and, when it set it, applies entries (Store.MarkOnce): in a call of its
+// own unless every lane is busy and the queue has room for it before its
+// deadline, when it rides in the next grouped call.
+func (c *coalescer) mark(ctx context.Context, key string, ttl int64, entries []giveback) (bool, error) {
+	n := 1 + len(entries)
+	deadline, bounded := ctx.Deadline()
+	c.mu.Lock()
+	if c.free() || !c.fits(n, deadline, bounded) {
+		c.mu.Unlock()
+		return c.s.markOnce(ctx, c.s.nowArg(), key, ttl, entries)
+	}
+	p := &pending{n: n, mark: true, deadline: deadline, done: make(chan struct{})}
+	p.keys, p.args = appendMark(make([]string, 0, n), make([]any, 0, doArgsPerBatch+1+2*len(entries)), key, ttl, entries)
+	c.queue(p)
+	c.mu.Unlock()
+	if answered, err := c.wait(ctx, p); !answered {
+		return false, err
+	}
+	return p.marked, p.err
+}
+
+// wait waits for p's answer and reports whether it came (p's answer may
+// then be read); when it did not, the error says why: p's caller went
+// away before it was sent (store.ErrAbandoned), or ctx ended.
+func (c *coalescer) wait(ctx context.Context, p *pending) (bool, error) {
 	select {
 	case <-p.done:
-		copy(res, p.res)
-		return p.err
-	case <-gone:
+		return true, p.err
+	case <-p.gone:
 		if c.unqueue(p) {
-			return store.ErrAbandoned
+			return false, store.ErrAbandoned
 		}
 		// Sent: finished, like every call that reached the store.
 		select {
 		case <-p.done:
-			copy(res, p.res)
-			return p.err
+			return true, p.err
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, ctx.Err()
 		}
 	case <-ctx.Done():
 		c.unqueue(p)
 		// Not sent, or sent and its answer no longer awaited: either way
 		// the caller hears its own context's end.
-		return ctx.Err()
+		return false, ctx.Err()
 	}
 }
 
@@ -158,7 +229,7 @@ func (c *coalescer) unqueue(p *pending) bool {
 	for i, q := range c.waiting {
 		if q == p {
 			c.waiting = append(c.waiting[:i], c.waiting[i+1:]...)
-			c.queued -= len(p.res)
+			c.queued -= p.n
 			return true
 		}
 	}
@@ -189,7 +260,7 @@ func (c *coalescer) take() []*pending {
 	for _, p := range c.waiting {
 		select {
 		case <-p.gone:
-			c.queued -= len(p.res)
+			c.queued -= p.n
 			p.err = store.ErrAbandoned
 			close(p.done)
 		default:
@@ -203,8 +274,8 @@ func (c *coalescer) take() []*pending {
 		return nil
 	}
 	n, ops := 0, 0
-	for n < len(c.waiting) && (n == 0 || ops+len(c.waiting[n].res) <= maxGroupOps) {
-		ops += len(c.waiting[n].res)
+	for n < len(c.waiting) && (n == 0 || ops+c.waiting[n].n <= maxGroupOps) {
+		ops += c.waiting[n].n
 		n++
 	}
 	group := make([]*pending, n)
@@ -235,25 +306,25 @@ func (c *coalescer) send(group []*pending) {
 
 	var keys []string
 	args := appendDoHeader(make([]any, 0, 2+doArgsPerBatch*len(group)+doArgsPerOp*maxGroupOps), c.s.nowArg(), len(group))
-	ops := 0
+	width := 0
 	for _, p := range group {
 		keys = append(keys, p.keys...)
 		args = append(args, p.args...)
-		ops += len(p.res)
+		width += p.width()
 	}
 	start := time.Now()
 	reply, err := doScript.Run(ctx, c.s.c, keys, args...).Result()
 	c.took(start)
 	var vals []any
 	if err == nil {
-		vals, err = replyInts(reply, ops)
+		vals, err = replyInts(reply, width)
 	}
 	at := 0
 	for _, p := range group {
 		p.err = err
 		if err == nil {
-			n := replyWidth * len(p.res)
-			p.err = parseBatch(vals[at:at+n], p.res)
+			n := p.width()
+			p.err = p.answer(vals[at : at+n])
 			at += n
 		}
 		close(p.done)

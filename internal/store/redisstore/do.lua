@@ -12,7 +12,8 @@
 --              five sub-windows' (distinct.lua); ARGV[1] is the time (see
 --              prelude.lua)
 -- ARGV[base+1] how many batches follow; then each batch:
---   mode       "do" spends, "peek" only evaluates
+--   mode       "do" spends, "peek" only evaluates, "once" is a report's
+--              mark (below)
 --   n          how many ops
 --   per op     code, cost, then the kind's two arguments x and y, and a
 --              distinct op's member after them. The code is the kind ("r"
@@ -34,6 +35,12 @@
 --              of free repeats (0: none): a repeat is free only while it
 --              fits, and only a free repeat spends it.
 --
+-- A "once" batch is a report that found the store busy (Store.MarkOnce):
+-- its n is how many give-back entries follow its mark, its keys are the
+-- mark's and the entries', and its arguments the mark's ttl and each
+-- entry's how and amount, as once.lua takes them (markOnce in
+-- prelude.lua).
+--
 -- The familiar op of a batch, if it has one, is read first: it decides the
 -- batch's conditional ops. One that does not count is skipped: it fits,
 -- spends nothing and replies allowed alone. The familiar op itself spends
@@ -46,11 +53,14 @@
 --
 -- A guesses key holds an account's remembered guesses (see prelude.lua).
 --
--- Reply: six integers per op, batch after batch: allowed, spent, remaining,
--- retry after, reset after, count. A guesses op replies 1 as remaining when
--- it found its guess remembered and free, 2 when the allowance capped it,
--- the guesses it found as count, and when the last of them is forgotten as
--- reset after. A key that holds another kind's state (its rule changed
+-- Reply: six integers per op, batch after batch: allowed, spent,
+-- remaining, retry after, reset after, count; a "once" batch one, 1 when it
+-- set its mark and applied its entries, 0 when the mark was set, -1 when an
+-- entry could not be applied (giveBack's error; the mark is then set and
+-- the entries before it applied, as once.lua's error leaves them). A
+-- guesses op replies 1 as remaining when it found its guess remembered and
+-- free, 2 when the allowance capped it, the guesses it found as count, and
+-- when the last of them is forgotten as reset after. A key that holds another kind's state (its rule changed
 -- type under the same name, prelude.lua's ruleState) reads as absent. A
 -- batch with a key whose value is not guardian's state spends nothing and
 -- replies -1 for each of its integers, so that the other batches of the
@@ -333,12 +343,17 @@ local a = base + 2
 local first = 1
 for _ = 1, tonumber(ARGV[base + 1]) do
   local n = tonumber(ARGV[a + 1])
-  local ops, k, after = parse(first, a + 2, n)
-  if not batch(ARGV[a] == 'do', ops) then
-    for _ = 1, 6 * n do
-      out[#out + 1] = -1
+  if ARGV[a] == 'once' then
+    out[#out + 1] = markOnce(first, first + n, a + 2) or -1
+    first, a = first + 1 + n, a + 3 + 2 * n
+  else
+    local ops, k, after = parse(first, a + 2, n)
+    if not batch(ARGV[a] == 'do', ops) then
+      for _ = 1, 6 * n do
+        out[#out + 1] = -1
+      end
     end
+    first, a = k, after
   end
-  first, a = k, after
 end
 return out

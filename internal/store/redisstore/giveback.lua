@@ -11,7 +11,7 @@
 --
 -- Reply: how many keys changed.
 
-local changed, err = giveBack(1, base + 2)
+local changed, err = giveBack(1, #KEYS, base + 2)
 if err then
   return redis.error_reply(err)
 end

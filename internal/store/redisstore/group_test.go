@@ -45,6 +45,22 @@ func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 	return next
 }
 
+// holdLane starts a Redis and a Store on it (cfg, one lane) and a check
+// spending op whose script call the gate holds: every lane is busy until
+// the gate opens. wg waits for that check.
+func holdLane(t *testing.T, cfg redisstore.Config, op store.Op) (s *redisstore.Store, node *redis.Client, g *gate, wg *sync.WaitGroup) {
+	t.Helper()
+	node = redistest.Start(t).Client(t)
+	g = newGate()
+	node.AddHook(g)
+	cfg.Lanes = 1
+	s = redisstore.New(node, cfg)
+	wg = &sync.WaitGroup{}
+	wg.Go(func() { do(t, s, op) })
+	<-g.held
+	return s, node, g, wg
+}
+
 // TestGroupCommit: with its one lane busy, 49 checks against a budget of 20
 // queue and go out as one script call; exactly 20 of the 50 are spent, a
 // peek among them spends nothing and sees what the batches before it
@@ -154,17 +170,9 @@ func TestGroupCommitIdle(t *testing.T) {
 // held call returned are never sent (store.ErrAbandoned) and spend
 // nothing; the others are spent exactly once each, in one grouped call.
 func TestAdmissionControl(t *testing.T) {
-	srv := redistest.Start(t)
-	node := srv.Client(t)
-	g := newGate()
-	node.AddHook(g)
 	const maxQueued = 10
-	s := redisstore.New(node, redisstore.Config{Lanes: 1, MaxQueued: maxQueued})
 	budget := rate("guardian:v3:{acct}:login", 1, time.Hour, 100)
-
-	var wg sync.WaitGroup
-	wg.Go(func() { do(t, s, budget) })
-	<-g.held
+	s, node, g, wg := holdLane(t, redisstore.Config{MaxQueued: maxQueued}, budget)
 	before := redistest.CommandStats(t, node)
 
 	// maxQueued batches of one op fill the queue; every other caller goes
@@ -241,15 +249,8 @@ func TestAbandonedBeforeSent(t *testing.T) {
 // left of the call in flight and its own call would outlast it — while one
 // with a second to spare queues and is spent.
 func TestAdmissionByDeadline(t *testing.T) {
-	srv := redistest.Start(t)
-	node := srv.Client(t)
-	g := newGate()
-	node.AddHook(g)
-	s := redisstore.New(node, redisstore.Config{Lanes: 1})
 	budget := rate("guardian:v3:{acct}:login", 1, time.Hour, 100)
-	var wg sync.WaitGroup
-	wg.Go(func() { do(t, s, budget) })
-	<-g.held
+	s, _, g, wg := holdLane(t, redisstore.Config{}, budget)
 	s.SetCallTime(10 * time.Millisecond)
 
 	short, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
@@ -271,5 +272,131 @@ func TestAdmissionByDeadline(t *testing.T) {
 	}
 	if res := peek(t, s, budget); res[0].Remaining != 98 {
 		t.Errorf("after: %d remaining, want 98: the held check and the queued one spent, the refused one not", res[0].Remaining)
+	}
+}
+
+// waitQueued waits until n batches or marks wait for a grouped call.
+func waitQueued(t *testing.T, s *redisstore.Store, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Queued() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d queued, want %d", s.Queued(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestGroupCommitReports: with the lane held, ten reports of one attempt
+// (MarkOnce, each giving back one unit of the budget), a report whose
+// give-back finds a key that is not guardian's state, and twenty checks
+// queue, in that order, and go out as one script call. Exactly one of the
+// ten sets the mark and gives back, exactly once: the held check and all
+// twenty spend a budget of 20, and nothing is left. The bad report fails
+// alone. A report whose caller went away while it waited is still applied:
+// what a report settles is never dropped for its caller.
+func TestGroupCommitReports(t *testing.T) {
+	budget := rate("guardian:v3:{acct}:login", 1, time.Hour, 20)
+	s, node, g, wg := holdLane(t, redisstore.Config{}, budget)
+	setState(t, node, "guardian:v3:{junk}:r", "garbage")
+	giveBack := store.Settlement{Key: budget.Key, Action: store.GiveBack, Span: time.Hour}
+	before := redistest.CommandStats(t, node)
+
+	const reports = 10
+	firsts := make([]bool, reports)
+	errs := make([]error, reports)
+	caller, cancel := context.WithCancel(context.Background())
+	gone := store.WithCaller(context.WithoutCancel(caller), caller)
+	for i := range reports {
+		ctx := context.Background()
+		if i == 0 {
+			ctx = gone
+		}
+		wg.Go(func() {
+			firsts[i], errs[i] = s.MarkOnce(ctx, "guardian:v3:{att1}:reported", time.Hour, giveBack)
+		})
+	}
+	waitQueued(t, s, reports)
+	cancel()
+	var badErr error
+	wg.Go(func() {
+		_, badErr = s.MarkOnce(context.Background(), "guardian:v3:{att2}:reported", time.Hour,
+			store.Settlement{Key: "guardian:v3:{junk}:r", Action: store.GiveBack, Span: time.Hour})
+	})
+	waitQueued(t, s, reports+1)
+	const checks = 20
+	spent := make([]bool, checks)
+	for i := range checks {
+		wg.Go(func() {
+			res := make([]store.Result, 1)
+			if err := s.Do(context.Background(), []store.Op{budget}, res); err != nil {
+				t.Errorf("check %d: %v", i, err)
+			}
+			spent[i] = res[0].Spent
+		})
+	}
+	waitQueued(t, s, reports+1+checks)
+	close(g.opened)
+	wg.Wait()
+
+	if ran := redistest.Ran(before, redistest.CommandStats(t, node)); ran["evalsha"] != 2 {
+		t.Errorf("Redis ran %v: want 2 script calls, the held check and one for every report and check queued behind it", ran)
+	}
+	marked := 0
+	for i := range reports {
+		if errs[i] != nil {
+			t.Errorf("report %d: %v", i, errs[i])
+		}
+		if firsts[i] {
+			marked++
+		}
+	}
+	if marked != 1 {
+		t.Errorf("%d of %d reports of one attempt set its mark, want exactly 1", marked, reports)
+	}
+	if badErr == nil || !strings.Contains(badErr.Error(), "redisstore: mark once: ") {
+		t.Errorf("a report giving back on a key that is not guardian's state: err %v, want a redisstore error", badErr)
+	}
+	n := 0
+	for _, ok := range spent {
+		if ok {
+			n++
+		}
+	}
+	if n != checks {
+		t.Errorf("%d of %d queued checks spent, want all: the held check left 19 and one report gave one back", n, checks)
+	}
+	if res := peek(t, s, budget); res[0].Remaining != 0 {
+		t.Errorf("after: %d remaining, want 0: a second give-back would have left one", res[0].Remaining)
+	}
+}
+
+// TestReportPastFullQueue: a report is never refused for a full queue. With
+// the lane held and the queue full, a check is refused with
+// store.ErrOverloaded while a report goes out on its own at once, ahead of
+// the held call, and is applied.
+func TestReportPastFullQueue(t *testing.T) {
+	budget := rate("guardian:v3:{acct}:login", 1, time.Hour, 5)
+	s, _, g, wg := holdLane(t, redisstore.Config{MaxQueued: 1}, budget)
+	wg.Go(func() { do(t, s, budget) })
+	waitQueued(t, s, 1)
+	if err := s.Do(context.Background(), []store.Op{budget}, make([]store.Result, 1)); !errors.Is(err, store.ErrOverloaded) {
+		t.Fatalf("a check past a full queue: err %v, want store.ErrOverloaded", err)
+	}
+	first, err := s.MarkOnce(context.Background(), "guardian:v3:{att}:reported", time.Hour,
+		store.Settlement{Key: "guardian:v3:{acct}:spent", Action: store.Forget})
+	if err != nil || !first {
+		t.Fatalf("a report past a full queue: first %v, err %v; want it marked", first, err)
+	}
+	if s.Queued() != 1 {
+		t.Errorf("%d queued after the report, want the one check", s.Queued())
+	}
+	close(g.opened)
+	wg.Wait()
+	if first, err := s.MarkOnce(context.Background(), "guardian:v3:{att}:reported", time.Hour); err != nil || first {
+		t.Errorf("the same report again: first %v, err %v; want it refused as already marked", first, err)
+	}
+	if res := peek(t, s, budget); res[0].Remaining != 3 {
+		t.Errorf("after: %d remaining, want 3: the held and the queued check spent", res[0].Remaining)
 	}
 }

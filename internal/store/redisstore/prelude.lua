@@ -180,7 +180,7 @@ local familiarAdd
 -- distinct give-back entry, an Add and a ConfirmDistinct.
 local distinctSettle, distinctConfirm
 
--- giveBack applies give-back entries to keys first..#KEYS, entry i's how and
+-- giveBack applies give-back entries to keys first..last, entry i's how and
 -- amount at ARGV[at+2(i-first)] and the one after: "r" takes microseconds
 -- off a rate key's arrival time, "c" takes units off a counter, "k" keeps a
 -- counter of count c until at least now + span × c ÷ max microseconds, all
@@ -200,9 +200,9 @@ local distinctSettle, distinctConfirm
 -- exists is left alone, and so is one that holds another kind's state
 -- (ruleState); state never goes below empty. It returns how many keys
 -- changed, or nil and an error.
-local function giveBack(first, at)
+local function giveBack(first, last, at)
   local changed = 0
-  for i = first, #KEYS do
+  for i = first, last do
     local how = ARGV[at + 2 * (i - first)]
     local amount = tonumber(ARGV[at + 2 * (i - first) + 1])
     if how == 'x' then
@@ -311,4 +311,35 @@ local function giveBack(first, at)
     end
   end
   return changed
+end
+
+-- markOnce sets the mark at key i until now + ttl, ARGV[at], unless it is
+-- set and not past its deadline, and when it set it applies the give-back
+-- entries of keys i+1..last, entry j's how and amount at ARGV[at+1+2(j-i-1)]
+-- and the one after (giveBack). It returns 1 when it set the mark, 0 when
+-- the mark was set, or nil and an error. The mark holds its deadline, so
+-- the store's clock (or a test's override) decides expiry the same way it
+-- does for limit state.
+--
+-- Redis keeps the mark three times as long as it means something. Under
+-- maxmemory-policy volatile-ttl a key's expiry is its rank for eviction, and
+-- guardian's marks (--attempt-ttl plus two minutes of skew) would otherwise
+-- go before the unconfirmed counts of a flood (kept 2 x --attempt-ttl): an
+-- evicted mark lets an attempt be reported twice. Kept 3 x ttl, a mark still
+-- in force has at least 2 x ttl left, more than any unconfirmed state.
+local function markOnce(i, last, at)
+  local ttl = tonumber(ARGV[at])
+  local v = get(i)
+  if v then
+    local d = tonumber(v)
+    if not d or d > now then
+      return 0
+    end
+  end
+  put(i, int(now + ttl), now + 3 * ttl)
+  local _, err = giveBack(i + 1, last, at + 1)
+  if err then
+    return nil, err
+  end
+  return 1
 end

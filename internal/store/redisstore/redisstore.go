@@ -82,13 +82,14 @@ type Config struct {
 	// it, to run the conformance suite deterministically.
 	Now func() time.Time
 	// Lanes is how many do-script calls a single Redis may have in flight
-	// before further checks are grouped into one call (coalesce.go);
-	// default 1. On Redis Cluster checks are not grouped.
+	// before further checks and reports are grouped into one call
+	// (coalesce.go); default 1. On Redis Cluster nothing is grouped.
 	Lanes int
 	// MaxQueued bounds the ops queued behind busy lanes (admission
 	// control, coalesce.go): a batch that does not fit, or that what is
 	// queued ahead of it would keep past its deadline, is refused at once
-	// with store.ErrOverloaded. Default 64×96.
+	// with store.ErrOverloaded; a report's mark goes out on its own
+	// instead. Default 64×96.
 	MaxQueued int
 }
 
@@ -196,8 +197,9 @@ func (s *Store) Familiar(ctx context.Context, key string) ([]string, error) {
 // MarkOnce sets key for ttl unless it is set, reports whether this call set
 // it and, when it did, applies settlements. Expiry follows the store's
 // clock, like every limit. On a single Redis the mark and the settlements
-// are one script call; on Redis Cluster, where they live in different
-// slots, the settlements follow the mark in a second round trip.
+// are one script call, shared with the checks queued meanwhile when the
+// store is busy (coalesce.go); on Redis Cluster, where they live in
+// different slots, the settlements follow the mark in a second round trip.
 func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration, settlements ...store.Settlement) (bool, error) {
 	if key == "" || ttl <= 0 {
 		return false, fmt.Errorf("redisstore: mark once: %w", store.ErrBadBatch)
@@ -209,12 +211,14 @@ func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration, set
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("redisstore: mark once: %w", err)
 	}
-	now := s.nowArg()
 	var first bool
 	if s.cluster == nil {
-		first, err = s.markOnce(ctx, now, key, micros(ttl), entries)
-	} else if first, err = s.markOnce(ctx, now, key, micros(ttl), nil); err == nil && first && len(entries) > 0 {
-		err = s.giveBack(ctx, now, entries, false)
+		first, err = s.group.mark(ctx, key, micros(ttl), entries)
+	} else {
+		now := s.nowArg()
+		if first, err = s.markOnce(ctx, now, key, micros(ttl), nil); err == nil && first && len(entries) > 0 {
+			err = s.giveBack(ctx, now, entries, false)
+		}
 	}
 	if err != nil {
 		// On a cluster, the mark may be set and its settlements not applied.
@@ -225,7 +229,8 @@ func (s *Store) MarkOnce(ctx context.Context, key string, ttl time.Duration, set
 
 // markOnce runs the once script: it sets mark for ttl microseconds unless
 // it is set and, when it did, applies entries, whose keys must share mark's
-// slot.
+// slot. On a single Redis a busy store carries the mark in a grouped call
+// instead (coalescer.mark).
 func (s *Store) markOnce(ctx context.Context, now any, mark string, ttl int64, entries []giveback) (bool, error) {
 	b := batches.Get().(*batch)
 	defer b.release()
@@ -236,14 +241,7 @@ func (s *Store) markOnce(ctx context.Context, now any, mark string, ttl int64, e
 	if err != nil {
 		return false, err
 	}
-	switch n {
-	case 0:
-		return false, nil
-	case 1:
-		return true, nil
-	default:
-		return false, fmt.Errorf("%w: %d", ErrBadReply, n)
-	}
+	return parseMark(n)
 }
 
 // nowArg is the time argument of every script: empty, so that the script

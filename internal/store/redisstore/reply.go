@@ -17,25 +17,39 @@ var errBadState = fmt.Errorf("%w: a key holds something other than guardian's st
 
 // parseResults reads the do script's reply to a call of one batch into res.
 func parseResults(reply any, res []store.Result) error {
-	vals, err := replyInts(reply, len(res))
+	vals, err := replyInts(reply, replyWidth*len(res))
 	if err != nil {
 		return err
 	}
 	return parseBatch(vals, res)
 }
 
-// replyInts checks that the do script's reply is an array of replyWidth
-// values for each of ops ops, and returns it.
-func replyInts(reply any, ops int) ([]any, error) {
+// replyInts checks that the do script's reply is an array of want values,
+// and returns it.
+func replyInts(reply any, want int) ([]any, error) {
 	vals, ok := reply.([]any)
 	if !ok {
 		return nil, fmt.Errorf("%w: want an array, got %T", ErrBadReply, reply)
 	}
-	if len(vals) != replyWidth*ops {
-		return nil, fmt.Errorf("%w: want %d integers for %d ops, got %d",
-			ErrBadReply, replyWidth*ops, ops, len(vals))
+	if len(vals) != want {
+		return nil, fmt.Errorf("%w: want %d integers, got %d", ErrBadReply, want, len(vals))
 	}
 	return vals, nil
+}
+
+// parseMark reads a mark's reply, the once script's or a "once" batch's
+// part of the do script's: whether the call set the mark. -1, an entry
+// that could not be applied, is errBadState.
+func parseMark(v any) (bool, error) {
+	switch v {
+	case int64(1):
+		return true, nil
+	case int64(0):
+		return false, nil
+	case int64(-1):
+		return false, errBadState
+	}
+	return false, fmt.Errorf("%w: a mark's reply: want 0 or 1, got %v", ErrBadReply, v)
 }
 
 // parseBatch reads one batch's part of the do script's reply into res, one
