@@ -20,11 +20,14 @@ import (
 //
 // A report's mark (Store.MarkOnce) goes out in a call of its own when a
 // lane is free, beside the lanes, as it always did, and rides in the next
-// grouped call when every lane is busy: one call for the checks and
-// reports that arrived meanwhile, each still all-or-nothing and one round
-// trip. A mark is never refused for a full queue nor dropped when its caller
-// goes away: one the queue has no room for, or that the queue would keep
-// past its deadline, goes out on its own at once.
+// grouped call when every lane is busy: one call, one round trip, for the
+// checks and reports that arrived meanwhile, each check still all-or-nothing.
+// A mark is never refused for a full queue nor dropped when its caller goes
+// away: one the queue has no room for, or that the queue would keep past its
+// deadline, goes out on its own at once. One whose own deadline passes while
+// it waits ends with it, as a call of its own would time out. A key of
+// another Redis type (a hash where a string belongs) fails the whole call,
+// a report's keys as a check's always did.
 
 // defaultLanes is Config.Lanes when it is not set: one call in flight,
 // everything that arrives meanwhile in the next. Measured against two
@@ -61,7 +64,7 @@ type coalescer struct {
 	mu      sync.Mutex
 	busy    int
 	waiting []*pending
-	queued  int // ops in waiting
+	queued  int // the weight (pending.n) of what is waiting
 	// callTime is a moving average of how long a script call took, in
 	// nanoseconds.
 	callTime atomic.Int64

@@ -57,11 +57,12 @@
 -- remaining, retry after, reset after, count; a "once" batch one, 1 when it
 -- set its mark and applied its entries, 0 when the mark was set, -1 when an
 -- entry could not be applied (giveBack's error; the mark is then set and
--- the entries before it applied, as once.lua's error leaves them). A
+-- the entries before it applied: a "once" batch is not all-or-nothing). A
 -- guesses op replies 1 as remaining when it found its guess remembered and
 -- free, 2 when the allowance capped it, the guesses it found as count, and
--- when the last of them is forgotten as reset after. A key that holds another kind's state (its rule changed
--- type under the same name, prelude.lua's ruleState) reads as absent. A
+-- when the last of them is forgotten as reset after. A key that holds
+-- another kind's state (its rule changed type under the same name,
+-- prelude.lua's ruleState) reads as absent. A
 -- batch with a key whose value is not guardian's state spends nothing and
 -- replies -1 for each of its integers, so that the other batches of the
 -- call stand.

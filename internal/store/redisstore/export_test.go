@@ -6,7 +6,8 @@ import "time"
 // it with what a real cluster answers.
 var Slot = slot
 
-// Queued reports how many batches wait for a grouped call.
+// Queued reports how many batches and reports' marks wait for a grouped
+// call.
 func (s *Store) Queued() int {
 	s.group.mu.Lock()
 	defer s.group.mu.Unlock()

@@ -287,22 +287,38 @@ func waitQueued(t *testing.T, s *redisstore.Store, n int) {
 	}
 }
 
-// TestGroupCommitReports: with the lane held, ten reports of one attempt
-// (MarkOnce, each giving back one unit of the budget), a report whose
-// give-back finds a key that is not guardian's state, and twenty checks
-// queue, in that order, and go out as one script call. Exactly one of the
-// ten sets the mark and gives back, exactly once: the held check and all
-// twenty spend a budget of 20, and nothing is left. The bad report fails
-// alone. A report whose caller went away while it waited is still applied:
-// what a report settles is never dropped for its caller.
+// TestGroupCommitReports: with the lane held, a check of a distinct op
+// (its own and another key's sub-windows, twelve keys) and an attributed
+// counter, eight reports of one attempt (MarkOnce, each giving back one unit
+// of the budget and adding a member to the distinct key: seven give-back
+// entries), a report whose give-back finds a key that is not guardian's
+// state, and twenty checks of the budget queue, in that order, and go out
+// as one script call (96 ops' weight at most). Exactly one of the eight
+// sets the mark and gives back, exactly once: the held check spent 5 of the
+// budget of 20, one report gives one back, so exactly 16 of the twenty
+// spend. The distinct key holds
+// the check's member and the report's. The bad report fails alone. A report
+// whose caller went away while it waited is still applied: what a report
+// settles is never dropped for its caller.
 func TestGroupCommitReports(t *testing.T) {
 	budget := rate("guardian:v3:{acct}:login", 1, time.Hour, 20)
-	s, node, g, wg := holdLane(t, redisstore.Config{}, budget)
+	held := budget
+	held.Cost = 5
+	s, node, g, wg := holdLane(t, redisstore.Config{}, held)
 	setState(t, node, "guardian:v3:{junk}:r", "garbage")
-	giveBack := store.Settlement{Key: budget.Key, Action: store.GiveBack, Span: time.Hour}
+	distinct := store.Op{Key: "guardian:v3:{net}:distinct", Member: "acct1", Cost: 1,
+		Limit: store.Distinct{Step: time.Hour, Max: 20}, Except: "guardian:v3:{net}:succeeded"}
+	attributed := counter("guardian:v3:{acct}:hard-stop", 1, 100, time.Hour)
+	attributed.Member = "net1"
+	settlements := []store.Settlement{
+		{Key: distinct.Key, Action: store.Add, Span: time.Hour, Member: "acct9"},
+		{Key: budget.Key, Action: store.GiveBack, Span: time.Hour},
+	}
 	before := redistest.CommandStats(t, node)
 
-	const reports = 10
+	wg.Go(func() { do(t, s, distinct, attributed) })
+	waitQueued(t, s, 1)
+	const reports = 8
 	firsts := make([]bool, reports)
 	errs := make([]error, reports)
 	caller, cancel := context.WithCancel(context.Background())
@@ -313,17 +329,17 @@ func TestGroupCommitReports(t *testing.T) {
 			ctx = gone
 		}
 		wg.Go(func() {
-			firsts[i], errs[i] = s.MarkOnce(ctx, "guardian:v3:{att1}:reported", time.Hour, giveBack)
+			firsts[i], errs[i] = s.MarkOnce(ctx, "guardian:v3:{att1}:reported", time.Hour, settlements...)
 		})
 	}
-	waitQueued(t, s, reports)
+	waitQueued(t, s, 1+reports)
 	cancel()
 	var badErr error
 	wg.Go(func() {
 		_, badErr = s.MarkOnce(context.Background(), "guardian:v3:{att2}:reported", time.Hour,
 			store.Settlement{Key: "guardian:v3:{junk}:r", Action: store.GiveBack, Span: time.Hour})
 	})
-	waitQueued(t, s, reports+1)
+	waitQueued(t, s, 2+reports)
 	const checks = 20
 	spent := make([]bool, checks)
 	for i := range checks {
@@ -335,7 +351,7 @@ func TestGroupCommitReports(t *testing.T) {
 			spent[i] = res[0].Spent
 		})
 	}
-	waitQueued(t, s, reports+1+checks)
+	waitQueued(t, s, 2+reports+checks)
 	close(g.opened)
 	wg.Wait()
 
@@ -354,8 +370,8 @@ func TestGroupCommitReports(t *testing.T) {
 	if marked != 1 {
 		t.Errorf("%d of %d reports of one attempt set its mark, want exactly 1", marked, reports)
 	}
-	if badErr == nil || !strings.Contains(badErr.Error(), "redisstore: mark once: ") {
-		t.Errorf("a report giving back on a key that is not guardian's state: err %v, want a redisstore error", badErr)
+	if !errors.Is(badErr, redisstore.ErrBadReply) {
+		t.Errorf("a report giving back on a key that is not guardian's state: err %v, want redisstore.ErrBadReply", badErr)
 	}
 	n := 0
 	for _, ok := range spent {
@@ -363,11 +379,16 @@ func TestGroupCommitReports(t *testing.T) {
 			n++
 		}
 	}
-	if n != checks {
-		t.Errorf("%d of %d queued checks spent, want all: the held check left 19 and one report gave one back", n, checks)
+	if n != 16 {
+		t.Errorf("%d of %d queued checks spent, want 16: 15 left by the held check and one given back once", n, checks)
 	}
 	if res := peek(t, s, budget); res[0].Remaining != 0 {
-		t.Errorf("after: %d remaining, want 0: a second give-back would have left one", res[0].Remaining)
+		t.Errorf("after: %d remaining, want 0", res[0].Remaining)
+	}
+	look := distinct
+	look.Member = "acct2"
+	if res := peek(t, s, look); res[0].Count != 2 {
+		t.Errorf("distinct key after: count %d, want 2 (the check's member and the report's)", res[0].Count)
 	}
 }
 
@@ -383,14 +404,7 @@ func TestReportPastFullQueue(t *testing.T) {
 	if err := s.Do(context.Background(), []store.Op{budget}, make([]store.Result, 1)); !errors.Is(err, store.ErrOverloaded) {
 		t.Fatalf("a check past a full queue: err %v, want store.ErrOverloaded", err)
 	}
-	first, err := s.MarkOnce(context.Background(), "guardian:v3:{att}:reported", time.Hour,
-		store.Settlement{Key: "guardian:v3:{acct}:spent", Action: store.Forget})
-	if err != nil || !first {
-		t.Fatalf("a report past a full queue: first %v, err %v; want it marked", first, err)
-	}
-	if s.Queued() != 1 {
-		t.Errorf("%d queued after the report, want the one check", s.Queued())
-	}
+	reportAlone(t, s, "guardian:v3:{att}:reported")
 	close(g.opened)
 	wg.Wait()
 	if first, err := s.MarkOnce(context.Background(), "guardian:v3:{att}:reported", time.Hour); err != nil || first {
@@ -398,5 +412,39 @@ func TestReportPastFullQueue(t *testing.T) {
 	}
 	if res := peek(t, s, budget); res[0].Remaining != 3 {
 		t.Errorf("after: %d remaining, want 3: the held and the queued check spent", res[0].Remaining)
+	}
+}
+
+// TestReportPastDeadline: a report the queue would keep past its deadline
+// goes out on its own at once, ahead of the held call, and is applied.
+func TestReportPastDeadline(t *testing.T) {
+	s, _, g, wg := holdLane(t, redisstore.Config{}, rate("guardian:v3:{acct}:login", 1, time.Hour, 5))
+	s.SetCallTime(time.Hour)
+	reportAlone(t, s, "guardian:v3:{att}:reported")
+	close(g.opened)
+	wg.Wait()
+}
+
+// reportAlone reports an attempt (MarkOnce at mark, learning a network)
+// while the lane is held and checks that it went out on its own: it returns
+// before the held call, queues nothing, and its settlement is applied.
+func reportAlone(t *testing.T, s *redisstore.Store, mark string) {
+	t.Helper()
+	queued := s.Queued()
+	// Were it queued behind the held call, it would end with this context.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	familiar := "guardian:v3:{acct}:familiar"
+	first, err := s.MarkOnce(ctx, mark, time.Hour,
+		store.Settlement{Key: familiar, Action: store.Learn, Span: time.Hour, Member: "net1"})
+	if err != nil || !first {
+		t.Fatalf("the report: first %v, err %v; want it marked while the lane is held", first, err)
+	}
+	if s.Queued() != queued {
+		t.Errorf("%d queued after the report, want %d as before it", s.Queued(), queued)
+	}
+	members, err := s.Familiar(context.Background(), familiar)
+	if err != nil || len(members) != 1 || members[0] != "net1" {
+		t.Errorf("familiar list after the report: %v, err %v; want [net1]", members, err)
 	}
 }

@@ -11,10 +11,7 @@
 -- ARGV[base+2+2(i-2)..]  entry i-1: how and amount,
 --                     as giveBack in prelude.lua lists them
 --
--- Reply: 1 when this call set the mark, 0 when it was set.
+-- Reply: 1 when this call set the mark, 0 when it was set, -1 when an entry
+-- could not be applied, as do.lua's "once" batch replies.
 
-local marked, err = markOnce(1, #KEYS, base + 1)
-if not marked then
-  return redis.error_reply(err)
-end
-return marked
+return markOnce(1, #KEYS, base + 1) or -1

@@ -4,7 +4,7 @@
 -- in its deadline, in microseconds, after which it means nothing. A rate
 -- value is its arrival time (which is its deadline), a counter
 -- "count:deadline", a mark its deadline. Each write sets the key's expiry
--- (PX) just past that deadline (a mark's later, see once.lua), so idle
+-- (PX) just past that deadline (a mark's later, see markOnce), so idle
 -- state leaves Redis on its own, and no script reads a TTL: the deadline in
 -- the value decides, by the same clock as every limit (a test's override
 -- included). Under maxmemory with
@@ -34,7 +34,7 @@ local function get(i)
 end
 
 -- put sets key i to v, expiring at d (microseconds, after now): its
--- deadline, or for a mark later (once.lua). PX is whole milliseconds: one
+-- deadline, or for a mark later (markOnce). PX is whole milliseconds: one
 -- more keeps the expiry strictly past d. Numbers reach redis.call as
 -- strings made here: it would print them with %.17g, which costs Redis
 -- about twice what %d does.

@@ -85,8 +85,9 @@ type Config struct {
 	// before further checks and reports are grouped into one call
 	// (coalesce.go); default 1. On Redis Cluster nothing is grouped.
 	Lanes int
-	// MaxQueued bounds the ops queued behind busy lanes (admission
-	// control, coalesce.go): a batch that does not fit, or that what is
+	// MaxQueued bounds the ops queued behind busy lanes, a report's mark
+	// and its settlements counted as ops (admission control,
+	// coalesce.go): a batch that does not fit, or that what is
 	// queued ahead of it would keep past its deadline, is refused at once
 	// with store.ErrOverloaded; a report's mark goes out on its own
 	// instead. Default 64×96.
