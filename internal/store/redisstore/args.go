@@ -217,6 +217,7 @@ func appendOps(keys []string, args []any, mode string, ops []store.Op) ([]string
 			for j := range store.DistinctSlots {
 				keys = append(keys, distinctSlotKey(op.Key, j))
 			}
+			keys = append(keys, distinctCountKey(op.Key))
 			if op.Except != "" {
 				keys = append(keys, op.Except)
 				for j := range store.DistinctSlots {
@@ -242,6 +243,12 @@ func appendOps(keys []string, args []any, mode string, ops []store.Op) ([]string
 // a suffix, so in k's slot.
 func distinctSlotKey(k string, j int) string {
 	return k + ":" + strconv.Itoa(j)
+}
+
+// distinctCountKey is the key that remembers a busy Distinct key k's count
+// for a second (distinct.lua), in k's slot.
+func distinctCountKey(k string) string {
+	return k + ":n"
 }
 
 // batch is the KEYS and ARGV of one script call, reused through batches:

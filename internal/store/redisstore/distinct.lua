@@ -13,6 +13,19 @@
 -- last slot, each slot's key at its end. An Add settlement (distinctSettle)
 -- and a ConfirmDistinct (distinctConfirm) are give-back entries on the
 -- index followed by five entries "-" on its sub-windows.
+--
+-- A busy network's count. Counting merges the live sub-windows (PFCOUNT of
+-- several keys), and the except key's, on every check: a few microseconds
+-- while they hold a few members, hundreds once a network that thousands
+-- share fills them. So a distinct op's seventh key, after its sub-windows,
+-- remembers its count, "count:at", when the window held busyMembers or more
+-- (its own members and except's together): for countFor microseconds after
+-- at, unless a member joins its own sub-windows (distinctAdd forgets it
+-- then), distinctOp reads that count instead of merging again. What it may
+-- miss in that second: a slot that leaves the window or ends, and members
+-- joining the except key (a success elsewhere lowers the count a second
+-- late). A peek reads a remembered count and remembers none.
+local busyMembers, countFor = 256, 1000000
 
 -- emptyIndex is the index of a key that holds no sub-window.
 local function emptyIndex()
@@ -133,12 +146,24 @@ local function distinctRead(i, step)
   return d
 end
 
+-- rememberedCount returns the count the count key at i remembers for now,
+-- or nil.
+local function rememberedCount(i)
+  local v = get(i)
+  local c, at = string.match(v or '', '^(%d+):(%d+)$')
+  if c and tonumber(at) <= now and now < tonumber(at) + countFor then
+    return tonumber(c)
+  end
+  return nil
+end
+
 -- distinctOp evaluates the distinct op at key i whose sub-windows are step
 -- microseconds, not counting the members of the distinct key at except (nil
 -- for none): distinctRead's table with the estimate of the live members
--- less except's (|own ∪ except| − |except|) as count; nil when a key holds
--- something else.
-local function distinctOp(i, step, except)
+-- less except's (|own ∪ except| − |except|) as count, and whether the count
+-- key remembers it (remembered); nil when a key holds something else. A
+-- busy window's count is remembered when remember is set.
+local function distinctOp(i, step, except, remember)
   local d = distinctRead(i, step)
   if not d then
     return nil
@@ -147,34 +172,42 @@ local function distinctOp(i, step, except)
   if #d.live == 0 then
     return d
   end
+  local known = rememberedCount(i + 6)
+  if known then
+    d.count, d.remembered = known, true
+    return d
+  end
   local c = pfcount(d.live)
   if not c then
     return nil
   end
   d.count = c
-  if not except then
-    return d
+  local seen = c
+  if except then
+    local other = distinctRead(except, step)
+    if not other then
+      return nil
+    end
+    if #other.live > 0 then
+      local left = pfcount(other.live)
+      local union = {}
+      for _, k in ipairs(d.live) do
+        union[#union + 1] = k
+      end
+      for _, k in ipairs(other.live) do
+        union[#union + 1] = k
+      end
+      local both = left and pfcount(union)
+      if not both then
+        return nil
+      end
+      d.count, seen = math.max(both - left, 0), both
+    end
   end
-  local other = distinctRead(except, step)
-  if not other then
-    return nil
+  if remember and seen >= busyMembers then
+    put(i + 6, int(d.count) .. ':' .. int(now), now + countFor)
+    d.remembered = true
   end
-  if #other.live == 0 then
-    return d
-  end
-  local left = pfcount(other.live)
-  local union = {}
-  for _, k in ipairs(d.live) do
-    union[#union + 1] = k
-  end
-  for _, k in ipairs(other.live) do
-    union[#union + 1] = k
-  end
-  local both = left and pfcount(union)
-  if not both then
-    return nil
-  end
-  d.count = math.max(both - left, 0)
   return d
 end
 
@@ -185,7 +218,8 @@ end
 -- hold/8 before that; it never ends sooner. The index is written only when
 -- a slot's end changes, the slot's expiry then and whenever the
 -- HyperLogLog changed (so that a slot evicted under the index comes back
--- with an expiry). It returns when the last live slot ends.
+-- with an expiry); a count remembered for the key (distinctOp) is
+-- forgotten when it changed. It returns when the last live slot ends.
 local function distinctAdd(i, d, step, member, hold)
   local s = d.w % 5
   local key = KEYS[i + 1 + s]
@@ -203,7 +237,12 @@ local function distinctAdd(i, d, step, member, hold)
   else
     changed = false
   end
-  if redis.call('PFADD', key, member) == 1 or changed then
+  local added = redis.call('PFADD', key, member) == 1
+  if added and d.remembered then
+    forget(i + 6)
+    d.remembered = false
+  end
+  if added or changed then
     expireAt(key, slot.e)
   end
   if changed then

@@ -8,9 +8,9 @@
 -- whenever they fit on their own. Every time value is whole microseconds.
 --
 -- KEYS         the keys of every batch's ops, batch after batch (all share
---              one cluster slot); a distinct op has six, its own and its
---              five sub-windows' (distinct.lua); ARGV[1] is the time (see
---              prelude.lua)
+--              one cluster slot); a distinct op has seven, its own, its
+--              five sub-windows' and its count's (distinct.lua); ARGV[1] is
+--              the time (see prelude.lua)
 -- ARGV[base+1] how many batches follow; then each batch:
 --   mode       "do" spends, "peek" only evaluates, "once" is a report's
 --              mark (below)
@@ -21,7 +21,7 @@
 --              to the member after its arguments, "f" familiar, see
 --              familiar.lua, "d" distinct, "x" distinct not counting the
 --              members of another distinct key, whose six keys follow its
---              own), the role ("e" enforce, "t" toll, "s" soft, "h"
+--              own seven), the role ("e" enforce, "t" toll, "s" soft, "h"
 --              shadow) and, for an op that counts only when the batch's
 --              familiar op found its member, "+", or only when it did not,
 --              "-". x and y are a rate's interval and burst, a counter's
@@ -127,8 +127,9 @@ local function writeGuess(o)
 end
 
 -- read fills o from its key's state and returns whether o's cost fits, or
--- nil when the state is not o's kind of state.
-local function read(o)
+-- nil when the state is not o's kind of state. spend is the batch's mode:
+-- only a spend remembers a busy distinct count.
+local function read(o, spend)
   if o.kind == GUESSES then
     return readGuess(o)
   elseif o.kind == RATE then
@@ -159,7 +160,7 @@ local function read(o)
     end
     return o.count + o.cost <= o.x
   elseif o.kind == DISTINCT then
-    o.dist = distinctOp(o.k, o.x, o.except)
+    o.dist = distinctOp(o.k, o.x, o.except, spend)
     if not o.dist then
       return nil
     end
@@ -245,10 +246,10 @@ local function parse(k, a, n)
     a, k = a + 4, k + 1
     if kind == DISTINCT then
       o.member, o.hold = ARGV[a], tonumber(ARGV[a + 1])
-      a, k = a + 2, k + 5
+      a, k = a + 2, k + 6
     elseif kind == EXCEPT then
-      o.kind, o.member, o.hold, o.except = DISTINCT, ARGV[a], tonumber(ARGV[a + 1]), k + 5
-      a, k = a + 2, k + 11
+      o.kind, o.member, o.hold, o.except = DISTINCT, ARGV[a], tonumber(ARGV[a + 1]), k + 6
+      a, k = a + 2, k + 12
     elseif kind == ATTRIBUTED then
       o.kind, o.member = COUNTER, ARGV[a]
       a = a + 1
@@ -295,7 +296,7 @@ local function batch(spend, ops)
     elseif (o.cond == IF_FAMILIAR and not familiar) or (o.cond == IF_UNFAMILIAR and familiar) then
       o.skip, o.fits = true, true
     else
-      local fits = read(o)
+      local fits = read(o, spend)
       if fits == nil then
         return false
       end

@@ -21,3 +21,7 @@ func (s *Store) SetCallTime(d time.Duration) { s.group.callTime.Store(int64(d)) 
 // DistinctSlotKey exposes distinctSlotKey to the tests of package
 // redisstore_test, which read a distinct key's sub-windows.
 var DistinctSlotKey = distinctSlotKey
+
+// DistinctCountKey exposes distinctCountKey to the tests of package
+// redisstore_test, which look for a busy distinct key's remembered count.
+var DistinctCountKey = distinctCountKey

@@ -288,18 +288,18 @@ func waitQueued(t *testing.T, s *redisstore.Store, n int) {
 }
 
 // TestGroupCommitReports: with the lane held, a check of a distinct op
-// (its own and another key's sub-windows, twelve keys) and an attributed
-// counter, eight reports of one attempt (MarkOnce, each giving back one unit
-// of the budget and adding a member to the distinct key: seven give-back
-// entries), a report whose give-back finds a key that is not guardian's
-// state, and twenty checks of the budget queue, in that order, and go out
-// as one script call (96 ops' weight at most). Exactly one of the eight
-// sets the mark and gives back, exactly once: the held check spent 5 of the
-// budget of 20, one report gives one back, so exactly 16 of the twenty
-// spend. The distinct key holds
-// the check's member and the report's. The bad report fails alone. A report
-// whose caller went away while it waited is still applied: what a report
-// settles is never dropped for its caller.
+// (its own and another key's sub-windows and its count, thirteen keys) and
+// an attributed counter, eight reports of one attempt (MarkOnce, each
+// giving back one unit of the budget and adding a member to the distinct
+// key: seven give-back entries), a report whose give-back finds a key that
+// is not guardian's state, and twenty checks of the budget queue, in that
+// order, and go out as one script call (96 ops' weight at most). Exactly
+// one of the eight sets the mark and gives back, exactly once: the held
+// check spent 5 of the budget of 20, one report gives one back, so exactly
+// 16 of the twenty spend. The distinct key holds the check's member and the
+// report's. The bad report fails alone. A report whose caller went away
+// while it waited is still applied: what a report settles is never
+// dropped for its caller.
 func TestGroupCommitReports(t *testing.T) {
 	budget := rate("guardian:v3:{acct}:login", 1, time.Hour, 20)
 	held := budget
