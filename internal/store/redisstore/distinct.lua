@@ -19,13 +19,19 @@
 -- while they hold a few members, hundreds once a network that thousands
 -- share fills them. So a distinct op's seventh key, after its sub-windows,
 -- remembers its count, "count:at", when the window held busyMembers or more
--- (its own members and except's together): for countFor microseconds after
--- at, unless a member joins its own sub-windows (distinctAdd forgets it
--- then), distinctOp reads that count instead of merging again. What it may
--- miss in that second: a slot that leaves the window or ends, and members
--- joining the except key (a success elsewhere lowers the count a second
--- late). A peek reads a remembered count and remembers none.
-local busyMembers, countFor = 256, 1000000
+-- (its own members and except's together) and its check added no member
+-- (distinctCounted, once the batch is decided): for countFor microseconds
+-- of the store's clock after at, unless a check adds a member to its own
+-- sub-windows (which forgets it), distinctOp reads that count instead of
+-- merging again. The key is kept countKept, longer than it means anything,
+-- so that a test's clock, not Redis's, decides. What the count may miss in
+-- that second: a slot of its own or of the except key that leaves the
+-- window or ends, members joining the except key (an Add settlement, which
+-- forgets nothing: guardian adds only to except keys, whose count no op
+-- reads), a window emptied under the count key (an eviction or a delete),
+-- and what an instance running an earlier script added. A peek reads a
+-- remembered count and remembers none.
+local busyMembers, countFor, countKept = 256, 1000000, 10000000
 
 -- emptyIndex is the index of a key that holds no sub-window.
 local function emptyIndex()
@@ -160,10 +166,11 @@ end
 -- distinctOp evaluates the distinct op at key i whose sub-windows are step
 -- microseconds, not counting the members of the distinct key at except (nil
 -- for none): distinctRead's table with the estimate of the live members
--- less except's (|own ∪ except| − |except|) as count, and whether the count
--- key remembers it (remembered); nil when a key holds something else. A
--- busy window's count is remembered when remember is set.
-local function distinctOp(i, step, except, remember)
+-- less except's (|own ∪ except| − |except|) as count, whether the count key
+-- remembers it (remembered) and whether the window is busy enough to
+-- remember it (busy); nil when a key holds something else. It writes
+-- nothing.
+local function distinctOp(i, step, except)
   local d = distinctRead(i, step)
   if not d then
     return nil
@@ -204,11 +211,22 @@ local function distinctOp(i, step, except, remember)
       d.count, seen = math.max(both - left, 0), both
     end
   end
-  if remember and seen >= busyMembers then
-    put(i + 6, int(d.count) .. ':' .. int(now), now + countFor)
-    d.remembered = true
-  end
+  d.busy = seen >= busyMembers
   return d
+end
+
+-- distinctCounted settles the count key of the distinct op at key i,
+-- evaluated as d, once its batch is decided: a check that added a member
+-- (added) forgets a remembered count, one that added none remembers a busy
+-- window's.
+local function distinctCounted(i, d, added)
+  if added then
+    if d.remembered then
+      forget(i + 6)
+    end
+  elseif d.busy and not d.remembered then
+    put(i + 6, int(d.count) .. ':' .. int(now), now + countKept)
+  end
 end
 
 -- distinctAdd adds member to the current sub-window of the distinct op at
@@ -218,8 +236,8 @@ end
 -- hold/8 before that; it never ends sooner. The index is written only when
 -- a slot's end changes, the slot's expiry then and whenever the
 -- HyperLogLog changed (so that a slot evicted under the index comes back
--- with an expiry); a count remembered for the key (distinctOp) is
--- forgotten when it changed. It returns when the last live slot ends.
+-- with an expiry). It returns when the last live slot ends, and whether
+-- the HyperLogLog changed.
 local function distinctAdd(i, d, step, member, hold)
   local s = d.w % 5
   local key = KEYS[i + 1 + s]
@@ -238,17 +256,13 @@ local function distinctAdd(i, d, step, member, hold)
     changed = false
   end
   local added = redis.call('PFADD', key, member) == 1
-  if added and d.remembered then
-    forget(i + 6)
-    d.remembered = false
-  end
   if added or changed then
     expireAt(key, slot.e)
   end
   if changed then
     putIndex(i, d.slots, d.w)
   end
-  return math.max(d.last, slot.e)
+  return math.max(d.last, slot.e), added
 end
 
 -- distinctSettle applies an Add entry to the distinct key i, whose

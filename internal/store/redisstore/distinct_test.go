@@ -15,9 +15,10 @@ import (
 // TestBusyDistinctCount: a distinct key whose window holds 256 members or
 // more remembers its count for a second of the store's clock: a check of a
 // member it has seen counts without merging the sub-windows (no PFCOUNT),
-// a new member's check forgets the count so that the next one counts
-// again, and so does the second's end. A key with fewer members counts on
-// every check and remembers nothing, and a peek remembers no count.
+// and so does a peek; a new member's check forgets the count so that the
+// next one counts again, and so does the second's end. A key with fewer
+// members counts on every check and remembers nothing, and a peek
+// remembers no count.
 func TestBusyDistinctCount(t *testing.T) {
 	node := redistest.Start(t).Client(t)
 	clk := testclock.New(time.Date(2026, 12, 3, 7, 0, 0, 0, time.UTC))
@@ -66,6 +67,9 @@ func TestBusyDistinctCount(t *testing.T) {
 	}
 	if count, n := check(op(busy, "m1"), false); n != 0 || count != first {
 		t.Errorf("the next seen member: count %d with %d PFCOUNTs, want %d with none", count, n, first)
+	}
+	if count, n := check(op(busy, "m1"), true); n != 0 || count != first {
+		t.Errorf("a peek: count %d with %d PFCOUNTs, want the remembered %d with none", count, n, first)
 	}
 	if count, n := check(op(busy, "new1"), false); n != 0 || count != first || remembered(busy) {
 		t.Errorf("a new member: count %d with %d PFCOUNTs, remembered %v; want %d with none, then forgotten", count, n, remembered(busy), first)

@@ -127,9 +127,8 @@ local function writeGuess(o)
 end
 
 -- read fills o from its key's state and returns whether o's cost fits, or
--- nil when the state is not o's kind of state. spend is the batch's mode:
--- only a spend remembers a busy distinct count.
-local function read(o, spend)
+-- nil when the state is not o's kind of state.
+local function read(o)
   if o.kind == GUESSES then
     return readGuess(o)
   elseif o.kind == RATE then
@@ -160,7 +159,7 @@ local function read(o, spend)
     end
     return o.count + o.cost <= o.x
   elseif o.kind == DISTINCT then
-    o.dist = distinctOp(o.k, o.x, o.except, spend)
+    o.dist = distinctOp(o.k, o.x, o.except)
     if not o.dist then
       return nil
     end
@@ -188,7 +187,7 @@ local function write(o)
     end
     put(o.k, string.format('%d:%d', o.count, o.deadline) .. rest, o.deadline)
   else
-    o.last = distinctAdd(o.k, o.dist, o.x, o.member, o.hold)
+    o.last, o.added = distinctAdd(o.k, o.dist, o.x, o.member, o.hold)
   end
 end
 
@@ -296,7 +295,7 @@ local function batch(spend, ops)
     elseif (o.cond == IF_FAMILIAR and not familiar) or (o.cond == IF_UNFAMILIAR and familiar) then
       o.skip, o.fits = true, true
     else
-      local fits = read(o, spend)
+      local fits = read(o)
       if fits == nil then
         return false
       end
@@ -334,6 +333,9 @@ local function batch(spend, ops)
         (o.role == SHADOW or all or (o.role == TOLL and tolls))
       if spent then
         write(o)
+      end
+      if spend and o.dist then
+        distinctCounted(o.k, o.dist, o.added)
       end
       reply(o.fits, spent, settle(o))
     end
