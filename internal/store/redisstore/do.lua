@@ -348,7 +348,7 @@ local first = 1
 for _ = 1, tonumber(ARGV[base + 1]) do
   local n = tonumber(ARGV[a + 1])
   if ARGV[a] == 'once' then
-    out[#out + 1] = markOnce(first, first + n, a + 2) or -1
+    out[#out + 1] = markOnce(first, first + n, a + 2)
     first, a = first + 1 + n, a + 3 + 2 * n
   else
     local ops, k, after = parse(first, a + 2, n)

@@ -317,7 +317,8 @@ end
 -- set and not past its deadline, and when it set it applies the give-back
 -- entries of keys i+1..last, entry j's how and amount at ARGV[at+1+2(j-i-1)]
 -- and the one after (giveBack). It returns 1 when it set the mark, 0 when
--- the mark was set, or nil and an error. The mark holds its deadline, so
+-- the mark was set, or -1 when an entry could not be applied (the mark then
+-- set, the entries before it applied). The mark holds its deadline, so
 -- the store's clock (or a test's override) decides expiry the same way it
 -- does for limit state.
 --
@@ -337,9 +338,8 @@ local function markOnce(i, last, at)
     end
   end
   put(i, int(now + ttl), now + 3 * ttl)
-  local _, err = giveBack(i + 1, last, at + 1)
-  if err then
-    return nil, err
+  if not giveBack(i + 1, last, at + 1) then
+    return -1
   end
   return 1
 end
