@@ -135,3 +135,39 @@ func TestBusyDistinctCountExcept(t *testing.T) {
 		t.Errorf("counts %v, want within 5%% of 100, the second the first's", counts)
 	}
 }
+
+// TestBusyDistinctCountGrouped: in one grouped call each batch sees the
+// count key the batch before it left. A seen member's batch counts (one
+// PFCOUNT) and remembers; the next batch, a new member, reads that count
+// and forgets it; the third, another new member, counts again (a second
+// PFCOUNT) instead of reading a count that no longer holds.
+func TestBusyDistinctCountGrouped(t *testing.T) {
+	clk := testclock.New(time.Date(2026, 12, 3, 7, 0, 0, 0, time.UTC))
+	busy := "guardian:v3:{net1}:distinct"
+	op := func(member string) store.Op {
+		return store.Op{Key: busy, Member: member, Cost: 1, Limit: store.Distinct{Step: time.Hour, Max: 1_000_000}}
+	}
+	held := rate("guardian:v3:{acct}:login", 1, time.Hour, 5)
+	s, node, g, wg := holdLane(t, redisstore.Config{Now: clk.Now}, held)
+	// Filled beside the held lane (never queued: each waits for the
+	// gate's call to return otherwise), so through a second store.
+	fill := redisstore.New(node, redisstore.Config{Now: clk.Now})
+	for i := range 300 {
+		do(t, fill, op(fmt.Sprintf("m%d", i)))
+	}
+	before := redistest.CommandStats(t, node)
+	counts := make([]int64, 3)
+	for i, member := range []string{"m0", "new1", "new2"} {
+		wg.Go(func() { counts[i] = do(t, s, op(member))[0].Count })
+		waitQueued(t, s, i+1)
+	}
+	close(g.opened)
+	wg.Wait()
+	ran := redistest.Ran(before, redistest.CommandStats(t, node))
+	if ran["evalsha"] != 2 || ran["pfcount"] != 2 {
+		t.Errorf("Redis ran %v: want 2 script calls (the held one, the group of three) and 2 PFCOUNTs, the first batch's and the third's", ran)
+	}
+	if counts[1] != counts[0] {
+		t.Errorf("counts %v: the second batch should read the first's remembered count", counts)
+	}
+}
