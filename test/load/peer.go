@@ -263,9 +263,9 @@ func benchPeer(ctx context.Context, cfg *config, log io.Writer) (*peerResult, er
 		}
 		res.Rounds = append(res.Rounds, pr)
 		var x extraRound
-		for _, group := range floorGroups(&pr) {
-			fmt.Fprintf(log, "load: peer round %d, floor script, %d decision(s) a call…\n", round+1, group)
-			f, err := runFloor(ctx, frc, cfg.peerConns, group, cfg.peerKeys, cfg.duration, seed+uint64(round))
+		for _, run := range floorRuns(&pr) {
+			fmt.Fprintf(log, "load: peer round %d, floor of the %s, %d decision(s) a call…\n", round+1, run.floor.Name, run.group)
+			f, err := runFloor(ctx, frc, run.floor, cfg.peerConns, run.group, cfg.peerKeys, cfg.duration, seed+uint64(round))
 			if err != nil {
 				return nil, err
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"slices"
@@ -94,18 +95,18 @@ func TestPeerTableRatiosAndTargets(t *testing.T) {
 	}
 }
 
-// TestFloorGroups: the floor runs one decision a call, then each
-// guardian's grouping once.
-func TestFloorGroups(t *testing.T) {
+// TestFloorRuns: each floor runs one decision a call, then its guardian
+// side's grouping, when that is more than one.
+func TestFloorRuns(t *testing.T) {
 	r := peerFixture()[0]
 	r.Sides[sideGuardian].Closed.Scripts = int64(r.Sides[sideGuardian].Closed.Decisions / 7)
-	r.Sides[sideThree].Closed.Scripts = int64(r.Sides[sideThree].Closed.Decisions / 7)
-	if got := floorGroups(&r); !slices.Equal(got, []int{1, 7}) {
-		t.Errorf("floorGroups with both at 7 a call = %v, want [1 7]", got)
+	r.Sides[sideThree].Closed.Scripts = int64(r.Sides[sideThree].Closed.Decisions)
+	var got []string
+	for _, run := range floorRuns(&r) {
+		got = append(got, fmt.Sprintf("%s %d", run.floor.Name, run.group))
 	}
-	r.Sides[sideThree].Closed.Scripts = int64(r.Sides[sideThree].Closed.Decisions / 12)
-	if got := floorGroups(&r); !slices.Equal(got, []int{1, 7, 12}) {
-		t.Errorf("floorGroups at 7 and 12 a call = %v, want [1 7 12]", got)
+	if want := []string{"built-in rules 1", "built-in rules 7", "three limits 1"}; !slices.Equal(got, want) {
+		t.Errorf("floorRuns with the built-in side at 7 a call and three limits at 1 = %q, want %q", got, want)
 	}
 }
 
@@ -216,28 +217,33 @@ func TestPeerJSONHasThreeLimits(t *testing.T) {
 	}
 }
 
-// TestPrintExtraRatios: each floor row gives both guardians' Redis CPU per
-// decision ÷ the floor's, round by round.
+// TestPrintExtraRatios: each floor row gives its guardian side's Redis
+// CPU per decision ÷ the floor's, and the floor's ÷ envoy's, round by
+// round.
 func TestPrintExtraRatios(t *testing.T) {
-	// Round 1: guardian 40 µs, three limits 30; the floor 2 s over 100,000
-	// decisions, 20 µs: 2.00 and 1.50.
+	// Round 1: guardian 40 µs, three limits 30, envoy 100; the floors 2 s
+	// over 100,000 decisions, 20 µs: 2.00 and 1.50, each 0.200 of envoy's.
 	res := &peerResult{Rounds: peerFixture()[:1], Extra: []extraRound{{
-		Floor: []floorPhase{{Group: 7, Decisions: 100_000, Calls: 100_000 / 7, Seconds: 10, RedisCPU: 2}},
+		Floor: []floorPhase{
+			{Floor: builtinFloor.Name, Group: 7, Decisions: 100_000, Calls: 100_000 / 7, Seconds: 10, RedisCPU: 2},
+			{Floor: threeFloor.Name, Group: 7, Decisions: 100_000, Calls: 100_000 / 7, Seconds: 10, RedisCPU: 2},
+		},
 	}}}
 	var b bytes.Buffer
 	printExtra(&b, res)
-	if !strings.Contains(b.String(), "guardian, three limits ÷ it") {
-		t.Errorf("no three-limit column in:\n%s", &b)
-	}
-	var got []string
-	for _, line := range strings.Split(b.String(), "\n") {
-		if strings.Contains(line, "floor script, 7 decision(s) a call: Redis CPU per decision") {
-			f := strings.Fields(line)
-			got = f[len(f)-3:]
+	for name, want := range map[string]string{
+		"floor, built-in rules, 7 decision(s) a call: Redis CPU per decision (µs)": "20.0 2.00 (guardian) 0.200",
+		"floor, three limits, 7 decision(s) a call: Redis CPU per decision (µs)":   "20.0 1.50 (guardian, three limits) 0.200",
+	} {
+		var got string
+		for _, line := range strings.Split(b.String(), "\n") {
+			if _, rest, ok := strings.Cut(line, name); ok {
+				got = strings.Join(strings.Fields(rest), " ")
+			}
 		}
-	}
-	if want := []string{"20.0", "2.00", "1.50"}; !slices.Equal(got, want) {
-		t.Errorf("floor row's value and ratios = %q, want %q:\n%s", got, want, &b)
+		if got != want {
+			t.Errorf("%s: value and ratios = %q, want %q:\n%s", name, got, want, &b)
+		}
 	}
 }
 
