@@ -29,6 +29,18 @@ func TestConformanceOneShard(t *testing.T) {
 	})
 }
 
+// TestSharedNetwork: 10,000 accounts logging in successfully from one
+// network leave it a count of 0, and made-up accounts are challenged from
+// the 5th to the 61st (exactly the 22nd with an exact count): the band of
+// storetest.SharedNetwork over the seeds "0" to "29". The embedded
+// HyperLogLog's 4,096 registers err by up to 40 accounts on such a
+// network, about twice Redis's (package redisstore).
+func TestSharedNetwork(t *testing.T) {
+	storetest.CheckSharedNetwork(t, func(t *testing.T, now func() time.Time) store.Store {
+		return New(Config{Now: now})
+	}, 5, 61)
+}
+
 // start is the instant the memstore tests start at.
 var start = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 

@@ -77,6 +77,16 @@ func TestRedis(t *testing.T) {
 		flush(t, c)
 		testResetByKind(t, c)
 	})
+	// 10,000 accounts logging in successfully from one network leave it
+	// a count of 0, and made-up accounts are challenged from the 17th to
+	// the 36th (exactly the 22nd with an exact count): the band of
+	// storetest.SharedNetwork over the seeds "0" to "29".
+	t.Run("shared_network", func(t *testing.T) {
+		flush(t, c)
+		storetest.CheckSharedNetwork(t, func(t *testing.T, now func() time.Time) store.Store {
+			return redisstore.New(c, redisstore.Config{Now: now})
+		}, 17, 36)
+	})
 	t.Run("documented_sub_window_cleanup", func(t *testing.T) {
 		flush(t, c)
 		testSubWindowCleanup(t, c, srv.Addr())
