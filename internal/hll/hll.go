@@ -6,6 +6,7 @@
 package hll
 
 import (
+	"encoding/binary"
 	"math"
 	"math/bits"
 )
@@ -42,28 +43,126 @@ func Register(h uint64, p uint) (index uint64, rank uint8) {
 // harmonic mean otherwise. 64-bit hashes need no large-range correction.
 // The standard error is about 1.04/√len(regs).
 func Estimate(regs []uint8) int64 {
-	m := float64(len(regs))
-	sum, zeros := 0.0, 0
-	for _, r := range regs {
-		if int(r) < len(inversePowers) {
-			sum += inversePowers[r]
-		} else {
-			sum += math.Ldexp(1, -int(r))
-		}
-		if r == 0 {
-			zeros++
+	sum, zeros := sums(regs)
+	return estimate(len(regs), sum, zeros)
+}
+
+// sums returns the sum of 2^-rank over regs, and how many are zero. It
+// counts the ranks first: a histogram costs less per register than a
+// float addition.
+func sums(regs []uint8) (sum float64, zeros int) {
+	// Four histograms, so that neighbouring registers of one rank do not
+	// wait on each other's increment.
+	var ranks [4][256]int32
+	i := 0
+	for ; i+4 <= len(regs); i += 4 {
+		ranks[0][regs[i]]++
+		ranks[1][regs[i+1]]++
+		ranks[2][regs[i+2]]++
+		ranks[3][regs[i+3]]++
+	}
+	for ; i < len(regs); i++ {
+		ranks[0][regs[i]]++
+	}
+	for r := range ranks[0] {
+		if n := ranks[0][r] + ranks[1][r] + ranks[2][r] + ranks[3][r]; n > 0 {
+			sum += float64(n) * inversePower(uint8(r))
+			if r == 0 {
+				zeros = int(n)
+			}
 		}
 	}
-	e := 0.7213 / (1 + 1.079/m) * m * m / sum
-	if e <= 2.5*m && zeros > 0 {
-		e = m * math.Log(m/float64(zeros))
+	return sum, zeros
+}
+
+// estimate is Estimate of m registers whose 2^-rank add up to sum, zeros
+// of them empty.
+func estimate(m int, sum float64, zeros int) int64 {
+	fm := float64(m)
+	e := 0.7213 / (1 + 1.079/fm) * fm * fm / sum
+	if e <= 2.5*fm && zeros > 0 {
+		e = fm * math.Log(fm/float64(zeros))
 	}
 	return int64(math.Round(e))
 }
 
+// inversePower is 2^-r.
+func inversePower(r uint8) float64 {
+	if int(r) < len(inversePowers) {
+		return inversePowers[r]
+	}
+	return math.Ldexp(1, -int(r))
+}
+
+// Union is the union of HyperLogLogs being merged into one set of
+// registers. It keeps the sums its estimate needs as sparse entries raise
+// registers, so a union of a few sparse HyperLogLogs costs what their
+// entries do, not what its registers do; merging a dense one sums every
+// register again at the next estimate.
+type Union struct {
+	regs  []uint8
+	sum   float64
+	zeros int
+	// stale is set once Merge raised registers without the sums.
+	stale bool
+}
+
+// NewUnion returns the empty union over regs, all zero, which it then
+// owns.
+func NewUnion(regs []uint8) Union {
+	return Union{regs: regs, sum: float64(len(regs)), zeros: len(regs)}
+}
+
+// Raise raises register i to rank, if it is lower.
+func (u *Union) Raise(i uint64, rank uint8) {
+	old := u.regs[i]
+	if rank <= old {
+		return
+	}
+	u.regs[i] = rank
+	u.sum += inversePower(rank) - inversePower(old)
+	if old == 0 {
+		u.zeros--
+	}
+}
+
+// Merge raises every register of u to dense's, which has as many.
+func (u *Union) Merge(dense []uint8) {
+	regs := u.regs[:len(dense)]
+	i := 0
+	for ; i+8 <= len(dense); i += 8 {
+		a, b := binary.LittleEndian.Uint64(regs[i:]), binary.LittleEndian.Uint64(dense[i:])
+		binary.LittleEndian.PutUint64(regs[i:], maxBytes(a, b))
+	}
+	for ; i < len(dense); i++ {
+		regs[i] = max(regs[i], dense[i])
+	}
+	u.stale = true
+}
+
+// maxBytes is the byte-wise maximum of a and b, each of whose bytes is
+// below 128 (a rank is at most 65): a byte of (a | 0x80…) − b keeps its
+// high bit exactly where a's byte is at least b's, and no borrow crosses
+// into the next byte.
+func maxBytes(a, b uint64) uint64 {
+	const high = 0x8080808080808080
+	ge := ((a | high) - b) & high
+	m := (ge >> 7) * 0xFF
+	return a&m | b&^m
+}
+
+// Estimate is Estimate of the union's registers.
+func (u *Union) Estimate() int64 {
+	if u.stale {
+		u.sum, u.zeros = sums(u.regs)
+		u.stale = false
+	}
+	return estimate(len(u.regs), u.sum, u.zeros)
+}
+
 // inversePowers holds 2^-r for every rank a 64-bit hash can give, so that
-// Estimate, run on every check of a distinct rule, adds table entries
-// instead of calling math.Ldexp per register.
+// an estimate, run on every check of a distinct rule, adds table entries
+// instead of calling math.Ldexp.
 var inversePowers = func() (t [66]float64) {
 	for r := range t {
 		t[r] = math.Ldexp(1, -r)

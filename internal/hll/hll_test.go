@@ -44,3 +44,85 @@ func TestEstimate(t *testing.T) {
 		}
 	}
 }
+
+// TestUnion: a union raised hash by hash, several times over the same
+// registers (as merges of overlapping HyperLogLogs raise them), estimates
+// what Estimate does of its registers, at every size from none to a
+// million for 16,384 registers.
+func TestUnion(t *testing.T) {
+	regs := make([]uint8, 1<<14)
+	u := NewUnion(regs)
+	if got := u.Estimate(); got != 0 {
+		t.Fatalf("empty union's estimate = %d, want 0", got)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	n := 0
+	for _, want := range []int{1, 10, 100, 1_000, 10_000, 100_000, 1_000_000} {
+		for ; n < want; n++ {
+			h := rng.Uint64()
+			for range 1 + n%3 {
+				u.Raise(Register(h, 14))
+			}
+		}
+		if got, all := u.Estimate(), Estimate(regs); got != all {
+			t.Errorf("%d hashes: the union estimates %d, Estimate of its registers %d", want, got, all)
+		}
+		if d := float64(u.Estimate()-int64(want)) / float64(want); (want >= 100 && (d > 0.03 || d < -0.03)) || (want < 100 && u.Estimate() != int64(want)) {
+			t.Errorf("%d hashes: estimate %d", want, u.Estimate())
+		}
+	}
+}
+
+// TestUnionMerge: merging dense registers raises each to the higher of the
+// two, whatever their lengths' remainder by 8, and the estimate follows.
+func TestUnionMerge(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, m := range []int{16, 1 << 14, 1<<10 + 5} {
+		regs, a, b := make([]uint8, m), make([]uint8, m), make([]uint8, m)
+		for i := range m {
+			a[i], b[i] = uint8(rng.IntN(66)), uint8(rng.IntN(66))
+		}
+		a[0], b[0] = 65, 0
+		a[1], b[1] = 0, 65
+		u := NewUnion(regs)
+		u.Merge(a)
+		u.Raise(2, 66) // a sparse entry between two dense merges
+		u.Merge(b)
+		for i := range m {
+			want := max(a[i], b[i])
+			if i == 2 {
+				want = 66
+			}
+			if regs[i] != want {
+				t.Fatalf("%d registers: register %d = %d after merging %d and %d, want %d", m, i, regs[i], a[i], b[i], want)
+			}
+		}
+		if got, want := u.Estimate(), Estimate(regs); got != want {
+			t.Errorf("%d registers: the union estimates %d, Estimate of its registers %d", m, got, want)
+		}
+	}
+}
+
+func BenchmarkUnionMerge(b *testing.B) {
+	regs, dense := make([]uint8, 1<<14), make([]uint8, 1<<14)
+	rng := rand.New(rand.NewPCG(9, 10))
+	for i := range dense {
+		dense[i] = uint8(rng.IntN(8))
+	}
+	u := NewUnion(regs)
+	for b.Loop() {
+		u.Merge(dense)
+	}
+}
+
+func BenchmarkEstimate(b *testing.B) {
+	regs := make([]uint8, 1<<14)
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 50 {
+		i, r := Register(rng.Uint64(), 14)
+		regs[i] = max(regs[i], r)
+	}
+	for b.Loop() {
+		Estimate(regs)
+	}
+}

@@ -37,10 +37,11 @@ package store
 //
 // The estimate is Redis's HyperLogLog (PFADD, PFCOUNT over the sub-windows:
 // exact for small counts, about 0.81% standard error) or, in the embedded
-// store, one of its own with 4,096 registers (exact for small counts, about
-// 1.6% standard error); both stay within 5% past 100. Memory per key is
-// bounded: at most DistinctSlots HyperLogLogs of 12 KB (Redis, dense) or
-// 4 KB (embedded), far less while few members were seen.
+// store, one of its own with Redis's 16,384 registers (exact for small
+// counts, about 0.81% standard error); both stay within 5% past 100.
+// Memory per key is bounded: at most DistinctSlots HyperLogLogs of 12 KB
+// (Redis, dense) or 16 KB (embedded), far less while few members were
+// seen.
 
 // DistinctSlots is how many sub-windows a Distinct key keeps.
 const DistinctSlots = 5
