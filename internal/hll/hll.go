@@ -43,36 +43,43 @@ func Register(h uint64, p uint) (index uint64, rank uint8) {
 // harmonic mean otherwise. 64-bit hashes need no large-range correction.
 // The standard error is about 1.04/√len(regs).
 func Estimate(regs []uint8) int64 {
-	sum, zeros := sums(regs)
-	return estimate(len(regs), sum, zeros)
+	h := histogram(regs)
+	return h.estimate(len(regs))
 }
 
-// sums returns the sum of 2^-rank over regs, and how many are zero. It
-// counts the ranks first: a histogram costs less per register than a
-// float addition.
-func sums(regs []uint8) (sum float64, zeros int) {
-	// Four histograms, so that neighbouring registers of one rank do not
-	// wait on each other's increment.
-	var ranks [4][256]int32
+// ranks counts registers by rank.
+type ranks [256]int32
+
+// histogram counts regs by rank, in four histograms so that neighbouring
+// registers of one rank do not wait on each other's increment: cheaper per
+// register than adding 2^-rank.
+func histogram(regs []uint8) ranks {
+	var hs [4]ranks
 	i := 0
 	for ; i+4 <= len(regs); i += 4 {
-		ranks[0][regs[i]]++
-		ranks[1][regs[i+1]]++
-		ranks[2][regs[i+2]]++
-		ranks[3][regs[i+3]]++
+		hs[0][regs[i]]++
+		hs[1][regs[i+1]]++
+		hs[2][regs[i+2]]++
+		hs[3][regs[i+3]]++
 	}
 	for ; i < len(regs); i++ {
-		ranks[0][regs[i]]++
+		hs[0][regs[i]]++
 	}
-	for r := range ranks[0] {
-		if n := ranks[0][r] + ranks[1][r] + ranks[2][r] + ranks[3][r]; n > 0 {
-			sum += float64(n) * inversePower(uint8(r))
-			if r == 0 {
-				zeros = int(n)
-			}
+	for r := range hs[0] {
+		hs[0][r] += hs[1][r] + hs[2][r] + hs[3][r]
+	}
+	return hs[0]
+}
+
+// estimate is Estimate of m registers counted by h.
+func (h *ranks) estimate(m int) int64 {
+	sum := 0.0
+	for r, n := range h {
+		if n > 0 {
+			sum += float64(n) * math.Ldexp(1, -r)
 		}
 	}
-	return sum, zeros
+	return estimate(m, sum, int(h[0]))
 }
 
 // estimate is Estimate of m registers whose 2^-rank add up to sum, zeros
@@ -86,31 +93,25 @@ func estimate(m int, sum float64, zeros int) int64 {
 	return int64(math.Round(e))
 }
 
-// inversePower is 2^-r.
-func inversePower(r uint8) float64 {
-	if int(r) < len(inversePowers) {
-		return inversePowers[r]
-	}
-	return math.Ldexp(1, -int(r))
-}
-
 // Union is the union of HyperLogLogs being merged into one set of
-// registers. It keeps the sums its estimate needs as sparse entries raise
-// registers, so a union of a few sparse HyperLogLogs costs what their
-// entries do, not what its registers do; merging a dense one sums every
-// register again at the next estimate.
+// registers. It keeps the registers' count by rank as sparse entries raise
+// them, so a union of a few sparse HyperLogLogs costs what their entries
+// do, not what its registers do; merging a dense one counts every register
+// again at the next estimate. Its estimate is Estimate's of its registers,
+// exactly.
 type Union struct {
 	regs  []uint8
-	sum   float64
-	zeros int
-	// stale is set once Merge raised registers without the sums.
+	ranks ranks
+	// stale is set once Merge raised registers without counting them.
 	stale bool
 }
 
 // NewUnion returns the empty union over regs, all zero, which it then
 // owns.
 func NewUnion(regs []uint8) Union {
-	return Union{regs: regs, sum: float64(len(regs)), zeros: len(regs)}
+	u := Union{regs: regs}
+	u.ranks[0] = int32(len(regs))
+	return u
 }
 
 // Raise raises register i to rank, if it is lower.
@@ -120,13 +121,12 @@ func (u *Union) Raise(i uint64, rank uint8) {
 		return
 	}
 	u.regs[i] = rank
-	u.sum += inversePower(rank) - inversePower(old)
-	if old == 0 {
-		u.zeros--
-	}
+	u.ranks[old]--
+	u.ranks[rank]++
 }
 
-// Merge raises every register of u to dense's, which has as many.
+// Merge raises every register of u to dense's, which has as many, each
+// below 128 (as every rank Register gives is).
 func (u *Union) Merge(dense []uint8) {
 	regs := u.regs[:len(dense)]
 	i := 0
@@ -154,18 +154,7 @@ func maxBytes(a, b uint64) uint64 {
 // Estimate is Estimate of the union's registers.
 func (u *Union) Estimate() int64 {
 	if u.stale {
-		u.sum, u.zeros = sums(u.regs)
-		u.stale = false
+		u.ranks, u.stale = histogram(u.regs), false
 	}
-	return estimate(len(u.regs), u.sum, u.zeros)
+	return u.ranks.estimate(len(u.regs))
 }
-
-// inversePowers holds 2^-r for every rank a 64-bit hash can give, so that
-// an estimate, run on every check of a distinct rule, adds table entries
-// instead of calling math.Ldexp.
-var inversePowers = func() (t [66]float64) {
-	for r := range t {
-		t[r] = math.Ldexp(1, -r)
-	}
-	return t
-}()

@@ -2,6 +2,7 @@ package hll
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -47,8 +48,9 @@ func TestEstimate(t *testing.T) {
 
 // TestUnion: a union raised hash by hash, several times over the same
 // registers (as merges of overlapping HyperLogLogs raise them), estimates
-// what Estimate does of its registers, at every size from none to a
-// million for 16,384 registers.
+// exactly what Estimate does of its registers, at every size from none to
+// a million for 16,384 registers; so does one raised to any rank a
+// register can hold, where the sum of 2^-rank needs every bit.
 func TestUnion(t *testing.T) {
 	regs := make([]uint8, 1<<14)
 	u := NewUnion(regs)
@@ -71,10 +73,38 @@ func TestUnion(t *testing.T) {
 			t.Errorf("%d hashes: estimate %d", want, u.Estimate())
 		}
 	}
+	high := NewUnion(make([]uint8, 1<<14))
+	for i := range 100_000 {
+		high.Raise(uint64(rng.IntN(1<<14)), uint8(1+rng.IntN(65)))
+		if i%997 == 0 {
+			if got, all := high.Estimate(), Estimate(high.regs); got != all {
+				t.Fatalf("after %d raises to any rank: the union estimates %d, Estimate of its registers %d", i+1, got, all)
+			}
+		}
+	}
+}
+
+// TestMaxBytes: every pair of bytes below 128, in every byte of a word,
+// beside neighbours that would take a borrow.
+func TestMaxBytes(t *testing.T) {
+	for a := range uint64(128) {
+		for b := range uint64(128) {
+			for shift := uint(0); shift < 64; shift += 8 {
+				// neighbours 0 in a and 127 in b: the subtraction's worst case
+				x, y := a<<shift, b<<shift|0x7f7f7f7f7f7f7f7f&^(0xff<<shift)
+				want := max(a, b)<<shift | 0x7f7f7f7f7f7f7f7f&^(0xff<<shift)
+				if got := maxBytes(x, y); got != want {
+					t.Fatalf("maxBytes(%#x, %#x) = %#x, want %#x", x, y, got, want)
+				}
+			}
+		}
+	}
 }
 
 // TestUnionMerge: merging dense registers raises each to the higher of the
-// two, whatever their lengths' remainder by 8, and the estimate follows.
+// two, whatever their length's remainder by 8, and the estimate follows,
+// through sparse raises before, between and after the merges and estimates
+// in between.
 func TestUnionMerge(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for _, m := range []int{16, 1 << 14, 1<<10 + 5} {
@@ -84,21 +114,30 @@ func TestUnionMerge(t *testing.T) {
 		}
 		a[0], b[0] = 65, 0
 		a[1], b[1] = 0, 65
+		want := make([]uint8, m)
 		u := NewUnion(regs)
+		raise := func(i int, r uint8) {
+			u.Raise(uint64(i), r)
+			want[i] = max(want[i], r)
+		}
+		raise(3, 9)
 		u.Merge(a)
-		u.Raise(2, 66) // a sparse entry between two dense merges
+		for i := range m {
+			want[i] = max(want[i], a[i])
+		}
+		raise(2, 66)
 		u.Merge(b)
 		for i := range m {
-			want := max(a[i], b[i])
-			if i == 2 {
-				want = 66
-			}
-			if regs[i] != want {
-				t.Fatalf("%d registers: register %d = %d after merging %d and %d, want %d", m, i, regs[i], a[i], b[i], want)
-			}
+			want[i] = max(want[i], b[i])
 		}
-		if got, want := u.Estimate(), Estimate(regs); got != want {
-			t.Errorf("%d registers: the union estimates %d, Estimate of its registers %d", m, got, want)
+		first := u.Estimate()
+		raise(m-1, 66)
+		raise(5, 1)
+		if !slices.Equal(regs, want) {
+			t.Fatalf("%d registers: %v, want %v", m, regs, want)
+		}
+		if got, all := u.Estimate(), Estimate(slices.Clone(regs)); got != all || got < first {
+			t.Errorf("%d registers: the union estimates %d (%d before the last raises), Estimate of its registers %d", m, got, first, all)
 		}
 	}
 }

@@ -165,9 +165,13 @@ func (st *distinctState) merge(u *hll.Union, d *distinctEval) {
 // |own ∪ except| − |except|, never below 0 (store's distinct.go). It
 // leaves u the union of both.
 func (s *Store) countExcept(op *store.Op, u *hll.Union, w, now int64) int64 {
+	if op.Except == "" {
+		// Only an Except key's shard is locked (run).
+		return u.Estimate()
+	}
 	e, found := s.shards[s.shardOf(op.Except)].m[op.Except]
 	d := distinctEval{now: now, w: w, first: -1, last: -1}
-	if op.Except == "" || !found || e.exp <= now || !e.dist.ends(&d) {
+	if !found || e.exp <= now || !e.dist.ends(&d) {
 		return u.Estimate()
 	}
 	var regs [hllRegisters]uint8
