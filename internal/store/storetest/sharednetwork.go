@@ -11,7 +11,6 @@ import (
 	"github.com/guardian-sec/guardian/internal/keys"
 	"github.com/guardian-sec/guardian/internal/secret"
 	"github.com/guardian-sec/guardian/internal/store"
-	"github.com/guardian-sec/guardian/internal/testclock"
 )
 
 // networkLimit is the op limit of the built-in rule
@@ -62,13 +61,7 @@ type NetworkCount struct {
 // seed always gives the same members and counts.
 func SharedNetwork(t *testing.T, newStore Factory, seed string, accounts int) NetworkCount {
 	t.Helper()
-	clock := testclock.New(networkStart)
-	h := &harness{
-		t:      t,
-		s:      newStore(t, clock.Now),
-		clock:  clock,
-		prefix: "guardian:storetest:" + runID + ":" + sanitize(t.Name()) + ":",
-	}
+	h := newHarness(t, newStore, networkStart)
 	sum := sha256.Sum256([]byte("storetest shared network " + seed))
 	key, err := secret.New(sum[:])
 	if err != nil {
@@ -89,7 +82,7 @@ func SharedNetwork(t *testing.T, newStore Factory, seed string, accounts int) Ne
 		if err := h.s.Do(context.Background(), []store.Op{op}, res); err != nil {
 			t.Fatalf("Do: %v", err)
 		}
-		clock.Advance(networkEvery)
+		h.clock.Advance(networkEvery)
 		return res[0]
 	}
 
@@ -108,7 +101,7 @@ func SharedNetwork(t *testing.T, newStore Factory, seed string, accounts int) Ne
 			got.HonestMax = max(got.HonestMax, check(m).Count)
 		} else {
 			pending = append(pending, add(network, m))
-			clock.Advance(networkEvery)
+			h.clock.Advance(networkEvery)
 		}
 		pending = append(pending, add(succeeded, m))
 	}

@@ -86,16 +86,21 @@ func Run(t *testing.T, newStore Factory) {
 	for _, group := range groups {
 		for _, tc := range group {
 			t.Run(tc.name, func(t *testing.T) {
-				clock := testclock.New(t0)
-				h := &harness{
-					t:      t,
-					s:      newStore(t, clock.Now),
-					clock:  clock,
-					prefix: "guardian:storetest:" + runID + ":" + sanitize(t.Name()) + ":",
-				}
-				tc.run(h)
+				tc.run(newHarness(t, newStore, t0))
 			})
 		}
+	}
+}
+
+// newHarness is t's harness: a store newStore makes on a clock that starts
+// at start, and keys of t's own.
+func newHarness(t *testing.T, newStore Factory, start time.Time) *harness {
+	clock := testclock.New(start)
+	return &harness{
+		t:      t,
+		s:      newStore(t, clock.Now),
+		clock:  clock,
+		prefix: "guardian:storetest:" + runID + ":" + sanitize(t.Name()) + ":",
 	}
 }
 
