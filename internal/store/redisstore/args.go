@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -205,38 +206,69 @@ func appendOps(keys []string, args []any, mode string, ops []store.Op) ([]string
 		m = argPeek
 	}
 	args = append(args, m, int64(len(ops)))
+	b := boxes{ops: len(ops)}
 	for i := range ops {
 		op := &ops[i]
 		keys = append(keys, op.Key)
 		switch l := op.Limit.(type) {
 		case store.Guesses:
-			args = appendGuessOp(args, op, ops)
+			args = appendGuessOp(args, &b, op, ops)
 		case store.Familiar:
-			args = append(args, opCode(op), argZero, op.Member, argZero)
+			args = append(args, opCode(op), argZero, b.str(op.Member), argZero)
 		case store.Distinct:
-			for j := range store.DistinctSlots {
-				keys = append(keys, distinctSlotKey(op.Key, j))
-			}
-			keys = append(keys, distinctCountKey(op.Key))
+			keys = appendSubKeys(keys, op.Key, true)
 			if op.Except != "" {
-				keys = append(keys, op.Except)
-				for j := range store.DistinctSlots {
-					keys = append(keys, distinctSlotKey(op.Except, j))
-				}
+				keys = appendSubKeys(append(keys, op.Except), op.Except, false)
 			}
-			args = append(args, opCode(op), op.Cost, micros(l.Step), min(l.Max, maxSpan), op.Member, micros(l.Hold))
+			args = append(args, opCode(op), b.num(op.Cost), b.num(micros(l.Step)), b.num(min(l.Max, maxSpan)), b.str(op.Member), b.num(micros(l.Hold)))
 		case store.Counter:
 			p := paramsOf(op)
-			args = append(args, opCode(op), p.cost, p.limit, p.hold)
+			args = append(args, opCode(op), b.num(p.cost), b.num(p.limit), b.num(p.hold))
 			if op.Member != "" {
-				args = append(args, op.Member)
+				args = append(args, b.str(op.Member))
 			}
 		default:
 			p := paramsOf(op)
-			args = append(args, opCode(op), p.cost, p.interval, p.burst)
+			args = append(args, opCode(op), b.num(p.cost), b.num(p.interval), b.num(p.burst))
 		}
 	}
 	return keys, args
+}
+
+// boxes holds one batch's script arguments that an any could not hold
+// without an allocation each, numbers above 255 and strings: each goes
+// into the arguments as a pointer into one array of its kind, made when
+// the batch first needs it, with room for two numbers and one string an
+// op (a login check's ops have fewer). The client writes what a pointer
+// points to.
+type boxes struct {
+	ops  int
+	nums []int64
+	strs []string
+}
+
+// num returns v as a script argument.
+func (b *boxes) num(v int64) any {
+	if v >= 0 && v < 256 {
+		// Go boxes these without an allocation.
+		return v
+	}
+	if b.nums == nil {
+		b.nums = make([]int64, 0, 2*b.ops)
+	}
+	// An append past capacity moves later numbers to a new array; those
+	// boxed before keep pointing into the old one, unchanged.
+	b.nums = append(b.nums, v)
+	return &b.nums[len(b.nums)-1]
+}
+
+// str returns s as a script argument.
+func (b *boxes) str(s string) any {
+	if b.strs == nil {
+		b.strs = make([]string, 0, b.ops)
+	}
+	b.strs = append(b.strs, s)
+	return &b.strs[len(b.strs)-1]
 }
 
 // distinctSlotKey is the key of sub-window j of the Distinct key k: k with
@@ -249,6 +281,36 @@ func distinctSlotKey(k string, j int) string {
 // for a second (distinct.lua), in k's slot.
 func distinctCountKey(k string) string {
 	return k + ":n"
+}
+
+// A sub-window's suffix is one digit (appendSubKeys).
+const _ = uint(9 - store.DistinctSlots)
+
+// appendSubKeys appends the keys of the Distinct key k's sub-windows
+// (distinctSlotKey) to keys and, with count, its count key
+// (distinctCountKey). They are slices of one string: a distinct op's six
+// keys cost one allocation, not six.
+func appendSubKeys(keys []string, k string, count bool) []string {
+	n, w := store.DistinctSlots, len(k)+2
+	if count {
+		n++
+	}
+	var b strings.Builder
+	b.Grow(n * w)
+	for j := range store.DistinctSlots {
+		b.WriteString(k)
+		b.WriteByte(':')
+		b.WriteByte(byte('0' + j))
+	}
+	if count {
+		b.WriteString(k)
+		b.WriteString(":n")
+	}
+	all := b.String()
+	for j := range n {
+		keys = append(keys, all[j*w:(j+1)*w])
+	}
+	return keys
 }
 
 // batch is the KEYS and ARGV of one script call, reused through batches:

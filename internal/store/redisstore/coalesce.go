@@ -307,16 +307,18 @@ func (c *coalescer) send(group []*pending) {
 	}
 	defer cancel()
 
-	var keys []string
-	args := appendDoHeader(make([]any, 0, 2+doArgsPerBatch*len(group)+doArgsPerOp*maxGroupOps), c.s.nowArg(), len(group))
-	width := 0
+	nkeys, nargs, width := 0, 0, 0
+	for _, p := range group {
+		nkeys, nargs, width = nkeys+len(p.keys), nargs+len(p.args), width+p.width()
+	}
+	keys := make([]string, 0, nkeys)
+	args := appendDoHeader(make([]any, 0, 2+nargs), c.s.nowArg(), len(group))
 	for _, p := range group {
 		keys = append(keys, p.keys...)
 		args = append(args, p.args...)
-		width += p.width()
 	}
 	start := time.Now()
-	reply, err := doScript.Run(ctx, c.s.c, keys, args...).Result()
+	reply, err := evalDo(ctx, c.s.c, keys, args)
 	c.took(start)
 	var vals []any
 	if err == nil {

@@ -20,7 +20,7 @@ func guessText(g uint64) string {
 // the FreeOnRepeat ops a repeat of the guess does not spend,
 // comma-separated, and ":" and the index of its allowance of free repeats
 // (store.Op.OnRepeat), 0 for none.
-func appendGuessOp(args []any, op *store.Op, ops []store.Op) []any {
+func appendGuessOp(args []any, b *boxes, op *store.Op, ops []store.Op) []any {
 	p := paramsOf(op)
 	var y strings.Builder
 	y.WriteString(strconv.FormatInt(p.limit, 10))
@@ -40,7 +40,7 @@ func appendGuessOp(args []any, op *store.Op, ops []store.Op) []any {
 	}
 	y.WriteByte(':')
 	y.WriteString(strconv.Itoa(allowance))
-	return append(args, argGuesses, p.cost, guessText(op.Guess), y.String())
+	return append(args, argGuesses, b.num(p.cost), b.str(guessText(op.Guess)), b.str(y.String()))
 }
 
 // readGuesses turns what the do script replied for each Guesses op of ops

@@ -68,6 +68,9 @@ var (
 	givebackScript = redis.NewScript(preludeLua + familiarLua + distinctLua + givebackLua)
 	onceScript     = redis.NewScript(preludeLua + familiarLua + distinctLua + onceLua)
 	membersScript  = redis.NewScript(preludeLua + familiarLua + membersLua)
+
+	// The command that runs the do script by its SHA1, boxed once (evalDo).
+	argEvalSha, doHash any = "evalsha", doScript.Hash()
 )
 
 // ErrBadReply reports a script reply that does not have the shape the
@@ -291,12 +294,30 @@ func (s *Store) run(ctx context.Context, mode string, ops []store.Op, res []stor
 func (s *Store) call(ctx context.Context, mode string, ops []store.Op, res []store.Result) error {
 	b := batches.Get().(*batch)
 	b.keys, b.args = appendOps(b.keys, appendDoHeader(b.args, s.nowArg(), 1), mode, ops)
-	reply, err := doScript.Run(ctx, s.c, b.keys, b.args...).Result()
+	reply, err := evalDo(ctx, s.c, b.keys, b.args)
 	b.release()
 	if err != nil {
 		return err
 	}
 	return parseResults(reply, res)
+}
+
+// evalDo runs the do script with keys and args as Script.Run does: EVALSHA,
+// and EVAL when Redis does not hold the script. It hands the client a
+// pointer to each key where Script.Run would box it: a check's twenty-odd
+// keys would cost as many allocations. keys must stay unchanged until it
+// returns.
+func evalDo(ctx context.Context, c redis.UniversalClient, keys []string, args []any) (any, error) {
+	cmd := make([]any, 0, 3+len(keys)+len(args))
+	cmd = append(cmd, argEvalSha, doHash, len(keys))
+	for i := range keys {
+		cmd = append(cmd, &keys[i])
+	}
+	reply, err := c.Do(ctx, append(cmd, args...)...).Result()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		return doScript.Eval(ctx, c, keys, args...).Result()
+	}
+	return reply, err
 }
 
 // giveBack runs the give-back script: one call on a single Redis, one call
