@@ -44,3 +44,9 @@ func Ran(before, after map[string]int64) map[string]int64 {
 	}
 	return out
 }
+
+// ScriptCalls is how many of ran's commands ran guardian's Lua: EVALSHA,
+// EVAL, and FCALL of the do script's function library.
+func ScriptCalls(ran map[string]int64) int64 {
+	return ran["evalsha"] + ran["eval"] + ran["fcall"]
+}

@@ -454,13 +454,16 @@ func (s *Server) openStore(m *metrics.Metrics) (store.Store, func() bool, shared
 		return nil, nil, shared{}, fmt.Errorf("server: --redis-url: %w", err)
 	}
 	s.closers = append(s.closers, client.Close)
-	primary := redisstore.New(client, redisstore.Config{})
+	primary := redisstore.New(client, redisstore.Config{Functions: true})
 	warm, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	err = primary.CheckAccess(warm)
 	if err == nil {
 		err = primary.Warm(warm)
 	}
 	cancel()
+	if _, why := primary.Functions(); why != nil {
+		s.log.Info("redis: checks run the do script, not its function library (slower per call)", "reason", why)
+	}
 	switch {
 	case errors.Is(err, redisstore.ErrUnsupported), errors.Is(err, redisstore.ErrAccess):
 		return nil, nil, shared{}, fmt.Errorf("server: --redis-url: %w", err)

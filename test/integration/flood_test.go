@@ -32,7 +32,7 @@ func TestFloodOfSlowedAccountBarelyTouchesRedis(t *testing.T) {
 		b.check(t, victim(i))
 	}
 	drain := redistest.Ran(start, redistest.CommandStats(t, plain))
-	t.Logf("slowing the account and its 4 addresses: %d checks, %d script calls", 4*31, drain["evalsha"]+drain["eval"])
+	t.Logf("slowing the account and its 4 addresses: %d checks, %d script calls", 4*31, redistest.ScriptCalls(drain))
 
 	before := redistest.CommandStats(t, plain)
 	const checks = 1000
@@ -56,7 +56,7 @@ func TestFloodOfSlowedAccountBarelyTouchesRedis(t *testing.T) {
 		}
 	}
 	ran := redistest.Ran(before, redistest.CommandStats(t, plain))
-	scripts := ran["evalsha"] + ran["eval"]
+	scripts := redistest.ScriptCalls(ran)
 	if slowed != flood {
 		t.Errorf("%d of %d flood checks slowed by login-account, want all", slowed, flood)
 	}

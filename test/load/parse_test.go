@@ -57,19 +57,20 @@ func TestScriptAndCommandCalls(t *testing.T) {
 		usec:  map[string]int64{"evalsha": 100, "eval": 50},
 	}
 	b := redisStats{
-		calls: map[string]int64{"evalsha": 110, "eval": 2, "get": 330, "set": 300, "info": 9, "dbsize": 4, "time": 101},
-		usec:  map[string]int64{"evalsha": 2100, "eval": 70},
+		calls: map[string]int64{"evalsha": 110, "eval": 2, "fcall": 100, "get": 330, "set": 300, "info": 9, "dbsize": 4, "time": 101},
+		usec:  map[string]int64{"evalsha": 2100, "eval": 70, "fcall": 2000},
 	}
-	if got, want := scriptCalls(a, b), int64(101); got != want {
+	// The do script's function library counts as scripts do.
+	if got, want := scriptCalls(a, b), int64(201); got != want {
 		t.Errorf("scriptCalls = %d, want %d", got, want)
 	}
-	// evalsha 100 + eval 1 + get 300 + set 300 + time 101; info and dbsize
-	// are the measurement's own.
-	if got, want := commandCalls(a, b), int64(802); got != want {
+	// evalsha 100 + eval 1 + fcall 100 + get 300 + set 300 + time 101;
+	// info and dbsize are the measurement's own.
+	if got, want := commandCalls(a, b), int64(902); got != want {
 		t.Errorf("commandCalls = %d, want %d", got, want)
 	}
 	if got, want := scriptMicros(a, b), 20.0; got != want {
-		t.Errorf("scriptMicros = %v, want %v (2020µs over 101 calls)", got, want)
+		t.Errorf("scriptMicros = %v, want %v (4020µs over 201 calls)", got, want)
 	}
 	if got := scriptMicros(a, a); got != 0 {
 		t.Errorf("scriptMicros without calls = %v, want 0", got)

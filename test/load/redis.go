@@ -186,10 +186,17 @@ func parseInfo(info string) (redisStats, error) {
 	return st, nil
 }
 
-// scriptCalls is how many script calls (EVALSHA and EVAL) Redis ran between
-// a and b.
+// scriptCommands are the commands that run guardian's scripts: EVALSHA,
+// EVAL, and FCALL for the do script's function library.
+var scriptCommands = []string{"evalsha", "eval", "fcall"}
+
+// scriptCalls is how many script calls Redis ran between a and b.
 func scriptCalls(a, b redisStats) int64 {
-	return b.calls["evalsha"] - a.calls["evalsha"] + b.calls["eval"] - a.calls["eval"]
+	var n int64
+	for _, c := range scriptCommands {
+		n += b.calls[c] - a.calls[c]
+	}
+	return n
 }
 
 // scriptMicros is the mean time Redis spent in one script call between a
@@ -200,7 +207,10 @@ func scriptMicros(a, b redisStats) float64 {
 	if n == 0 {
 		return 0
 	}
-	us := b.usec["evalsha"] - a.usec["evalsha"] + b.usec["eval"] - a.usec["eval"]
+	var us int64
+	for _, c := range scriptCommands {
+		us += b.usec[c] - a.usec[c]
+	}
 	return float64(us) / float64(n)
 }
 

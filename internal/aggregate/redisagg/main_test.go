@@ -34,13 +34,11 @@ func newAgg(c redis.UniversalClient, clk *testclock.Clock, fleetSize int) *aggre
 // ran returns the commands run between two CommandStats, INFO aside, and
 // how many of them were script calls.
 func ran(before, after map[string]int64) (cmds, calls int64) {
-	for name, d := range redistest.Ran(before, after) {
+	ran := redistest.Ran(before, after)
+	for _, d := range ran {
 		cmds += d
-		if name == "evalsha" || name == "eval" {
-			calls += d
-		}
 	}
-	return cmds, calls
+	return cmds, redistest.ScriptCalls(ran)
 }
 
 // drive reports rate failures of login a second to a for d of simulated

@@ -35,6 +35,15 @@ func TestACLUser(t *testing.T) {
 			t.Fatalf("Warm as guardian's ACL user: %v", err)
 		}
 	})
+	t.Run("functions_refused", func(t *testing.T) {
+		testFunctionsRefused(t, c)
+	})
+	t.Run("functions_with_the_optional_rules", func(t *testing.T) {
+		// operations.md's two rules for a Redis that holds guardian's data
+		// alone.
+		srv.AddUser(t, "guardianfn", "pw", append(slices.Clone(rules), "+fcall", "+function|load"))
+		warmed(t, open(t, "redis://guardianfn:pw@"+srv.Addr()+"/0"), redisstore.Config{})
+	})
 	t.Run("conformance", func(t *testing.T) {
 		admin := srv.Client(t)
 		storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {

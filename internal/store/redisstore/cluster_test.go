@@ -54,9 +54,7 @@ func TestCluster(t *testing.T) {
 		})
 	})
 	t.Run("warm", func(t *testing.T) {
-		if err := redisstore.New(c, redisstore.Config{}).Warm(context.Background()); err != nil {
-			t.Fatalf("Warm on a cluster: %v", err)
-		}
+		testFunctionsOnCluster(t, c)
 	})
 	t.Run("slot_matches_cluster_keyslot", func(t *testing.T) {
 		testSlotMatchesKeyslot(t, c)

@@ -318,7 +318,7 @@ func (c *coalescer) send(group []*pending) {
 		args = append(args, p.args...)
 	}
 	start := time.Now()
-	reply, err := evalDo(ctx, c.s.c, keys, args)
+	reply, err := c.s.evalDo(ctx, keys, args)
 	c.took(start)
 	var vals []any
 	if err == nil {

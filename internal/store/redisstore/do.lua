@@ -70,11 +70,11 @@
 -- An op is a table: kind, role and condition (the bytes of its code), its
 -- first key k, cost, and the kind's arguments. Each kind is one branch of
 -- read, write and settle.
-local RATE, COUNTER, ATTRIBUTED, FAMILIAR, DISTINCT, EXCEPT, GUESSES =
-  string.byte('r'), string.byte('c'), string.byte('a'), string.byte('f'), string.byte('d'), string.byte('x'),
-  string.byte('g')
-local ENFORCE, TOLL, SHADOW = string.byte('e'), string.byte('t'), string.byte('h')
-local IF_FAMILIAR, IF_UNFAMILIAR = string.byte('+'), string.byte('-')
+-- The bytes are written out: a library's code outside its functions may
+-- not call string.byte.
+local RATE, COUNTER, ATTRIBUTED, FAMILIAR, DISTINCT, EXCEPT, GUESSES = 114, 99, 97, 102, 100, 120, 103 -- r c a f d x g
+local ENFORCE, TOLL, SHADOW = 101, 116, 104 -- e t h
+local IF_FAMILIAR, IF_UNFAMILIAR = 43, 45 -- + -
 
 -- readGuess fills a guesses op o from its key's state: its list, whether
 -- it found its guess, and the ops a repeat waives. It always fits; it
@@ -258,7 +258,8 @@ local function parse(k, a, n)
   return ops, k, a
 end
 
-local out = {}
+-- out is the call's reply.
+local out
 
 -- reply appends one op's six integers to out.
 local function reply(fits, spent, remaining, retry, reset, count)
@@ -343,21 +344,26 @@ local function batch(spend, ops)
   return true
 end
 
-local a = base + 2
-local first = 1
-for _ = 1, tonumber(ARGV[base + 1]) do
-  local n = tonumber(ARGV[a + 1])
-  if ARGV[a] == 'once' then
-    out[#out + 1] = markOnce(first, first + n, a + 2)
-    first, a = first + 1 + n, a + 3 + 2 * n
-  else
-    local ops, k, after = parse(first, a + 2, n)
-    if not batch(ARGV[a] == 'do', ops) then
-      for _ = 1, 6 * n do
-        out[#out + 1] = -1
+-- main runs a call of the do script, keys and args its KEYS and ARGV.
+local function main(keys, args)
+  begin(keys, args)
+  out = {}
+  local a = base + 2
+  local first = 1
+  for _ = 1, tonumber(ARGV[base + 1]) do
+    local n = tonumber(ARGV[a + 1])
+    if ARGV[a] == 'once' then
+      out[#out + 1] = markOnce(first, first + n, a + 2)
+      first, a = first + 1 + n, a + 3 + 2 * n
+    else
+      local ops, k, after = parse(first, a + 2, n)
+      if not batch(ARGV[a] == 'do', ops) then
+        for _ = 1, 6 * n do
+          out[#out + 1] = -1
+        end
       end
+      first, a = k, after
     end
-    first, a = k, after
   end
+  return out
 end
-return out

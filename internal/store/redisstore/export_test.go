@@ -25,3 +25,7 @@ var DistinctSlotKey = distinctSlotKey
 // DistinctCountKey exposes distinctCountKey to the tests of package
 // redisstore_test, which look for a busy distinct key's remembered count.
 var DistinctCountKey = distinctCountKey
+
+// ForgetFailedLoad lets the Store load the do script's library at the next
+// chance, as if its last load had not failed.
+func (s *Store) ForgetFailedLoad() { s.fn.failed.Store(0) }

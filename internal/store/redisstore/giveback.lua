@@ -11,6 +11,7 @@
 --
 -- Reply: how many keys changed.
 
+begin(callKeys, callArgs)
 local changed, err = giveBack(1, #KEYS, base + 2)
 if err then
   return redis.error_reply(err)

@@ -176,12 +176,22 @@ func testFloodKeepsMarks(t *testing.T, check func(string) []store.Op) {
 // TestRefusedWritesKeepFallback: a Redis that refuses writes (out of memory
 // with noeviction) answers PING, but guardian's probe writes: the fallback
 // stays on and every refusal counts as rejected, until writes succeed again,
-// and then the fallback is off within two seconds.
+// and then the fallback is off within two seconds. So it goes for a Store
+// on the script and one on the function library (whose calls Redis
+// refuses before they run; the Store then runs the script).
 func TestRefusedWritesKeepFallback(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client(t)
+	t.Run("script", func(t *testing.T) {
+		testRefusedWritesKeepFallback(t, c, redisstore.New(c, redisstore.Config{}))
+	})
+	t.Run("library", func(t *testing.T) {
+		testRefusedWritesKeepFallback(t, c, warmed(t, c, redisstore.Config{}))
+	})
+}
+
+func testRefusedWritesKeepFallback(t *testing.T, c *redis.Client, primary *redisstore.Store) {
 	ctx := context.Background()
-	primary := redisstore.New(c, redisstore.Config{})
 	m := metrics.New(prometheus.NewRegistry())
 	fc := failclosed.New(failclosed.Config{Primary: primary, Probe: primary.Probe, Timeout: time.Second, Metrics: m})
 	do(t, primary, rate("guardian:v3:{warm}:r", 1, time.Minute, 5))

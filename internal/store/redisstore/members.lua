@@ -5,6 +5,7 @@
 --
 -- Reply: the members, in the list's order.
 
+begin(callKeys, callArgs)
 local list = familiarList(get(1))
 if not list then
   return redis.error_reply('guardian: bad familiar state')

@@ -14,4 +14,5 @@
 -- Reply: 1 when this call set the mark, 0 when it was set, -1 when an entry
 -- could not be applied, as do.lua's "once" batch replies.
 
+begin(callKeys, callArgs)
 return markOnce(1, #KEYS, base + 1)

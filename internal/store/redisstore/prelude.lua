@@ -14,15 +14,29 @@
 --
 -- ARGV[1]      the time; empty reads the store's own TIME (tests override it)
 -- ARGV[base+k] the script's own arguments, k from 1
+--
+-- The same text is a script (EVAL) and, for the do script, a library of
+-- Redis functions (FUNCTION LOAD, redisstore's functions.go), whose code
+-- outside its functions runs once, when it is loaded: that code only
+-- defines, and each call begins with begin(keys, args). KEYS and ARGV are
+-- the call's keys and arguments from then on, as the script's own are. A
+-- script's text starts with "local callKeys, callArgs = KEYS, ARGV"
+-- (redisstore.go's scriptHead), its keys and arguments before the locals
+-- below hide them, and begins with begin(callKeys, callArgs).
 
-local now
-if ARGV[1] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-else
-  now = tonumber(ARGV[1])
-end
+local KEYS, ARGV, now
 local base = 1
+
+-- begin starts a call of keys and args: it reads the time.
+local function begin(keys, args)
+  KEYS, ARGV = keys, args
+  if ARGV[1] == '' then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  else
+    now = tonumber(ARGV[1])
+  end
+end
 
 local function int(x)
   return string.format('%d', x)
@@ -61,7 +75,7 @@ end
 
 -- indexPattern matches a distinct op's index (distinct.lua): five parts,
 -- each a window and, since sub-windows have ends of their own, ":end".
-local indexPattern = '^%d+:?%d*' .. string.rep(',%d+:?%d*', 4) .. '$'
+local indexPattern = '^%d+:?%d*,%d+:?%d*,%d+:?%d*,%d+:?%d*,%d+:?%d*$'
 
 -- ruleState reports whether v is the state of a rate, counter or distinct
 -- op: a rate's arrival time, a counter's value or a distinct index. An op

@@ -37,6 +37,17 @@ func TestRedis(t *testing.T) {
 			return redisstore.New(c, redisstore.Config{Now: now})
 		})
 	})
+	t.Run("conformance_functions", func(t *testing.T) {
+		testConformanceFunctions(t, c)
+	})
+	t.Run("functions", func(t *testing.T) {
+		flush(t, c)
+		testFunctions(t, plain)
+	})
+	t.Run("functions_after_refused_writes", func(t *testing.T) {
+		flush(t, c)
+		testFunctionsAfterRefusedWrites(t, plain)
+	})
 	t.Run("one_script_call_per_batch", func(t *testing.T) {
 		flush(t, c)
 		testOneCallPerBatch(t, plain)
@@ -222,9 +233,20 @@ func testRedisClock(t *testing.T, c redis.UniversalClient) {
 // instances would send them, against a budget of 20: exactly 20 spent, and
 // every batch spent whole or not at all.
 func testConcurrentInstances(t *testing.T, newClient func(*testing.T) redis.UniversalClient) {
+	// Warmed, the odd ones call the do script's function library where
+	// Redis takes it; the others run the script. Both count the same keys.
 	var stores []store.Store
-	for range 5 {
-		stores = append(stores, redisstore.New(newClient(t), redisstore.Config{}))
+	for i := range 5 {
+		c := newClient(t)
+		s := redisstore.New(c, redisstore.Config{Functions: i%2 == 1})
+		if err := s.Warm(context.Background()); err != nil {
+			t.Fatalf("Warm: %v", err)
+		}
+		_, cluster := c.(*redis.ClusterClient)
+		if on, why := s.Functions(); on != (i%2 == 1 && !cluster) {
+			t.Fatalf("instance %d: Functions() = %v, %v", i, on, why)
+		}
+		stores = append(stores, s)
 	}
 	shared := rate("guardian:v2:{ip}:login-ip", 1, time.Hour, 20)
 	won := budget(t, stores, 50, func(i int) []store.Op {

@@ -64,14 +64,21 @@ var (
 	//go:embed members.lua
 	membersLua string
 
-	doScript       = redis.NewScript(preludeLua + familiarLua + distinctLua + doLua)
-	givebackScript = redis.NewScript(preludeLua + familiarLua + distinctLua + givebackLua)
-	onceScript     = redis.NewScript(preludeLua + familiarLua + distinctLua + onceLua)
-	membersScript  = redis.NewScript(preludeLua + familiarLua + membersLua)
+	// doBody is the do script's text without scriptHead: the script's and
+	// the function library's (functions.go).
+	doBody         = preludeLua + familiarLua + distinctLua + doLua
+	doScript       = redis.NewScript(scriptHead + doBody + "return main(callKeys, callArgs)\n")
+	givebackScript = redis.NewScript(scriptHead + preludeLua + familiarLua + distinctLua + givebackLua)
+	onceScript     = redis.NewScript(scriptHead + preludeLua + familiarLua + distinctLua + onceLua)
+	membersScript  = redis.NewScript(scriptHead + preludeLua + familiarLua + membersLua)
 
 	// The command that runs the do script by its SHA1, boxed once (evalDo).
 	argEvalSha, doHash any = "evalsha", doScript.Hash()
 )
+
+// scriptHead starts every script's text: the call's KEYS and ARGV, kept
+// before prelude.lua's locals of those names hide them.
+const scriptHead = "local callKeys, callArgs = KEYS, ARGV\n"
 
 // ErrBadReply reports a script reply that does not have the shape the
 // scripts promise. It means a wrong script or a wrong server, never a limit
@@ -95,6 +102,10 @@ type Config struct {
 	// with store.ErrOverloaded; a report's mark goes out on its own
 	// instead. Default 64×96.
 	MaxQueued int
+	// Functions makes the Store call the do script as a library of Redis
+	// functions where Redis takes it (functions.go): loaded at Warm, or in
+	// the background after a script call succeeds.
+	Functions bool
 }
 
 // Store is guardian's security store on Redis. It is safe for concurrent use
@@ -105,6 +116,7 @@ type Store struct {
 	cluster *redis.ClusterClient
 	now     func() time.Time
 	group   *coalescer // nil on a cluster
+	fn      functions
 }
 
 var _ store.Store = (*Store)(nil)
@@ -115,6 +127,7 @@ var _ store.Store = (*Store)(nil)
 // of c and closes it.
 func New(c redis.UniversalClient, cfg Config) *Store {
 	s := &Store{c: c, now: cfg.Now}
+	s.fn.wanted = cfg.Functions
 	if cc, ok := c.(*redis.ClusterClient); ok {
 		s.cluster = cc
 	} else {
@@ -294,30 +307,12 @@ func (s *Store) run(ctx context.Context, mode string, ops []store.Op, res []stor
 func (s *Store) call(ctx context.Context, mode string, ops []store.Op, res []store.Result) error {
 	b := batches.Get().(*batch)
 	b.keys, b.args = appendOps(b.keys, appendDoHeader(b.args, s.nowArg(), 1), mode, ops)
-	reply, err := evalDo(ctx, s.c, b.keys, b.args)
+	reply, err := s.evalDo(ctx, b.keys, b.args)
 	b.release()
 	if err != nil {
 		return err
 	}
 	return parseResults(reply, res)
-}
-
-// evalDo runs the do script with keys and args as Script.Run does: EVALSHA,
-// and EVAL when Redis does not hold the script. It hands the client a
-// pointer to each key where Script.Run would box it: a check's twenty-odd
-// keys would cost as many allocations. keys must stay unchanged until it
-// returns.
-func evalDo(ctx context.Context, c redis.UniversalClient, keys []string, args []any) (any, error) {
-	cmd := make([]any, 0, 3+len(keys)+len(args))
-	cmd = append(cmd, argEvalSha, doHash, len(keys))
-	for i := range keys {
-		cmd = append(cmd, &keys[i])
-	}
-	reply, err := c.Do(ctx, append(cmd, args...)...).Result()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		return doScript.Eval(ctx, c, keys, args...).Result()
-	}
-	return reply, err
 }
 
 // giveBack runs the give-back script: one call on a single Redis, one call

@@ -40,7 +40,9 @@ func supported(v string) bool {
 // Warm checks that Redis is recent enough (every master of a Cluster) and
 // loads the scripts into it, opening a connection on the way, so that the
 // first checks after a start meet neither a dial nor a NOSCRIPT round trip
-// within their store deadline. An older Redis is ErrUnsupported.
+// within their store deadline, and, with Config.Functions, the do script's
+// library where Redis takes it (functions.go). An older Redis is
+// ErrUnsupported.
 func (s *Store) Warm(ctx context.Context) error {
 	check := func(ctx context.Context, c *redis.Client) error {
 		info, err := c.Info(ctx, "server").Result()
@@ -67,5 +69,8 @@ func (s *Store) Warm(ctx context.Context) error {
 			return fmt.Errorf("redisstore: load scripts: %w", err)
 		}
 	}
+	// The library is optional (functions.go): the script serves without
+	// it.
+	_ = s.loadFunctions(ctx)
 	return nil
 }
