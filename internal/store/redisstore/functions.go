@@ -59,8 +59,8 @@ const (
 	functionsRefused
 )
 
-// retryLoad is how long a Store waits after a load that got no answer
-// before it tries again.
+// retryLoad is how long a Store waits after a load that failed, and was
+// not refused, before it tries again.
 const retryLoad = time.Minute
 
 // functions is what a Store knows of its library.
@@ -69,7 +69,7 @@ type functions struct {
 	wanted  bool
 	state   atomic.Int32
 	loading atomic.Bool
-	// failed is when a load last got no answer (Unix ns).
+	// failed is when a load last failed without a refusal (Unix ns).
 	failed atomic.Int64
 	// refusal is Redis's answer when it refused the library.
 	refusal atomic.Pointer[error]
@@ -128,7 +128,8 @@ func (s *Store) refuseFunctions(err error) {
 }
 
 // refusedWrites reports whether err is Redis refusing a call that may
-// write before it runs it.
+// write before it runs it, or at its first write: nothing was written
+// either way.
 func refusedWrites(err error) bool {
 	for _, p := range []string{"OOM", "READONLY", "MISCONF", "NOREPLICAS", "MASTERDOWN"} {
 		if redis.HasErrorPrefix(err, p) {
