@@ -28,9 +28,4 @@ fi
 rules=$(grep -v '^[[:space:]]*#' "$(dirname "$0")/guardian.acl" | tr -s '\n' ' ')
 admin=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
 echo "user default on >$admin allkeys allchannels allcommands"
-# This Redis holds guardian's data alone, so its user may also load and
-# call the do script as a function library (FUNCTION LOAD, FCALL): faster
-# checks. guardian.acl leaves these two out for a Redis other applications
-# share, where FUNCTION LOAD could replace their libraries
-# (docs/operations.md, "Redis ACL").
-echo "user guardian on >$pw $rules +fcall +function|load"
+echo "user guardian on >$pw $rules"

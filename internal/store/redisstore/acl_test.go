@@ -3,11 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -39,19 +35,8 @@ func TestACLUser(t *testing.T) {
 			t.Fatalf("Warm as guardian's ACL user: %v", err)
 		}
 	})
-	t.Run("functions_refused", func(t *testing.T) {
-		testFunctionsRefused(t, c)
-	})
-	t.Run("users_acl_script", func(t *testing.T) {
-		// deploy/redis/users-acl.sh makes the ACL file of guardian's own
-		// Redis, which holds guardian's data alone: its user may load and
-		// call the library too.
-		own := usersACLRules(t)
-		if len(own) != len(rules)+2 || !slices.Equal(own[:len(rules)], rules) || !slices.Contains(own, "+fcall") || !slices.Contains(own, "+function|load") {
-			t.Fatalf("users-acl.sh gives guardian %q, want guardian.acl's %q and +fcall +function|load", own, rules)
-		}
-		srv.AddUser(t, "guardianown", "pw", own)
-		warmed(t, open(t, "redis://guardianown:pw@"+srv.Addr()+"/0"), redisstore.Config{})
+	t.Run("functions_not_tried", func(t *testing.T) {
+		testFunctionsNotTried(t, srv, c)
 	})
 	t.Run("conformance", func(t *testing.T) {
 		admin := srv.Client(t)
@@ -99,23 +84,3 @@ func TestACLUser(t *testing.T) {
 	})
 }
 
-// usersACLRules returns the rules deploy/redis/users-acl.sh gives the
-// user guardian.
-func usersACLRules(t *testing.T) []string {
-	t.Helper()
-	pw := filepath.Join(t.TempDir(), "password")
-	if err := os.WriteFile(pw, []byte("test-password\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("bash", filepath.Join("..", "..", "..", "deploy", "redis", "users-acl.sh"), pw).Output()
-	if err != nil {
-		t.Fatalf("users-acl.sh: %v", err)
-	}
-	for line := range strings.SplitSeq(string(out), "\n") {
-		if rest, ok := strings.CutPrefix(line, "user guardian on >test-password "); ok {
-			return strings.Fields(rest)
-		}
-	}
-	t.Fatalf("users-acl.sh printed no user guardian:\n%s", out)
-	return nil
-}

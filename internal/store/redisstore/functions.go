@@ -20,9 +20,10 @@ import (
 // a Store configured for it (Config.Functions) loads the do script as a
 // library, at Warm or in the background after a script call succeeds, and
 // calls the function from then on. Where Redis refuses the library (Redis
-// 6.2, an ACL without FUNCTION LOAD or FCALL) the Store runs the script,
-// as before, and so it does on a Cluster, whose every master would need
-// the library. When Redis loses it (a restart without persistence,
+// 6.2, a default user without FUNCTION LOAD or FCALL) the Store runs the
+// script, as before, and so it does as an ACL user (guardian's ACL leaves
+// FUNCTION LOAD out: it could replace any library on the server) and on a
+// Cluster, whose every master would need the library. When Redis loses it (a restart without persistence,
 // FUNCTION FLUSH) the Store runs the script until it is loaded again.
 // Either way the same text decides: the function is the script's main.
 //
@@ -73,6 +74,17 @@ type functions struct {
 	failed atomic.Int64
 	// refusal is Redis's answer when it refused the library.
 	refusal atomic.Pointer[error]
+}
+
+// defaultUser reports whether c logs in as Redis's default user.
+func defaultUser(c redis.UniversalClient) bool {
+	switch c := c.(type) {
+	case *redis.Client:
+		return c.Options().Username == ""
+	case *redis.ClusterClient:
+		return c.Options().Username == ""
+	}
+	return false
 }
 
 // errClusterScripts is why a Store on a Cluster runs the script.

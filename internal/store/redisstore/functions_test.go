@@ -135,20 +135,53 @@ func testFunctionsAfterRefusedWrites(t *testing.T, node *redis.Client) {
 	}
 }
 
-// testFunctionsRefused: guardian's ACL, without FUNCTION LOAD and FCALL,
-// leaves a Store configured for the library on the script, which
-// Functions says, and Warm still succeeds.
-func testFunctionsRefused(t *testing.T, c redis.UniversalClient) {
-	s := redisstore.New(c, redisstore.Config{Functions: true})
-	if err := s.Warm(context.Background()); err != nil {
-		t.Fatalf("Warm without FUNCTION LOAD: %v", err)
+// testFunctionsNotTried: a Store configured for the library that logs in
+// as a user of guardian's ACL runs the script and does not try to load
+// the library, so that Redis's ACL LOG stays empty.
+func testFunctionsNotTried(t *testing.T, srv *redistest.Server, c redis.UniversalClient) {
+	ctx := context.Background()
+	admin := srv.Client(t)
+	if err := admin.Do(ctx, "ACL", "LOG", "RESET").Err(); err != nil {
+		t.Fatal(err)
 	}
-	on, why := s.Functions()
-	if on || !redis.IsPermissionError(why) {
-		t.Fatalf("Functions() without FUNCTION LOAD = %v, %v; want false and NOPERM", on, why)
+	s := redisstore.New(c, redisstore.Config{Functions: true})
+	if err := s.Warm(ctx); err != nil {
+		t.Fatalf("Warm as guardian's ACL user: %v", err)
 	}
 	res := do(t, s, rate("guardian:v3:{nofn}:login-account", 1, time.Minute, 5))
 	if !res[0].Spent {
+		t.Errorf("a check on the script: %+v, want spent", res[0])
+	}
+	if on, why := s.Functions(); on || why != nil {
+		t.Errorf("an ACL user's Store: Functions() = %v, %v; want false, nil", on, why)
+	}
+	denied, err := admin.Do(ctx, "ACL", "LOG").Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(denied) > 0 {
+		t.Errorf("Redis denied guardian's ACL user %d times: %v", len(denied), denied)
+	}
+}
+
+// TestFunctionsRefused: a default user without FUNCTION LOAD leaves a
+// Store configured for the library on the script, which Functions says,
+// and Warm still succeeds.
+func TestFunctionsRefused(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	ctx := context.Background()
+	if err := admin.Do(ctx, "ACL", "SETUSER", "default", "-function").Err(); err != nil {
+		t.Fatalf("ACL SETUSER default -function: %v", err)
+	}
+	s := redisstore.New(admin, redisstore.Config{Functions: true})
+	if err := s.Warm(ctx); err != nil {
+		t.Fatalf("Warm without FUNCTION LOAD: %v", err)
+	}
+	if on, why := s.Functions(); on || !redis.IsPermissionError(why) {
+		t.Fatalf("Functions() without FUNCTION LOAD = %v, %v; want false and NOPERM", on, why)
+	}
+	if res := do(t, s, rate("guardian:v3:{nofn}:login-account", 1, time.Minute, 5)); !res[0].Spent {
 		t.Errorf("a check on the script: %+v, want spent", res[0])
 	}
 }

@@ -104,7 +104,9 @@ type Config struct {
 	MaxQueued int
 	// Functions makes the Store call the do script as a library of Redis
 	// functions where Redis takes it (functions.go): loaded at Warm, or in
-	// the background after a script call succeeds.
+	// the background after a script call succeeds. Only as Redis's default
+	// user: a user of guardian's ACL may not load a library, and trying
+	// would leave a denial in Redis's ACL LOG at every start.
 	Functions bool
 }
 
@@ -127,7 +129,7 @@ var _ store.Store = (*Store)(nil)
 // of c and closes it.
 func New(c redis.UniversalClient, cfg Config) *Store {
 	s := &Store{c: c, now: cfg.Now}
-	s.fn.wanted = cfg.Functions
+	s.fn.wanted = cfg.Functions && defaultUser(c)
 	if cc, ok := c.(*redis.ClusterClient); ok {
 		s.cluster = cc
 	} else {
