@@ -83,4 +83,3 @@ func TestACLUser(t *testing.T) {
 		}
 	})
 }
-
