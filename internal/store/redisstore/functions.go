@@ -76,15 +76,19 @@ type functions struct {
 	refusal atomic.Pointer[error]
 }
 
-// defaultUser reports whether c logs in as Redis's default user.
+// defaultUser reports whether c logs in as Redis's default user: no user,
+// or the one named "default".
 func defaultUser(c redis.UniversalClient) bool {
+	var user string
 	switch c := c.(type) {
 	case *redis.Client:
-		return c.Options().Username == ""
+		user = c.Options().Username
 	case *redis.ClusterClient:
-		return c.Options().Username == ""
+		user = c.Options().Username
+	default:
+		return false
 	}
-	return false
+	return user == "" || user == "default"
 }
 
 // errClusterScripts is why a Store on a Cluster runs the script.

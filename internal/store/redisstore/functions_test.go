@@ -87,7 +87,11 @@ func testFunctions(t *testing.T, node *redis.Client) {
 	if err := plain.Warm(ctx); err != nil {
 		t.Fatalf("Warm: %v", err)
 	}
+	before = redistest.CommandStats(t, node)
 	do(t, plain, op)
+	if ran := redistest.Ran(before, redistest.CommandStats(t, node)); ran["evalsha"] != 1 || ran["fcall"] != 0 {
+		t.Errorf("a check of a Store without Config.Functions ran %v, want one EVALSHA", ran)
+	}
 	if on, why := plain.Functions(); on || why != nil {
 		t.Errorf("a Store without Config.Functions: Functions() = %v, %v; want false, nil", on, why)
 	}
@@ -155,6 +159,8 @@ func testFunctionsNotTried(t *testing.T, srv *redistest.Server, c redis.Universa
 	if on, why := s.Functions(); on || why != nil {
 		t.Errorf("an ACL user's Store: Functions() = %v, %v; want false, nil", on, why)
 	}
+	// A load in the background would reach Redis well within this.
+	time.Sleep(200 * time.Millisecond)
 	denied, err := admin.Do(ctx, "ACL", "LOG").Slice()
 	if err != nil {
 		t.Fatal(err)
@@ -183,6 +189,22 @@ func TestFunctionsRefused(t *testing.T) {
 	}
 	if res := do(t, s, rate("guardian:v3:{nofn}:login-account", 1, time.Minute, 5)); !res[0].Spent {
 		t.Errorf("a check on the script: %+v, want spent", res[0])
+	}
+
+	// A Store whose library Redis stops letting it call runs the script
+	// from then on, its count going on.
+	if err := admin.Do(ctx, "ACL", "SETUSER", "default", "+function").Err(); err != nil {
+		t.Fatalf("ACL SETUSER default +function: %v", err)
+	}
+	lib := warmed(t, admin, redisstore.Config{})
+	if err := admin.Do(ctx, "ACL", "SETUSER", "default", "-fcall").Err(); err != nil {
+		t.Fatalf("ACL SETUSER default -fcall: %v", err)
+	}
+	if res := do(t, lib, rate("guardian:v3:{nofn}:login-account", 1, time.Minute, 5)); !res[0].Spent || res[0].Remaining != 3 {
+		t.Errorf("a check once FCALL is refused: %+v, want spent, 3 left", res[0])
+	}
+	if on, why := lib.Functions(); on || !redis.IsPermissionError(why) {
+		t.Errorf("Functions() once FCALL is refused = %v, %v; want false and NOPERM", on, why)
 	}
 }
 
