@@ -35,10 +35,7 @@ func (s *Store) CheckAccess(ctx context.Context) error {
 	// live sub-window (PFCOUNT) the second.
 	distinct := store.Op{Key: accessKey + ":distinct", Cost: 1, Limit: store.Distinct{Step: time.Second, Max: 1}, Member: "access-check"}
 	res := make([]store.Result, 1)
-	gone := []string{accessKey, accessKey + ":once", distinct.Key, distinctCountKey(distinct.Key)}
-	for j := range store.DistinctSlots {
-		gone = append(gone, distinctSlotKey(distinct.Key, j))
-	}
+	gone := appendSubKeys([]string{accessKey, accessKey + ":once", distinct.Key}, distinct.Key, true)
 	steps := []struct {
 		name string
 		call func() error
